@@ -1,0 +1,1 @@
+"""The vyre dialect (installed as vyre_xdsl.dialects)."""

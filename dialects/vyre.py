@@ -1,0 +1,709 @@
+"""The `vyre` dialect: the tiled online-softmax skeleton as one op.
+
+A `vyre.kernel` declares what a GPU program owns (storage buffers, workgroup
+scratch arrays, workgroup size, item count).  Inside it, one
+`vyre.tiled_online_softmax` holds the whole attention recurrence, with the two
+decoder-specific fragments as regions: `scores` fills a tile's scores and
+`update` folds the tile's values into the accumulator.  The stability helpers
+of SEMANTICS.md are ops so that one change reaches every decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    base,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import (
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    NoTerminator,
+    Pure,
+    SymbolOpInterface,
+)
+from xdsl.utils.exceptions import VerifyException
+
+U32_MAX = 2**32 - 1
+ACCESS_MODES = ("read", "write")
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+def _element_count(memref: MemRefType) -> int:
+    count = 1
+    for dim in memref.get_shape():
+        count *= dim
+    return count
+
+
+def check_u32_product(what: str, factors: Sequence[tuple[str, int]], fix: str) -> int:
+    """The product of `factors`, or a VerifyException when it leaves u32."""
+    product = 1
+    for _, value in factors:
+        product *= value
+    if product > U32_MAX:
+        expression = " * ".join(f"{name} ({value})" for name, value in factors)
+        raise VerifyException(
+            f"{what} = {expression} = {product} does not fit in u32 "
+            f"(max {U32_MAX}); {fix}"
+        )
+    return product
+
+
+def _check_f32_vector(value: SSAValue, role: str) -> MemRefType:
+    memref = value.type
+    if (
+        not isinstance(memref, MemRefType)
+        or memref.element_type != f32
+        or len(memref.get_shape()) != 1
+        or memref.get_shape()[0] < 1
+    ):
+        raise VerifyException(
+            f"{role} must be a static 1-D memref of f32 (e.g. memref<4096xf32>), "
+            f"got {memref}"
+        )
+    return memref
+
+
+# --------------------------------------------------------------------------
+# Kernel, buffers and scratch
+# --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A GPU program: `item_count` invocations in workgroups of
+    `workgroup_size` lanes, over the buffers and scratch declared in its body.
+
+        vyre.kernel @name items 4096 workgroup_size 64 { ... }
+    """
+
+    name = "vyre.kernel"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    item_count = prop_def(IntegerAttr)
+    workgroup_size = prop_def(IntegerAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
+
+    def __init__(self, name: str, item_count: int, workgroup_size: int = 64):
+        super().__init__(
+            properties={
+                "sym_name": StringAttr(name),
+                "item_count": IntegerAttr(item_count, i64),
+                "workgroup_size": IntegerAttr(workgroup_size, i64),
+            },
+            regions=[Region(Block())],
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("items")
+        item_count = parser.parse_integer(allow_boolean=False)
+        parser.parse_keyword("workgroup_size")
+        workgroup_size = parser.parse_integer(allow_boolean=False)
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "item_count": IntegerAttr(item_count, i64),
+                "workgroup_size": IntegerAttr(workgroup_size, i64),
+            },
+            attributes=attributes.data if attributes else {},
+            regions=[body],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(
+            f" items {_int(self.item_count)} workgroup_size {_int(self.workgroup_size)}"
+        )
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @property
+    def buffers(self) -> list[BufferOp]:
+        return [op for op in self.body.block.ops if isinstance(op, BufferOp)]
+
+    @property
+    def scratch_arrays(self) -> list[ScratchOp]:
+        return [op for op in self.body.block.ops if isinstance(op, ScratchOp)]
+
+    def verify_(self) -> None:
+        for field in ("item_count", "workgroup_size"):
+            value = _int(getattr(self, field))
+            if value < 1:
+                raise VerifyException(f"'{field}' must be > 0, got {value}")
+            if value > U32_MAX:
+                raise VerifyException(f"'{field}' = {value} does not fit in u32")
+        names: dict[str, Operation] = {}
+        bindings: dict[int, str] = {}
+        for op in self.body.block.ops:
+            if not isinstance(op, BufferOp | ScratchOp):
+                continue
+            name = op.sym_name.data
+            if name in names:
+                raise VerifyException(
+                    f"two buffers or scratch arrays are named '{name}'; give each "
+                    f"a distinct name"
+                )
+            names[name] = op
+            if isinstance(op, BufferOp):
+                binding = _int(op.binding)
+                if binding in bindings:
+                    raise VerifyException(
+                        f"buffers '{bindings[binding]}' and '{name}' both use "
+                        f"binding {binding}; give each buffer its own binding"
+                    )
+                bindings[binding] = name
+
+
+@irdl_op_definition
+class BufferOp(IRDLOperation):
+    """A storage buffer of the kernel: a flat f32 array bound at `binding`,
+    read-only (`read`) or written (`write`), with its logical shape.
+
+        %q = vyre.buffer "q" binding 0 read [64, 32] : memref<2048xf32>
+    """
+
+    name = "vyre.buffer"
+
+    sym_name = prop_def(StringAttr)
+    binding = prop_def(IntegerAttr)
+    access = prop_def(StringAttr)
+    shape = prop_def(DenseArrayBase)
+    result = result_def(MemRefType)
+
+    traits = traits_def(HasParent(KernelOp))
+
+    def __init__(
+        self, name: str, binding: int, access: str, shape: Sequence[int]
+    ) -> None:
+        count = 1
+        for dim in shape:
+            count *= dim
+        super().__init__(
+            properties={
+                "sym_name": StringAttr(name),
+                "binding": IntegerAttr(binding, i64),
+                "access": StringAttr(access),
+                "shape": DenseArrayBase.from_list(i64, list(shape)),
+            },
+            result_types=[MemRefType(f32, [count])],
+        )
+        self.result.name_hint = name
+
+    @property
+    def is_output(self) -> bool:
+        return self.access.data == "write"
+
+    @property
+    def logical_shape(self) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.shape.get_values())
+
+    def verify_(self) -> None:
+        name = self.sym_name.data
+        memref = _check_f32_vector(self.result, f"buffer '{name}'")
+        if self.access.data not in ACCESS_MODES:
+            raise VerifyException(
+                f"buffer '{name}' has access \"{self.access.data}\"; use \"read\" "
+                f"for an input or \"write\" for an output"
+            )
+        if _int(self.binding) < 0:
+            raise VerifyException(f"buffer '{name}' has a negative binding")
+        shape = self.logical_shape
+        if not shape or any(dim < 1 for dim in shape):
+            raise VerifyException(
+                f"buffer '{name}' has shape {list(shape)}; every dimension must be > 0"
+            )
+        count = check_u32_product(
+            f"buffer '{name}' size",
+            [(f"dim{i}", dim) for i, dim in enumerate(shape)],
+            "shrink the buffer",
+        )
+        if count != _element_count(memref):
+            raise VerifyException(
+                f"buffer '{name}' has shape {list(shape)} ({count} elements) but "
+                f"type {memref}; make the memref hold exactly {count} f32"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BufferOp:
+        name = parser.parse_str_literal("buffer name")
+        parser.parse_keyword("binding")
+        binding = parser.parse_integer(allow_negative=False, allow_boolean=False)
+        access = parser.parse_keyword_in(ACCESS_MODES, "buffer access")
+        shape = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+        )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        result_type = parser.parse_type()
+        op = cls.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "binding": IntegerAttr(binding, i64),
+                "access": StringAttr(access),
+                "shape": DenseArrayBase.from_list(i64, shape),
+            },
+            attributes=attrs,
+            result_types=[result_type],
+        )
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.sym_name.data)
+        printer.print_string(f" binding {_int(self.binding)} {self.access.data} [")
+        printer.print_string(", ".join(str(d) for d in self.logical_shape))
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+
+@irdl_op_definition
+class ScratchOp(IRDLOperation):
+    """A workgroup scratch array: one per workgroup, shared by its lanes.
+
+        %o_acc = vyre.scratch "o_acc" : memref<2048xf32>
+    """
+
+    name = "vyre.scratch"
+
+    sym_name = prop_def(StringAttr)
+    result = result_def(MemRefType)
+
+    traits = traits_def(HasParent(KernelOp))
+
+    assembly_format = "$sym_name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, count: int) -> None:
+        super().__init__(
+            properties={"sym_name": StringAttr(name)},
+            result_types=[MemRefType(f32, [count])],
+        )
+        self.result.name_hint = name
+
+    def verify_(self) -> None:
+        name = self.sym_name.data
+        memref = _check_f32_vector(self.result, f"scratch '{name}'")
+        if not isinstance(memref.memory_space, NoneAttr):
+            raise VerifyException(
+                f"scratch '{name}' must be in the default memory space; "
+                f"convert-vyre-to-gpu places it in workgroup memory"
+            )
+
+
+# --------------------------------------------------------------------------
+# The skeleton
+# --------------------------------------------------------------------------
+
+SCORES_ARGS = ("item", "lane", "tile_start", "tile_len", "q_scratch", "score_tile")
+UPDATE_ARGS = (
+    "item",
+    "lane",
+    "tile_start",
+    "tile_len",
+    "m_new",
+    "rescale",
+    "score_tile",
+    "o_acc",
+)
+SHAPE_FIELDS = ("item_count", "seq_len", "head_dim", "tile_size", "tile_count")
+
+
+def tile_count_for(seq_len: int, tile_size: int) -> int:
+    return -(-seq_len // tile_size)
+
+
+@irdl_op_definition
+class TiledOnlineSoftmaxOp(IRDLOperation):
+    """The tiled online-softmax recurrence of SEMANTICS.md for every item.
+
+    Per item: load the query row into `q_scratch`, then for each key tile run
+    `scores` (fills `score_tile[lane*tile_size + j]` for j < tile_len), take
+    the tile max, rescale, tile sum and `l`, run `update` (folds the tile's
+    values into `o_acc`), and finally write `out = flush_tiny(o_acc / denom)`.
+
+    Region arguments (all `index` but `m_new`/`rescale`: f32; scratch arrays
+    are whole, a lane owns `lane * stride + offset`):
+      scores(%item, %lane, %tile_start, %tile_len, %q_scratch, %score_tile)
+      update(%item, %lane, %tile_start, %tile_len, %m_new, %rescale,
+             %score_tile, %o_acc)
+    """
+
+    name = "vyre.tiled_online_softmax"
+
+    q = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+    q_scratch = operand_def(MemRefType)
+    score_tile = operand_def(MemRefType)
+    o_acc = operand_def(MemRefType)
+
+    item_count = prop_def(IntegerAttr)
+    seq_len = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    tile_size = prop_def(IntegerAttr)
+    tile_count = prop_def(IntegerAttr)
+
+    scores = region_def("single_block")
+    update = region_def("single_block")
+
+    traits = traits_def(HasParent(KernelOp))
+
+    def __init__(
+        self,
+        q: SSAValue,
+        out: SSAValue,
+        q_scratch: SSAValue,
+        score_tile: SSAValue,
+        o_acc: SSAValue,
+        *,
+        item_count: int,
+        seq_len: int,
+        head_dim: int,
+        tile_size: int,
+    ) -> None:
+        index = IndexType()
+        scratch_type = q_scratch.type
+        scores = Region(
+            Block(
+                arg_types=[index, index, index, index, scratch_type, score_tile.type]
+            )
+        )
+        update = Region(
+            Block(
+                arg_types=[index] * 4 + [f32, f32, score_tile.type, o_acc.type]
+            )
+        )
+        for region, names in ((scores, SCORES_ARGS), (update, UPDATE_ARGS)):
+            for arg, arg_name in zip(region.block.args, names, strict=True):
+                arg.name_hint = arg_name
+        values = {
+            "item_count": item_count,
+            "seq_len": seq_len,
+            "head_dim": head_dim,
+            "tile_size": tile_size,
+            "tile_count": tile_count_for(seq_len, tile_size),
+        }
+        super().__init__(
+            operands=[q, out, q_scratch, score_tile, o_acc],
+            properties={k: IntegerAttr(v, i64) for k, v in values.items()},
+            regions=[scores, update],
+        )
+
+    def shape(self) -> dict[str, int]:
+        return {field: _int(getattr(self, field)) for field in SHAPE_FIELDS}
+
+    # -- verification ------------------------------------------------------
+
+    def verify_(self) -> None:
+        shape = self.shape()
+        for field in SHAPE_FIELDS[:4]:
+            if shape[field] < 1:
+                raise VerifyException(
+                    f"'{field}' must be > 0, got {shape[field]}; every dimension "
+                    f"of the skeleton must be positive"
+                )
+            if shape[field] > U32_MAX:
+                raise VerifyException(f"'{field}' = {shape[field]} does not fit in u32")
+        expected_tiles = tile_count_for(shape["seq_len"], shape["tile_size"])
+        if shape["tile_count"] != expected_tiles:
+            raise VerifyException(
+                f"'tile_count' is {shape['tile_count']} but ceil(seq_len / tile_size)"
+                f" = ceil({shape['seq_len']} / {shape['tile_size']}) = "
+                f"{expected_tiles}; set tile_count {expected_tiles}"
+            )
+        kernel = self.parent_op()
+        assert isinstance(kernel, KernelOp)
+        if shape["item_count"] != _int(kernel.item_count):
+            raise VerifyException(
+                f"'item_count' is {shape['item_count']} but the enclosing kernel "
+                f"runs {_int(kernel.item_count)} items; make them equal"
+            )
+        lanes = _int(kernel.workgroup_size)
+        self._verify_sizes(shape, lanes)
+        self._verify_region(
+            self.scores,
+            "scores",
+            SCORES_ARGS,
+            [IndexType()] * 4 + [self.q_scratch.type, self.score_tile.type],
+        )
+        self._verify_region(
+            self.update,
+            "update",
+            UPDATE_ARGS,
+            [IndexType()] * 4 + [f32, f32, self.score_tile.type, self.o_acc.type],
+        )
+
+    def _verify_sizes(self, shape: dict[str, int], lanes: int) -> None:
+        row_elements = check_u32_product(
+            "q/out size",
+            [("item_count", shape["item_count"]), ("head_dim", shape["head_dim"])],
+            "reduce item_count or head_dim",
+        )
+        for role, value, access in (("q", self.q, "read"), ("out", self.out, "write")):
+            owner = value.owner
+            if not isinstance(owner, BufferOp) or owner.access.data != access:
+                raise VerifyException(
+                    f"operand '{role}' must be a vyre.buffer with access "
+                    f"\"{access}\""
+                )
+            count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
+            if count != row_elements:
+                raise VerifyException(
+                    f"buffer '{owner.sym_name.data}' ({role}) holds {count} f32 but "
+                    f"item_count * head_dim = {row_elements}; size it "
+                    f"memref<{row_elements}xf32>"
+                )
+        for role, value, stride in (
+            ("q_scratch", self.q_scratch, "head_dim"),
+            ("score_tile", self.score_tile, "tile_size"),
+            ("o_acc", self.o_acc, "head_dim"),
+        ):
+            if not isinstance(value.owner, ScratchOp):
+                raise VerifyException(f"operand '{role}' must be a vyre.scratch")
+            wanted = check_u32_product(
+                f"scratch '{role}' size",
+                [("workgroup_size", lanes), (stride, shape[stride])],
+                f"reduce {stride}",
+            )
+            count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
+            if count != wanted:
+                raise VerifyException(
+                    f"scratch '{role}' holds {count} f32 but workgroup_size * "
+                    f"{stride} = {wanted}; size it memref<{wanted}xf32>"
+                )
+
+    def _verify_region(
+        self,
+        region: Region,
+        region_name: str,
+        arg_names: Sequence[str],
+        arg_types: Sequence[Attribute],
+    ) -> None:
+        block = region.block
+        got = [arg.type for arg in block.args]
+        if got != list(arg_types):
+            expected = ", ".join(
+                f"%{n}: {t}" for n, t in zip(arg_names, arg_types, strict=True)
+            )
+            raise VerifyException(
+                f"region '{region_name}' must take ({expected}), got "
+                f"({', '.join(str(t) for t in got)})"
+            )
+        last = block.last_op
+        if not isinstance(last, YieldOp):
+            raise VerifyException(
+                f"region '{region_name}' must end with vyre.yield, got "
+                f"{last.name if last else 'an empty block'}"
+            )
+
+    # -- custom syntax -----------------------------------------------------
+
+    @classmethod
+    def parse(cls, parser: Parser) -> TiledOnlineSoftmaxOp:
+        operands: list[UnresolvedOperand] = []
+        for keyword in ("q", "out"):
+            parser.parse_keyword(keyword)
+            parser.parse_punctuation("(")
+            operands.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        parser.parse_keyword("scratch")
+        operands.extend(
+            parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_unresolved_operand
+            )
+        )
+        if len(operands) != 5:
+            parser.raise_error(
+                "expected three scratch operands: (q_scratch, score_tile, o_acc)"
+            )
+        properties: dict[str, Attribute] = {}
+        for field in SHAPE_FIELDS:
+            parser.parse_keyword(field)
+            properties[field] = IntegerAttr(
+                parser.parse_integer(allow_boolean=False), i64
+            )
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(
+            parser.Delimiter.PAREN, parser.parse_type
+        )
+        if len(types) != 5:
+            parser.raise_error("expected five operand types (q, out, and 3 scratch)")
+        resolved = parser.resolve_operands(operands, types, parser.pos)
+        regions = []
+        for region_name in ("scores", "update"):
+            parser.parse_keyword(region_name)
+            args = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_argument
+            )
+            regions.append(parser.parse_region(args))
+        return cls.create(
+            operands=resolved,
+            properties=properties,
+            attributes=attributes.data if attributes else {},
+            regions=regions,
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" q(")
+        printer.print_operand(self.q)
+        printer.print_string(") out(")
+        printer.print_operand(self.out)
+        printer.print_string(") scratch(")
+        printer.print_list(
+            (self.q_scratch, self.score_tile, self.o_acc), printer.print_operand
+        )
+        printer.print_string(")")
+        for field, value in self.shape().items():
+            printer.print_string(f" {field} {value}")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" : (")
+        printer.print_list(self.operand_types, printer.print_attribute)
+        printer.print_string(")")
+        for region_name, region in (("scores", self.scores), ("update", self.update)):
+            printer.print_string(f" {region_name}(")
+            printer.print_list(region.block.args, printer.print_block_argument)
+            printer.print_string(") ")
+            printer.print_region(region, print_entry_block_args=False)
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a fragment region of vyre.tiled_online_softmax."""
+
+    name = "vyre.yield"
+    traits = traits_def(IsTerminator(), HasParent(TiledOnlineSoftmaxOp))
+    assembly_format = "attr-dict"
+
+
+# --------------------------------------------------------------------------
+# Invocation indices (what vyre-inline-fragments leaves for the GPU lowering)
+# --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ItemIndexOp(IRDLOperation):
+    """The global invocation index along x: the item this lane computes."""
+
+    name = "vyre.item_index"
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+        self.result.name_hint = "item"
+
+
+@irdl_op_definition
+class LaneIndexOp(IRDLOperation):
+    """The lane index within the workgroup along x."""
+
+    name = "vyre.lane_index"
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+        self.result.name_hint = "lane"
+
+
+# --------------------------------------------------------------------------
+# Stability helpers (NaN is evidence: it is never hidden)
+# --------------------------------------------------------------------------
+
+
+class StabilityOp(IRDLOperation):
+    """An f32 -> f32 stability helper of SEMANTICS.md."""
+
+    input = operand_def(base(Float32Type))
+    result = result_def(base(Float32Type))
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, value: SSAValue | Operation) -> None:
+        super().__init__(operands=[value], result_types=[f32])
+
+
+@irdl_op_definition
+class BoundedScoreOp(StabilityOp):
+    """`v if isnan(v) else finite_or(v, -80.0)`"""
+
+    name = "vyre.bounded_score"
+
+
+@irdl_op_definition
+class BoundedExpArgOp(StabilityOp):
+    """`v if isnan(v) else clamp(finite_or(v, -80.0), -80.0, 0.0)`"""
+
+    name = "vyre.bounded_exp_arg"
+
+
+@irdl_op_definition
+class PositiveDenominatorOp(StabilityOp):
+    """`v if isnan(v) else (v if isfinite(v) and v > MIN_POSITIVE else MIN_POSITIVE)`"""
+
+    name = "vyre.positive_denominator"
+
+
+@irdl_op_definition
+class FlushTinyOp(StabilityOp):
+    """`0.0 if abs(v) <= MIN_POSITIVE else v` (NaN passes through)"""
+
+    name = "vyre.flush_tiny"
+
+
+STABILITY_OPS = (BoundedScoreOp, BoundedExpArgOp, PositiveDenominatorOp, FlushTinyOp)
+
+Vyre = Dialect(
+    "vyre",
+    [
+        KernelOp,
+        BufferOp,
+        ScratchOp,
+        TiledOnlineSoftmaxOp,
+        YieldOp,
+        ItemIndexOp,
+        LaneIndexOp,
+        *STABILITY_OPS,
+    ],
+    [],
+)

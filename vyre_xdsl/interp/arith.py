@@ -1,0 +1,353 @@
+"""f32-exact `arith` on lane vectors.
+
+Floating-point values are numpy float32 (IEEE-exact for + - * /), integers
+and `index` are unsigned numpy integers that wrap like the device's, `i1` is
+numpy bool. Comparisons follow MLIR: ordered predicates are false when an
+operand is NaN, unordered ones true; `maximumf`/`minimumf` propagate NaN and
+order -0 < +0; `select` never looks at the value it does not pick.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+)
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
+
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.interp.base import LaneFunctions
+from vyre_xdsl.interp.lanes import dtype_of, is_uniform, select, signed
+
+
+def _cmpf(pred: str):
+    # numpy comparisons are false on NaN except `!=`, which is true:
+    # exactly MLIR's ordered predicates, and `une`.
+    table = {
+        "false": lambda a, b: np.zeros(np.broadcast(a, b).shape, np.bool_)[()],
+        "oeq": lambda a, b: a == b,
+        "ogt": lambda a, b: a > b,
+        "oge": lambda a, b: a >= b,
+        "olt": lambda a, b: a < b,
+        "ole": lambda a, b: a <= b,
+        "one": lambda a, b: (a < b) | (a > b),
+        "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
+        "ueq": lambda a, b: ~((a < b) | (a > b)),
+        "ugt": lambda a, b: ~(a <= b),
+        "uge": lambda a, b: ~(a < b),
+        "ult": lambda a, b: ~(a >= b),
+        "ule": lambda a, b: ~(a > b),
+        "une": lambda a, b: a != b,
+        "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+        "true": lambda a, b: np.ones(np.broadcast(a, b).shape, np.bool_)[()],
+    }
+    return table[pred]
+
+
+def _cmpi(pred: str):
+    table = {
+        "eq": lambda a, b: a == b,
+        "ne": lambda a, b: a != b,
+        "slt": lambda a, b: signed(a) < signed(b),
+        "sle": lambda a, b: signed(a) <= signed(b),
+        "sgt": lambda a, b: signed(a) > signed(b),
+        "sge": lambda a, b: signed(a) >= signed(b),
+        "ult": lambda a, b: a < b,
+        "ule": lambda a, b: a <= b,
+        "ugt": lambda a, b: a > b,
+        "uge": lambda a, b: a >= b,
+    }
+    return table[pred]
+
+
+def maximumf(a, b):
+    """MLIR arith.maximumf: NaN if either operand is NaN; +0 > -0."""
+    r = np.maximum(a, b)
+    # equal operands are identical except for signed zeros: prefer +0
+    return select(a == b, select(np.signbit(a), b, a), r)
+
+
+def minimumf(a, b):
+    """MLIR arith.minimumf: NaN if either operand is NaN; -0 < +0."""
+    r = np.minimum(a, b)
+    return select(a == b, select(np.signbit(a), a, b), r)
+
+
+def maxnumf(a, b):
+    """MLIR arith.maxnumf: the non-NaN operand if only one is NaN."""
+    r = np.fmax(a, b)
+    return select(a == b, select(np.signbit(a), b, a), r)
+
+
+def minnumf(a, b):
+    r = np.fmin(a, b)
+    return select(a == b, select(np.signbit(a), a, b), r)
+
+
+def _trunc_div(a, b):
+    """Signed division rounding towards zero (C semantics), on signed views."""
+    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+@register_impls
+class ArithFunctions(LaneFunctions):
+    # ---- constants -------------------------------------------------------
+    @impl(arith.ConstantOp)
+    def run_constant(
+        self, interpreter: Interpreter, op: arith.ConstantOp, args: PythonValues
+    ) -> PythonValues:
+        cache = self.cache
+        if op in cache:
+            return cache[op]
+        value = op.value
+        dtype = dtype_of(op.result.type) if not isinstance(
+            value, DenseIntOrFPElementsAttr
+        ) else None
+        if isinstance(value, IntegerAttr):
+            v = value.value.data
+            if dtype == np.bool_:
+                result = np.bool_(v & 1)
+            else:
+                result = dtype.type(v % (1 << (8 * dtype.itemsize)))
+        elif isinstance(value, FloatAttr):
+            result = dtype.type(value.value.data)
+        else:
+            raise VyreError(
+                f"the interpreter supports only scalar arith.constant, not {value}"
+            )
+        cache[op] = (result,)
+        return cache[op]
+
+    # ---- float arithmetic ------------------------------------------------
+    @impl(arith.AddfOp)
+    def run_addf(self, interpreter, op, args):
+        return (args[0] + args[1],)
+
+    @impl(arith.SubfOp)
+    def run_subf(self, interpreter, op, args):
+        return (args[0] - args[1],)
+
+    @impl(arith.MulfOp)
+    def run_mulf(self, interpreter, op, args):
+        return (args[0] * args[1],)
+
+    @impl(arith.DivfOp)
+    def run_divf(self, interpreter, op, args):
+        return (args[0] / args[1],)
+
+    @impl(arith.NegfOp)
+    def run_negf(self, interpreter, op, args):
+        return (np.negative(args[0]),)
+
+    @impl(arith.MaximumfOp)
+    def run_maximumf(self, interpreter, op, args):
+        return (maximumf(args[0], args[1]),)
+
+    @impl(arith.MinimumfOp)
+    def run_minimumf(self, interpreter, op, args):
+        return (minimumf(args[0], args[1]),)
+
+    @impl(arith.MaxnumfOp)
+    def run_maxnumf(self, interpreter, op, args):
+        return (maxnumf(args[0], args[1]),)
+
+    @impl(arith.MinnumfOp)
+    def run_minnumf(self, interpreter, op, args):
+        return (minnumf(args[0], args[1]),)
+
+    @impl(arith.CmpfOp)
+    def run_cmpf(self, interpreter, op: arith.CmpfOp, args):
+        fn = self.cache.get(op)
+        if fn is None:
+            pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+            fn = self.cache[op] = _cmpf(pred)
+        return (fn(args[0], args[1]),)
+
+    # ---- integer arithmetic (wraps like the device) ----------------------
+    @impl(arith.AddiOp)
+    def run_addi(self, interpreter, op, args):
+        return (args[0] + args[1],)
+
+    @impl(arith.SubiOp)
+    def run_subi(self, interpreter, op, args):
+        return (args[0] - args[1],)
+
+    @impl(arith.MuliOp)
+    def run_muli(self, interpreter, op, args):
+        return (args[0] * args[1],)
+
+    @impl(arith.DivUIOp)
+    def run_divui(self, interpreter, op, args):
+        a, b = args
+        return (a // b,)
+
+    @impl(arith.RemUIOp)
+    def run_remui(self, interpreter, op, args):
+        a, b = args
+        return (a % b,)
+
+    @impl(arith.CeilDivUIOp)
+    def run_ceildivui(self, interpreter, op, args):
+        a, b = args
+        q = a // b
+        return (q + (q * b != a).astype(q.dtype),)
+
+    @impl(arith.DivSIOp)
+    def run_divsi(self, interpreter, op, args):
+        a, b = args
+        q = _trunc_div(signed(a), signed(b)).astype(signed(a).dtype)
+        return (q.view(a.dtype)[()],)
+
+    @impl(arith.RemSIOp)
+    def run_remsi(self, interpreter, op, args):
+        a, b = args
+        sa, sb = signed(a), signed(b)
+        q = _trunc_div(sa, sb).astype(sa.dtype)
+        return ((sa - q * sb).astype(sa.dtype).view(a.dtype)[()],)
+
+    @impl(arith.MinUIOp)
+    def run_minui(self, interpreter, op, args):
+        return (np.minimum(args[0], args[1]),)
+
+    @impl(arith.MaxUIOp)
+    def run_maxui(self, interpreter, op, args):
+        return (np.maximum(args[0], args[1]),)
+
+    @impl(arith.MinSIOp)
+    def run_minsi(self, interpreter, op, args):
+        a, b = args
+        return (select(signed(a) <= signed(b), a, b),)
+
+    @impl(arith.MaxSIOp)
+    def run_maxsi(self, interpreter, op, args):
+        a, b = args
+        return (select(signed(a) >= signed(b), a, b),)
+
+    @impl(arith.AndIOp)
+    def run_andi(self, interpreter, op, args):
+        return (args[0] & args[1],)
+
+    @impl(arith.OrIOp)
+    def run_ori(self, interpreter, op, args):
+        return (args[0] | args[1],)
+
+    @impl(arith.XOrIOp)
+    def run_xori(self, interpreter, op, args):
+        return (args[0] ^ args[1],)
+
+    @impl(arith.ShLIOp)
+    def run_shli(self, interpreter, op, args):
+        a, b = args
+        bits = 8 * a.dtype.itemsize
+        return (select(b >= bits, a.dtype.type(0), a << (b % bits)),)
+
+    @impl(arith.ShRUIOp)
+    def run_shrui(self, interpreter, op, args):
+        a, b = args
+        bits = 8 * a.dtype.itemsize
+        return (select(b >= bits, a.dtype.type(0), a >> (b % bits)),)
+
+    @impl(arith.ShRSIOp)
+    def run_shrsi(self, interpreter, op, args):
+        a, b = args
+        bits = 8 * a.dtype.itemsize
+        sa = signed(a)
+        r = sa >> np.minimum(b, bits - 1).astype(sa.dtype)
+        return (r.astype(sa.dtype).view(a.dtype)[()],)
+
+    @impl(arith.CmpiOp)
+    def run_cmpi(self, interpreter, op: arith.CmpiOp, args):
+        fn = self.cache.get(op)
+        if fn is None:
+            pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+            fn = self.cache[op] = _cmpi(pred)
+        return (fn(args[0], args[1]),)
+
+    @impl(arith.SelectOp)
+    def run_select(self, interpreter, op, args):
+        return (select(args[0], args[1], args[2]),)
+
+    # ---- casts -----------------------------------------------------------
+    def _result_dtype(self, op) -> np.dtype:
+        key = (op, "dtype")
+        dtype = self.cache.get(key)
+        if dtype is None:
+            dtype = self.cache[key] = dtype_of(op.results[0].type)
+        return dtype
+
+    def _int_resize(self, op, x, sign_extend: bool):
+        dtype = self._result_dtype(op)
+        if x.dtype == dtype:
+            return x
+        if dtype == np.bool_:
+            return (x & 1).astype(np.bool_)
+        if sign_extend and x.dtype != np.bool_:
+            x = signed(x)
+            return x.astype(signed(np.zeros(1, dtype)).dtype).view(dtype)[()]
+        if sign_extend:  # i1 true is -1
+            return np.negative(x.astype(dtype))
+        return x.astype(dtype)
+
+    @impl(arith.IndexCastOp)
+    def run_index_cast(self, interpreter, op, args):
+        return (self._int_resize(op, args[0], sign_extend=True),)
+
+    @impl(arith.ExtSIOp)
+    def run_extsi(self, interpreter, op, args):
+        return (self._int_resize(op, args[0], sign_extend=True),)
+
+    @impl(arith.ExtUIOp)
+    def run_extui(self, interpreter, op, args):
+        return (self._int_resize(op, args[0], sign_extend=False),)
+
+    @impl(arith.TruncIOp)
+    def run_trunci(self, interpreter, op, args):
+        return (self._int_resize(op, args[0], sign_extend=False),)
+
+    @impl(arith.UIToFPOp)
+    def run_uitofp(self, interpreter, op, args):
+        return (args[0].astype(self._result_dtype(op)),)
+
+    @impl(arith.SIToFPOp)
+    def run_sitofp(self, interpreter, op, args):
+        x = args[0]
+        if x.dtype == np.bool_:  # i1 true is -1
+            return (np.negative(x.astype(self._result_dtype(op))),)
+        return (signed(x).astype(self._result_dtype(op)),)
+
+    @impl(arith.FPToUIOp)
+    def run_fptoui(self, interpreter, op, args):
+        # out-of-range conversions are poison in MLIR; any value will do
+        dtype = self._result_dtype(op)
+        x = np.trunc(args[0]).astype(np.float64)
+        x = np.where(np.isfinite(x), x, 0.0)
+        return (np.clip(x, 0, np.iinfo(dtype).max).astype(dtype)[()],)
+
+    @impl(arith.FPToSIOp)
+    def run_fptosi(self, interpreter, op, args):
+        dtype = self._result_dtype(op)
+        sdt = signed(np.zeros(1, dtype)).dtype
+        info = np.iinfo(sdt)
+        x = np.trunc(args[0]).astype(np.float64)
+        x = np.where(np.isfinite(x), x, 0.0)
+        return (np.clip(x, info.min, info.max).astype(sdt).view(dtype)[()],)
+
+    @impl(arith.ExtFOp)
+    def run_extf(self, interpreter, op, args):
+        return (args[0].astype(self._result_dtype(op)),)
+
+    @impl(arith.TruncFOp)
+    def run_truncf(self, interpreter, op, args):
+        return (args[0].astype(self._result_dtype(op)),)
+
+    @impl(arith.BitcastOp)
+    def run_bitcast(self, interpreter, op, args):
+        x = args[0]
+        dtype = self._result_dtype(op)
+        if is_uniform(x):
+            return (np.asarray(x).view(dtype)[()],)
+        return (x.view(dtype),)

@@ -1,0 +1,188 @@
+"""A small emitter for arith/math/scf/memref IR, used by fragments and passes.
+
+Every helper inserts at the builder's insertion point and returns the new
+SSA value, so fragment code reads like the formulas of SEMANTICS.md.  Index
+arithmetic is on `index`; float arithmetic is f32 with no fast-math.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, math, memref, scf
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from vyre_xdsl.dialects import vyre
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+Value = SSAValue | Operation
+LoopBody = Callable[["IRBuilder", SSAValue, Sequence[SSAValue]], Sequence[Value]]
+
+
+def _v(value: Value) -> SSAValue:
+    return SSAValue.get(value)
+
+
+class IRBuilder:
+    """Emit ops at an insertion point."""
+
+    def __init__(self, insertion_point: InsertPoint) -> None:
+        self.builder = Builder(insertion_point)
+
+    def at(self, insertion_point: InsertPoint) -> Self:
+        """This builder (with whatever context a subclass carries) emitting
+        at another insertion point: nested loop bodies use it."""
+        nested = copy.copy(self)
+        nested.builder = Builder(insertion_point)
+        return nested
+
+    def emit(self, op: Operation) -> Operation:
+        self.builder.insert(op)
+        return op
+
+    def _result(self, op: Operation, hint: str | None = None) -> SSAValue:
+        self.emit(op)
+        result = op.results[0]
+        if hint:
+            result.name_hint = hint
+        return result
+
+    # -- constants -------------------------------------------------------
+
+    def index(self, value: int) -> SSAValue:
+        return self._result(arith.ConstantOp(IntegerAttr(value, IndexType())))
+
+    def f32(self, value: float) -> SSAValue:
+        return self._result(arith.ConstantOp(FloatAttr(value, f32)))
+
+    # -- index arithmetic --------------------------------------------------
+
+    def addi(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.AddiOp(a, b), hint)
+
+    def subi(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.SubiOp(a, b), hint)
+
+    def muli(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.MuliOp(a, b), hint)
+
+    def minui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.MinUIOp(a, b), hint)
+
+    def cmpi(self, a: Value, b: Value, predicate: str) -> SSAValue:
+        return self._result(arith.CmpiOp(a, b, predicate))
+
+    def andi(self, a: Value, b: Value) -> SSAValue:
+        return self._result(arith.AndIOp(a, b))
+
+    def flat_index(self, row: Value, stride: int, offset: Value) -> SSAValue:
+        """`row * stride + offset`: a row-major element index."""
+        return self.addi(self.muli(row, self.index(stride)), offset)
+
+    # -- f32 arithmetic ----------------------------------------------------
+
+    def addf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.AddfOp(a, b), hint)
+
+    def subf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.SubfOp(a, b), hint)
+
+    def mulf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.MulfOp(a, b), hint)
+
+    def divf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.DivfOp(a, b), hint)
+
+    def cmpf(self, a: Value, b: Value, predicate: str) -> SSAValue:
+        return self._result(arith.CmpfOp(a, b, predicate))
+
+    def select(self, cond: Value, a: Value, b: Value, hint: str | None = None):
+        return self._result(arith.SelectOp(cond, a, b), hint)
+
+    def exp(self, a: Value, hint: str | None = None) -> SSAValue:
+        return self._result(math.ExpOp(a), hint)
+
+    def absf(self, a: Value) -> SSAValue:
+        return self._result(math.AbsFOp(a))
+
+    # -- stability ops -------------------------------------------------------
+
+    def bounded_score(self, a: Value) -> SSAValue:
+        return self._result(vyre.BoundedScoreOp(a))
+
+    def bounded_exp_arg(self, a: Value) -> SSAValue:
+        return self._result(vyre.BoundedExpArgOp(a))
+
+    def positive_denominator(self, a: Value) -> SSAValue:
+        return self._result(vyre.PositiveDenominatorOp(a), "denom")
+
+    def flush_tiny(self, a: Value) -> SSAValue:
+        return self._result(vyre.FlushTinyOp(a))
+
+    # -- memory ------------------------------------------------------------
+
+    def load(self, ref: Value, index: Value) -> SSAValue:
+        return self._result(memref.LoadOp.get(ref, [index]))
+
+    def store(self, value: Value, ref: Value, index: Value) -> None:
+        self.emit(memref.StoreOp.get(value, ref, [index]))
+
+    # -- control flow ------------------------------------------------------
+
+    def loop(
+        self,
+        lower: Value | int,
+        upper: Value | int,
+        body: LoopBody,
+        iter_args: Sequence[Value] = (),
+        hint: str | None = None,
+    ) -> list[SSAValue]:
+        """`scf.for %i = lower to upper step 1` carrying `iter_args`; `body`
+        gets (builder, %i, iteration values) and returns the next values."""
+        lower_v = self.index(lower) if isinstance(lower, int) else _v(lower)
+        upper_v = self.index(upper) if isinstance(upper, int) else _v(upper)
+        step = self.index(1)
+        inits = [_v(v) for v in iter_args]
+        block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+        if hint:
+            block.args[0].name_hint = hint
+        inner = self.at(InsertPoint.at_end(block))
+        next_values = body(inner, block.args[0], block.args[1:])
+        inner.emit(scf.YieldOp(*next_values))
+        op = scf.ForOp(lower_v, upper_v, step, inits, Region(block))
+        self.emit(op)
+        return list(op.results)
+
+    def if_then(self, cond: Value, then: Callable[[IRBuilder], None]) -> None:
+        """`scf.if %cond { then }` with no results."""
+        block = Block()
+        then(self.at(InsertPoint.at_end(block)))
+        block.add_op(scf.YieldOp())
+        self.emit(scf.IfOp(cond, [], Region(block)))
+
+    def if_else(
+        self,
+        cond: Value,
+        then: Callable[[IRBuilder], Sequence[Value]],
+        otherwise: Callable[[IRBuilder], Sequence[Value]],
+    ) -> list[SSAValue]:
+        """`scf.if %cond -> (...)` yielding what each branch returns."""
+        regions = []
+        yielded_types = None
+        for branch in (then, otherwise):
+            block = Block()
+            values = [_v(v) for v in branch(self.at(InsertPoint.at_end(block)))]
+            block.add_op(scf.YieldOp(*values))
+            yielded_types = [v.type for v in values]
+            regions.append(Region(block))
+        assert yielded_types is not None
+        op = scf.IfOp(cond, yielded_types, regions[0], regions[1])
+        self.emit(op)
+        return list(op.results)

@@ -1,0 +1,103 @@
+"""`vx.run`: execute a vyre or lowered module on numpy arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import KernelInfo, kernel_info
+
+BACKENDS = ("interpreter", "vulkan")
+
+
+def ensure_lowered(module: ModuleOp) -> ModuleOp:
+    """`module` itself if it is already lowered, else a lowered copy."""
+    from vyre_xdsl.compiler import is_vyre_module, lower_to_gpu
+
+    if not isinstance(module, ModuleOp):
+        raise VyreError(
+            f"expected an xdsl ModuleOp (from vx.flash_attention_2, vx.mla_decode "
+            f"or vx.parse), got {type(module).__name__}"
+        )
+    return lower_to_gpu(module) if is_vyre_module(module) else module
+
+
+def prepare_buffers(
+    info: KernelInfo, inputs: Mapping[str, object]
+) -> dict[str, np.ndarray]:
+    """Check `inputs` against the kernel's buffers; return flat f32 arrays for
+    every buffer (inputs copied, outputs zeroed), keyed by buffer name."""
+    if not isinstance(inputs, Mapping):
+        raise VyreError(
+            f"inputs must be a dict of buffer name -> numpy array, got "
+            f"{type(inputs).__name__}"
+        )
+    expected = [b.name for b in info.inputs]
+    unknown = [name for name in inputs if name not in expected]
+    if unknown:
+        raise VyreError(
+            f"unknown input {unknown[0]!r} for kernel @{info.name}; its inputs are "
+            f"{', '.join(expected)}"
+        )
+    missing = [name for name in expected if name not in inputs]
+    if missing:
+        raise VyreError(
+            f"missing input {missing[0]!r} for kernel @{info.name}; pass every one "
+            f"of {', '.join(expected)}"
+        )
+    arrays: dict[str, np.ndarray] = {}
+    for buffer in info.buffers:
+        if buffer.is_output:
+            arrays[buffer.name] = np.zeros(buffer.count, dtype=np.float32)
+            continue
+        value = inputs[buffer.name]
+        if not isinstance(value, np.ndarray):
+            raise VyreError(
+                f"input {buffer.name!r} must be a numpy array, got "
+                f"{type(value).__name__}; wrap it with np.asarray(..., dtype=np.float32)"
+            )
+        if value.dtype != np.float32:
+            raise VyreError(
+                f"input {buffer.name!r} has dtype {value.dtype}, the kernel reads "
+                f"float32; convert it with {buffer.name}.astype(np.float32)"
+            )
+        if value.size != buffer.count:
+            raise VyreError(
+                f"input {buffer.name!r} has {value.size} elements (shape "
+                f"{value.shape}), the kernel expects {buffer.count} (shape "
+                f"{buffer.shape}); any shape with that many elements is accepted"
+            )
+        arrays[buffer.name] = np.ascontiguousarray(value).reshape(-1).copy()
+    return arrays
+
+
+def run(
+    module: ModuleOp,
+    inputs: Mapping[str, object],
+    backend: str = "interpreter",
+) -> dict[str, np.ndarray]:
+    """Run the kernel of `module` on `inputs` (buffer name -> float32 array of
+    the right size, any shape); return each output buffer in its logical shape.
+
+    `backend` is "interpreter" (the xDSL interpreter, f32-exact) or "vulkan"
+    (SPIR-V on the best Vulkan device; `VYRE_VULKAN_DEVICE` picks one)."""
+    if backend not in BACKENDS:
+        raise VyreError(
+            f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
+        )
+    lowered = ensure_lowered(module)
+    info = kernel_info(lowered)
+    arrays = prepare_buffers(info, inputs)
+    if backend == "interpreter":
+        from vyre_xdsl.interp import execute
+
+        execute(lowered, info, arrays)
+    else:
+        from vyre_xdsl.spirv import emit_spirv
+        from vyre_xdsl.vulkan import execute as vulkan_execute
+
+        vulkan_execute(emit_spirv(lowered), info, arrays)
+    return {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}

@@ -1,0 +1,177 @@
+"""Drives the conversion of one lowered kernel (docs/lowered-ir.md) to a
+SPIR-V module. The per-op conversions live in one module per op family
+(`arith`, `math`, `memref`, `scf`, `gpu`); this file holds the state they
+share: the module builder, the SSA value -> id map and the type mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import (
+    Float32Type,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import KernelInfo, kernel_info
+from vyre_xdsl.spirv.builder import FunctionBuilder, ModuleBuilder
+from vyre_xdsl.spirv.spec import (
+    Capability,
+    ExecutionMode,
+    ExecutionModel,
+    Op,
+)
+
+Handler = Callable[["KernelEmitter", Operation], None]
+
+
+@dataclass
+class MemoryObject:
+    """How a memref value maps to SPIR-V: a variable, the access-chain prefix
+    to its array, and how an MLIR index becomes an array element index."""
+
+    variable: int
+    storage_class: int
+    element_type: int  # SPIR-V type id of one element
+    prefix: tuple[int, ...]  # constant ids before the element index
+    shape: tuple[int, ...]
+    private_stride: int | None = None  # per-lane slice made private (see memref.py)
+
+
+class KernelEmitter:
+    def __init__(self, module: ModuleOp, *, private_scratch: bool = True,
+                 preserve_nan_inf: bool = False):
+        from vyre_xdsl.spirv import arith, gpu, math, memref, scf
+
+        self.info: KernelInfo = kernel_info(module)
+        self.func = self.info.func
+        self.private_scratch = private_scratch
+        self.preserve_nan_inf = preserve_nan_inf
+        self.b = ModuleBuilder()
+        self.values: dict[SSAValue, int] = {}
+        self.memories: dict[SSAValue, MemoryObject] = {}
+        self.interface: list[int] = []  # Input variables of the entry point
+        self.handlers: dict[str, Handler] = {}
+        for family in (arith, math, memref, scf, gpu):
+            self.handlers.update(family.HANDLERS)
+        self.fn: FunctionBuilder | None = None
+
+    # shared helpers --------------------------------------------------------
+    @property
+    def uint(self) -> int:
+        return self.b.type_int(32, False)
+
+    @property
+    def f32(self) -> int:
+        return self.b.type_float(32)
+
+    @property
+    def bool(self) -> int:
+        return self.b.type_bool()
+
+    def type_of(self, attr: Attribute, what: str = "value") -> int:
+        if isinstance(attr, IndexType):
+            return self.uint
+        if isinstance(attr, IntegerType):
+            width = attr.width.data
+            if width == 1:
+                return self.bool
+            if width == 32:
+                return self.uint
+        if isinstance(attr, Float32Type):
+            return self.f32
+        raise VyreError(
+            f"the SPIR-V emitter supports index, i1, i32 and f32 values; "
+            f"{what} has type {attr}"
+        )
+
+    def is_bool(self, value: SSAValue) -> bool:
+        return isinstance(value.type, IntegerType) and value.type.width.data == 1
+
+    def value(self, value: SSAValue) -> int:
+        try:
+            return self.values[value]
+        except KeyError:
+            raise VyreError(
+                f"SPIR-V emission: value {value} is used before it is defined "
+                f"(or is a memref used as a scalar)"
+            ) from None
+
+    def bind(self, value: SSAValue, result: int) -> None:
+        self.values[value] = result
+
+    def glsl(self, number: int, result_type: int, *args: int) -> int:
+        std = self.b.ext_inst_import("GLSL.std.450")
+        return self.fn.op(Op.ExtInst, result_type, std, number, *args)
+
+    # traversal -------------------------------------------------------------
+    def emit_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.emit_op(op)
+
+    def emit_op(self, op: Operation) -> None:
+        handler = self.handlers.get(op.name)
+        if handler is None:
+            raise VyreError(
+                f"the SPIR-V emitter does not support '{op.name}'; the lowered "
+                f"form (docs/lowered-ir.md) lists the ops it accepts"
+            )
+        handler(self, op)
+
+    def emit(self) -> bytes:
+        from vyre_xdsl.spirv import gpu, memref
+
+        b = self.b
+        b.capability(Capability.Shader)
+        if self.preserve_nan_inf:
+            b.capability(Capability.SignedZeroInfNanPreserve)
+            b.extension("SPV_KHR_float_controls")
+        b.ext_inst_import("GLSL.std.450")
+        void = b.type_void()
+        fn_type = b.type_function(void)
+        self.fn = b.function(void, fn_type)
+        b.name(self.fn.id, self.info.name)
+        self.fn.label()
+        body = self.func.body.blocks[0]
+        memref.bind_buffers(self, body)
+        memref.plan_scratch(self, body)
+        self.emit_block(body)
+        wg = self.info.workgroup_size
+        b.entry_point(ExecutionModel.GLCompute, self.fn.id, self.info.name,
+                      self.interface)
+        b.execution_mode(self.fn.id, ExecutionMode.LocalSize, *wg)
+        if self.preserve_nan_inf:
+            b.execution_mode(self.fn.id, ExecutionMode.SignedZeroInfNanPreserve, 32)
+        gpu.check_terminated(self)
+        return b.encode()
+
+
+def emit_spirv(module: ModuleOp, *, private_scratch: bool = True,
+               preserve_nan_inf: bool = False) -> bytes:
+    """The SPIR-V 1.3 binary (Vulkan 1.1) of the lowered kernel in `module`.
+
+    `private_scratch`: a workgroup array that every lane only touches through
+    its own `lane * stride + offset` slice, in a kernel without `gpu.barrier`,
+    becomes a per-lane Function array of `stride` elements (it is private data
+    in disguise, and this lifts the shared-memory limit: 32 KiB on lavapipe,
+    48 KiB on NVIDIA). False keeps every space-3 alloc in Workgroup memory.
+
+    `preserve_nan_inf`: declare SignedZeroInfNanPreserve (SPV_KHR_float_controls)
+    so drivers may not assume floats are finite; needs the device feature
+    shaderSignedZeroInfNanPreserveFloat32."""
+    if not isinstance(module, ModuleOp):
+        raise VyreError(
+            f"emit_spirv expects a lowered xdsl ModuleOp, got {type(module).__name__}"
+        )
+    return KernelEmitter(module, private_scratch=private_scratch,
+                         preserve_nan_inf=preserve_nan_inf).emit()
+
+
+def memref_type(value: SSAValue) -> MemRefType:
+    assert isinstance(value.type, MemRefType)
+    return value.type
