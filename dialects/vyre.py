@@ -11,10 +11,10 @@ of SEMANTICS.md are ops so that one change reaches every decoder.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
-    Float32Type,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -26,8 +26,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AnyAttr,
     IRDLOperation,
-    base,
+    VarConstraint,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -654,13 +655,21 @@ class LaneIndexOp(IRDLOperation):
 class StabilityOp(IRDLOperation):
     """An f32 -> f32 stability helper of SEMANTICS.md."""
 
-    input = operand_def(base(Float32Type))
-    result = result_def(base(Float32Type))
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    input = operand_def(T)
+    result = result_def(T)
     traits = traits_def(Pure())
-    assembly_format = "$input attr-dict `:` type($result)"
+    assembly_format = "$input attr-dict `:` type($input)"
 
     def __init__(self, value: SSAValue | Operation) -> None:
-        super().__init__(operands=[value], result_types=[f32])
+        super().__init__(operands=[value], result_types=[SSAValue.get(value).type])
+
+    def verify_(self) -> None:
+        if self.input.type != f32:
+            raise VerifyException(
+                f"takes an f32 score, got {self.input.type}; the stability "
+                f"helpers are defined on f32 only (convert the value first)"
+            )
 
 
 @irdl_op_definition

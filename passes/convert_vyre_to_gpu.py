@@ -35,9 +35,9 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.exceptions import DiagnosticException
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import pass_error
 from vyre_xdsl.kernel_info import (
     BUFFERS_ATTR,
     GRID_SIZE_ATTR,
@@ -84,7 +84,8 @@ class LowerKernel(RewritePattern):
             or type(inner) in vyre.STABILITY_OPS
         ]
         if leftover:
-            raise DiagnosticException(
+            raise pass_error(
+                op,
                 f"convert-vyre-to-gpu found {leftover[0]} in kernel "
                 f"@{op.sym_name.data}; run vyre-inline-fragments and "
                 f"vyre-expand-stability first (or the vyre-to-gpu pipeline)"
@@ -111,7 +112,7 @@ class LowerKernel(RewritePattern):
         for buffer, arg in zip(buffers, entry.args, strict=True):
             arg.name_hint = buffer.sym_name.data
             rewriter.replace_all_uses_with(buffer.result, arg)
-            rewriter.erase_op(buffer)
+            rewriter.erase(buffer)
         for scratch in op.scratch_arrays:
             shape = scratch.result.type.get_shape()
             alloc = memref.AllocOp(
@@ -119,11 +120,11 @@ class LowerKernel(RewritePattern):
                                    memory_space=WORKGROUP_MEMORY_SPACE)
             )
             alloc.memref.name_hint = scratch.sym_name.data
-            rewriter.insert_op(alloc, InsertPoint.at_end(entry))
+            rewriter.insert(alloc, InsertPoint.at_end(entry))
             rewriter.replace_all_uses_with(scratch.result, alloc.memref)
-            rewriter.erase_op(scratch)
+            rewriter.erase(scratch)
         rewriter.inline_block(op.body.block, InsertPoint.at_end(entry))
-        rewriter.insert_op(gpu.ReturnOp([]), InsertPoint.at_end(entry))
+        rewriter.insert(gpu.ReturnOp([]), InsertPoint.at_end(entry))
         module = gpu.ModuleOp(StringAttr(name), Region(Block([func])))
         rewriter.replace(op, module, [])
 

@@ -36,7 +36,7 @@ def splice_fragment(
     block = region.block
     terminator = block.last_op
     assert isinstance(terminator, vyre.YieldOp)
-    rewriter.erase_op(terminator)
+    rewriter.erase(terminator)
     rewriter.inline_block(block, b.builder.insertion_point, args)
 
 
@@ -120,7 +120,7 @@ class ExpandSkeleton(RewritePattern):
             return [m_new, l_new]
 
         b.if_then(in_range, per_item)
-        rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,11 @@ def lower_to_gpu(module: ModuleOp) -> ModuleOp:
             "module has none, it may already be lowered"
         )
     return apply_pipeline(module.clone(), "vyre-to-gpu")
+
+
+def compile_spirv(module: ModuleOp) -> bytes:
+    """A SPIR-V binary module for the kernel of `module` (vyre or lowered IR)."""
+    from vyre_xdsl.run import ensure_lowered
+    from vyre_xdsl.spirv import emit_spirv
+
+    return emit_spirv(ensure_lowered(module))

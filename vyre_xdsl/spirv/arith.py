@@ -13,12 +13,13 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.builder import f32_bits
 from vyre_xdsl.spirv.spec import Op
 
 
 def _constant(e, op: Operation) -> None:
-    attr = op.properties.get("value") or op.attributes.get("value")
+    attr = prop(op, "value")
     result = op.results[0]
     if isinstance(attr, FloatAttr):
         e.type_of(result.type, "arith.constant")
@@ -137,7 +138,7 @@ _CMPF = {
 
 
 def _predicate(op: Operation) -> int:
-    attr = op.properties.get("predicate") or op.attributes.get("predicate")
+    attr = prop(op, "predicate")
     assert isinstance(attr, IntegerAttr)
     return attr.value.data
 

@@ -175,3 +175,9 @@ def emit_spirv(module: ModuleOp, *, private_scratch: bool = True,
 def memref_type(value: SSAValue) -> MemRefType:
     assert isinstance(value.type, MemRefType)
     return value.type
+
+
+def prop(op: Operation, name: str):
+    """A property (or, for older generic forms, an attribute) of `op`."""
+    value = op.properties.get(name)
+    return op.attributes.get(name) if value is None else value

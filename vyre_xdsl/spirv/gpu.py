@@ -11,6 +11,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.spec import (
     BuiltIn,
     Decoration,
@@ -24,7 +25,7 @@ _TERMINATORS = {Op.Return, Op.Branch, Op.BranchConditional, Op.Unreachable}
 
 
 def _dimension(op: Operation) -> int:
-    attr = op.properties.get("dimension") or op.attributes.get("dimension")
+    attr = prop(op, "dimension")
     text = str(attr)
     for index, name in enumerate("xyz"):
         if f"dim {name}" in text or text.endswith(name + ">") or text == name:

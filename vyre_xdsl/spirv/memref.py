@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.emitter import MemoryObject
 from vyre_xdsl.spirv.spec import Decoration, Op, StorageClass
 
@@ -75,7 +76,7 @@ class _Slice:
 def _constant_int(value: SSAValue) -> int | None:
     op = value.owner
     if isinstance(op, Operation) and op.name == "arith.constant":
-        attr = op.properties.get("value") or op.attributes.get("value")
+        attr = prop(op, "value")
         if isinstance(attr, IntegerAttr):
             return attr.value.data
     return None
@@ -88,7 +89,7 @@ def _is_lane(value: SSAValue) -> bool:
         value = op.operands[0]
         op = value.owner
     if isinstance(op, Operation) and op.name == "gpu.thread_id":
-        dim = op.properties.get("dimension") or op.attributes.get("dimension")
+        dim = prop(op, "dimension")
         return dim is not None and "x" in str(dim)
     return False
 

@@ -77,8 +77,9 @@ def _if(e, op: Operation) -> None:
     cond = e.value(op.operands[0])
     then_block = _single_block(op, 0)
     else_block = _single_block(op, 1)
-    has_else = else_block is not None and (bool(op.results) or
-                                           any(True for _ in else_block.ops if _.name != "scf.yield"))
+    has_else = else_block is not None and (
+        bool(op.results) or any(o.name != "scf.yield" for o in else_block.ops)
+    )
     then_label, merge = b.new_id(), b.new_id()
     else_label = b.new_id() if has_else else merge
     fn.emit(Op.SelectionMerge, merge, 0)

@@ -1,0 +1,262 @@
+"""vyre-run: execute a vyre or lowered kernel from an .mlir file.
+
+    vyre-run FILE.mlir [-p PIPELINE] [--backend interpreter|vulkan]
+             [--input NAME=IN.npy ...] [--output NAME=OUT.npy ...]
+             [--random [--seed N]] [--check]
+
+Inputs come from .npy files (`--input q=q.npy`) or, with `--random`, from a
+seeded normal distribution for every input not given. `--check` compares the
+outputs with the numpy oracle (`vyre_xdsl.reference`, chosen by kernel name,
+shapes from the buffers' logical shapes), prints the max abs error and exits
+1 on a mismatch. Errors are one `error: ...` line on stderr, exit code 1
+(2 for bad command-line usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from vyre_xdsl.errors import VyreError
+
+# --check tolerance for backends that are not bit-exact (e.g. a GPU's exp)
+RTOL = 1e-4
+ATOL = 1e-5
+
+
+class _Usage(Exception):
+    """A command-line usage error (exit code 2)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vyre-run",
+        description="Run a vyre or lowered kernel (.mlir) on numpy inputs.",
+    )
+    p.add_argument("file", help="the .mlir file ('-' for stdin)")
+    p.add_argument(
+        "-p",
+        "--passes",
+        dest="pipeline",
+        default=None,
+        help="pass pipeline to apply before running, e.g. vyre-to-gpu",
+    )
+    p.add_argument(
+        "--backend", choices=("interpreter", "vulkan"), default="interpreter"
+    )
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="an input buffer from a .npy file (float32); repeatable",
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="save an output buffer to a .npy file; repeatable",
+    )
+    p.add_argument(
+        "--random",
+        action="store_true",
+        help="feed seeded random normal values to every input not given",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for --random")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the outputs with the numpy oracle; exit 1 on mismatch",
+    )
+    return p
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise _Usage(f"{flag} expects NAME=FILE.npy, got {item!r}")
+        if name in pairs:
+            raise _Usage(f"{flag} {name} given twice")
+        pairs[name] = path
+    return pairs
+
+
+def _load_npy(name: str, path: str) -> np.ndarray:
+    try:
+        value = np.load(path, allow_pickle=False)
+    except OSError as error:
+        raise VyreError(f"cannot read input {name!r} from {path}: {error}") from None
+    except ValueError as error:
+        raise VyreError(f"{path} is not a numpy .npy array: {error}") from None
+    if not isinstance(value, np.ndarray):
+        raise VyreError(f"{path} holds several arrays (.npz); give one .npy per input")
+    return value
+
+
+def _tile_size(module, info) -> int:
+    """The tile size of the kernel: the `vyre.tile_size` attribute if the
+    lowering recorded one, else the size of the per-lane score tile."""
+    from xdsl.dialects import memref
+    from xdsl.dialects.builtin import IntegerAttr
+
+    for source in (info.func.attributes, info.func.properties):
+        attr = source.get("vyre.tile_size")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    lanes = info.workgroup_size[0] * info.workgroup_size[1] * info.workgroup_size[2]
+    for op in info.func.walk():
+        if isinstance(op, memref.AllocOp) and op.memref.name_hint == "score_tile":
+            count = 1
+            for extent in op.memref.type.get_shape():
+                count *= extent
+            return count // lanes
+    raise VyreError(
+        f"cannot tell the tile size of kernel @{info.name} for --check (no "
+        f"'vyre.tile_size' attribute and no %score_tile scratch)"
+    )
+
+
+def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from vyre_xdsl import reference
+
+    def shaped(name: str) -> np.ndarray:
+        buffer = info.buffer(name)
+        shape = buffer.shape if len(buffer.shape) == 2 else (-1, buffer.count)
+        return np.asarray(arrays[name], dtype=np.float32).reshape(shape)
+
+    tile_size = _tile_size(module, info)
+    try:
+        if info.name == "flash_attention_2":
+            out = reference.flash_attention_2(
+                shaped("q"), shaped("k"), shaped("v"), tile_size=tile_size
+            )
+        elif info.name == "mla_decode":
+            out = reference.mla_decode(
+                shaped("q"),
+                shaped("kv_cache"),
+                shaped("kr_cache"),
+                shaped("w_uk"),
+                shaped("w_uv"),
+                tile_size=tile_size,
+            )
+        else:
+            raise VyreError(
+                f"--check knows the oracles of flash_attention_2 and mla_decode, "
+                f"not of kernel @{info.name}"
+            )
+    except KeyError as error:
+        raise VyreError(
+            f"kernel @{info.name} lacks buffer {error} that its oracle needs"
+        ) from None
+    return {"out": out}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from vyre_xdsl.compiler import apply_pipeline, parse_module
+    from vyre_xdsl.kernel_info import kernel_info
+    from vyre_xdsl.run import ensure_lowered, run
+
+    input_paths = _pairs(args.input, "--input")
+    output_paths = _pairs(args.output, "--output")
+    try:
+        if args.file == "-":
+            text, path = sys.stdin.read(), "<stdin>"
+        else:
+            with open(args.file, encoding="utf-8") as f:
+                text, path = f.read(), args.file
+    except (OSError, UnicodeDecodeError) as error:
+        raise VyreError(f"cannot read {args.file}: {error}") from None
+    module = parse_module(text, path)
+    if args.pipeline:
+        module = apply_pipeline(module, args.pipeline)
+    lowered = ensure_lowered(module)
+    info = kernel_info(lowered)
+
+    for name in output_paths:
+        if name not in {b.name for b in info.outputs}:
+            raise VyreError(
+                f"--output {name}: kernel @{info.name} has no output {name!r}; its "
+                f"outputs are {', '.join(b.name for b in info.outputs)}"
+            )
+    inputs = {name: _load_npy(name, p) for name, p in input_paths.items()}
+    if args.random:
+        rng = np.random.default_rng(args.seed)
+        for buffer in info.inputs:
+            if buffer.name not in inputs:
+                inputs[buffer.name] = rng.standard_normal(buffer.shape).astype(
+                    np.float32
+                )
+
+    outputs = run(lowered, inputs, backend=args.backend)
+
+    for name, p in output_paths.items():
+        try:
+            np.save(p, outputs[name])
+        except OSError as error:
+            raise VyreError(f"cannot write output {name!r} to {p}: {error}") from None
+
+    status = 0
+    if args.check:
+        expected = _oracle(lowered, info, inputs)
+        for name, want in expected.items():
+            got = outputs[name].reshape(want.shape)
+            with np.errstate(all="ignore"):
+                diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+            same_nan = np.array_equal(np.isnan(got), np.isnan(want))
+            finite = ~np.isnan(diff)
+            max_err = float(diff[finite].max()) if finite.any() else 0.0
+            exact = np.array_equal(got, want, equal_nan=True)
+            close = same_nan and np.allclose(
+                got, want, rtol=RTOL, atol=ATOL, equal_nan=True
+            )
+            verdict = "bit-exact" if exact else ("ok" if close else "MISMATCH")
+            print(f"{name}: max abs error {max_err:.3e} vs oracle ({verdict})")
+            if not close:
+                status = 1
+        if status:
+            print(
+                f"error: {args.backend} result differs from the oracle "
+                f"(rtol {RTOL}, atol {ATOL})",
+                file=sys.stderr,
+            )
+    elif not output_paths:
+        for name, value in outputs.items():
+            print(f"{name} = {np.array2string(value, threshold=64)}")
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)  # exits 2 with usage on bad flags
+    try:
+        return _run(args)
+    except _Usage as error:
+        parser.print_usage(sys.stderr)
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except VyreError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except ImportError as error:
+        print(f"error: backend {args.backend!r} is not available: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # never a traceback for a user
+        print(
+            f"error: internal error ({type(error).__name__}: {error}); please "
+            f"report it with the input file",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
