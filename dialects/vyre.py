@@ -347,6 +347,17 @@ UPDATE_ARGS = (
 SHAPE_FIELDS = ("item_count", "seq_len", "head_dim", "tile_size", "tile_count")
 
 
+def region_types(
+    q_scratch: SSAValue, score_tile: SSAValue, o_acc: SSAValue
+) -> tuple[list[Attribute], list[Attribute]]:
+    """The argument types of the `scores` and `update` regions."""
+    index = IndexType()
+    return (
+        [index] * 4 + [q_scratch.type, score_tile.type],
+        [index] * 4 + [f32, f32, score_tile.type, o_acc.type],
+    )
+
+
 def tile_count_for(seq_len: int, tile_size: int) -> int:
     return -(-seq_len // tile_size)
 
@@ -399,18 +410,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         head_dim: int,
         tile_size: int,
     ) -> None:
-        index = IndexType()
-        scratch_type = q_scratch.type
-        scores = Region(
-            Block(
-                arg_types=[index, index, index, index, scratch_type, score_tile.type]
-            )
-        )
-        update = Region(
-            Block(
-                arg_types=[index] * 4 + [f32, f32, score_tile.type, o_acc.type]
-            )
-        )
+        scores_types, update_types = region_types(q_scratch, score_tile, o_acc)
+        scores = Region(Block(arg_types=scores_types))
+        update = Region(Block(arg_types=update_types))
         for region, names in ((scores, SCORES_ARGS), (update, UPDATE_ARGS)):
             for arg, arg_name in zip(region.block.args, names, strict=True):
                 arg.name_hint = arg_name
@@ -458,18 +460,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
         lanes = _int(kernel.workgroup_size)
         self._verify_sizes(shape, lanes)
-        self._verify_region(
-            self.scores,
-            "scores",
-            SCORES_ARGS,
-            [IndexType()] * 4 + [self.q_scratch.type, self.score_tile.type],
+        scores_types, update_types = region_types(
+            self.q_scratch, self.score_tile, self.o_acc
         )
-        self._verify_region(
-            self.update,
-            "update",
-            UPDATE_ARGS,
-            [IndexType()] * 4 + [f32, f32, self.score_tile.type, self.o_acc.type],
-        )
+        self._verify_region(self.scores, "scores", SCORES_ARGS, scores_types)
+        self._verify_region(self.update, "update", UPDATE_ARGS, update_types)
 
     def _verify_sizes(self, shape: dict[str, int], lanes: int) -> None:
         row_elements = check_u32_product(
@@ -568,12 +563,22 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         if len(types) != 5:
             parser.raise_error("expected five operand types (q, out, and 3 scratch)")
         resolved = parser.resolve_operands(operands, types, parser.pos)
+        # Region argument types follow from the operands (see region_types).
         regions = []
-        for region_name in ("scores", "update"):
+        for region_name, arg_types in zip(
+            ("scores", "update"), region_types(*resolved[2:]), strict=True
+        ):
             parser.parse_keyword(region_name)
-            args = parser.parse_comma_separated_list(
-                parser.Delimiter.PAREN, parser.parse_argument
+            names = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN,
+                lambda: parser.parse_argument(expect_type=False),
             )
+            if len(names) != len(arg_types):
+                parser.raise_error(
+                    f"region '{region_name}' takes {len(arg_types)} arguments, "
+                    f"got {len(names)}"
+                )
+            args = [n.resolve(t) for n, t in zip(names, arg_types, strict=True)]
             regions.append(parser.parse_region(args))
         return cls.create(
             operands=resolved,
@@ -592,15 +597,22 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             (self.q_scratch, self.score_tile, self.o_acc), printer.print_operand
         )
         printer.print_string(")")
-        for field, value in self.shape().items():
-            printer.print_string(f" {field} {value}")
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" : (")
-        printer.print_list(self.operand_types, printer.print_attribute)
-        printer.print_string(")")
+        with printer.indented(2):
+            printer._print_new_line()
+            printer.print_string(
+                " ".join(f"{field} {value}" for field, value in self.shape().items())
+            )
+            printer.print_op_attributes(self.attributes, print_keyword=True)
+            printer._print_new_line()
+            printer.print_string(": (")
+            printer.print_list(self.operand_types, printer.print_attribute)
+            printer.print_string(")")
         for region_name, region in (("scores", self.scores), ("update", self.update)):
-            printer.print_string(f" {region_name}(")
-            printer.print_list(region.block.args, printer.print_block_argument)
+            printer._print_new_line()
+            printer.print_string(f"{region_name}(")
+            printer.print_list(
+                region.block.args, lambda arg: printer.print_block_argument(arg, False)
+            )
             printer.print_string(") ")
             printer.print_region(region, print_entry_block_args=False)
 

@@ -1,3 +1,6 @@
+// The flash_attention_2 decoder as vyre IR (written by vx.flash_attention_2, printed by vyre-opt).
+// Lower it:  vyre-opt examples/flash_attention_2.mlir -p vyre-to-gpu
+// To SPIR-V: vyre-opt examples/flash_attention_2.mlir -p vyre-to-gpu -t spirv -o flash_attention_2.spv
 builtin.module {
   vyre.kernel @flash_attention_2 items 100 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [100, 16] : memref<1600xf32>
@@ -7,7 +10,10 @@ builtin.module {
     %q_scratch = vyre.scratch "q_scratch" : memref<1024xf32>
     %score_tile = vyre.scratch "score_tile" : memref<2048xf32>
     %o_acc = vyre.scratch "o_acc" : memref<1024xf32>
-    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc) item_count 100 seq_len 100 head_dim 16 tile_size 32 tile_count 4 : (memref<1600xf32>, memref<1600xf32>, memref<1024xf32>, memref<2048xf32>, memref<1024xf32>) scores(%item: index, %lane: index, %tile_start: index, %tile_len: index, %q_scratch_1: memref<1024xf32>, %score_tile_1: memref<2048xf32>) {
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc)
+        item_count 100 seq_len 100 head_dim 16 tile_size 32 tile_count 4
+        : (memref<1600xf32>, memref<1600xf32>, memref<1024xf32>, memref<2048xf32>, memref<1024xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %q_scratch_1, %score_tile_1) {
       %0 = arith.constant 0 : index
       %1 = arith.constant 1 : index
       scf.for %j = %0 to %tile_len step %1 {
@@ -38,7 +44,8 @@ builtin.module {
         memref.store %20, %score_tile_1[%23] : memref<2048xf32>
       }
       vyre.yield
-    } update(%item_1: index, %lane_1: index, %tile_start_1: index, %tile_len_1: index, %m_new: f32, %rescale: f32, %score_tile_2: memref<2048xf32>, %o_acc_1: memref<1024xf32>) {
+    }
+    update(%item_1, %lane_1, %tile_start_1, %tile_len_1, %m_new, %rescale, %score_tile_2, %o_acc_1) {
       %24 = arith.constant 0 : index
       %25 = arith.constant 16 : index
       %26 = arith.constant 1 : index

@@ -1,127 +1,134 @@
+// The mla_decode decoder as vyre IR (written by vx.mla_decode, printed by vyre-opt).
+// Lower it:  vyre-opt examples/mla_decode.mlir -p vyre-to-gpu
+// To SPIR-V: vyre-opt examples/mla_decode.mlir -p vyre-to-gpu -t spirv -o mla_decode.spv
 builtin.module {
-  vyre.kernel @mla_decode items 2 workgroup_size 64 {
-    %q = vyre.buffer "q" binding 0 read [2, 4] : memref<8xf32>
-    %kv_cache = vyre.buffer "kv_cache" binding 1 read [10, 3] : memref<30xf32>
-    %kr_cache = vyre.buffer "kr_cache" binding 2 read [10, 2] : memref<20xf32>
-    %w_uk = vyre.buffer "w_uk" binding 3 read [3, 8] : memref<24xf32>
-    %w_uv = vyre.buffer "w_uv" binding 4 read [3, 8] : memref<24xf32>
-    %out = vyre.buffer "out" binding 5 write [2, 4] : memref<8xf32>
-    %q_scratch = vyre.scratch "q_scratch" : memref<256xf32>
-    %score_tile = vyre.scratch "score_tile" : memref<512xf32>
-    %o_acc = vyre.scratch "o_acc" : memref<256xf32>
-    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc) item_count 2 seq_len 10 head_dim 4 tile_size 8 tile_count 2 : (memref<8xf32>, memref<8xf32>, memref<256xf32>, memref<512xf32>, memref<256xf32>) scores(%item: index, %lane: index, %tile_start: index, %tile_len: index, %q_scratch_1: memref<256xf32>, %score_tile_1: memref<512xf32>) {
+  vyre.kernel @mla_decode items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 16] : memref<64xf32>
+    %kv_cache = vyre.buffer "kv_cache" binding 1 read [100, 8] : memref<800xf32>
+    %kr_cache = vyre.buffer "kr_cache" binding 2 read [100, 4] : memref<400xf32>
+    %w_uk = vyre.buffer "w_uk" binding 3 read [8, 64] : memref<512xf32>
+    %w_uv = vyre.buffer "w_uv" binding 4 read [8, 64] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [4, 16] : memref<64xf32>
+    %q_scratch = vyre.scratch "q_scratch" : memref<1024xf32>
+    %score_tile = vyre.scratch "score_tile" : memref<2048xf32>
+    %o_acc = vyre.scratch "o_acc" : memref<1024xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc)
+        item_count 4 seq_len 100 head_dim 16 tile_size 32 tile_count 4
+        : (memref<64xf32>, memref<64xf32>, memref<1024xf32>, memref<2048xf32>, memref<1024xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %q_scratch_1, %score_tile_1) {
       %0 = arith.constant 0 : index
       %1 = arith.constant 1 : index
       scf.for %j = %0 to %tile_len step %1 {
         %t = arith.addi %tile_start, %j : index
         %2 = arith.constant 0.000000e+00 : f32
         %3 = arith.constant 0 : index
-        %4 = arith.constant 4 : index
+        %4 = arith.constant 16 : index
         %5 = arith.constant 1 : index
         %6 = scf.for %dim = %3 to %4 step %5 iter_args(%7 = %2) -> (f32) {
-          %8 = arith.constant 4 : index
+          %8 = arith.constant 16 : index
           %9 = arith.muli %item, %8 : index
           %10 = arith.addi %9, %dim : index
           %11 = arith.constant 0.000000e+00 : f32
           %12 = arith.constant 0 : index
-          %13 = arith.constant 3 : index
+          %13 = arith.constant 8 : index
           %14 = arith.constant 1 : index
           %15 = scf.for %r = %12 to %13 step %14 iter_args(%16 = %11) -> (f32) {
-            %17 = arith.constant 8 : index
+            %17 = arith.constant 64 : index
             %18 = arith.muli %r, %17 : index
             %19 = arith.addi %18, %10 : index
-            %20 = memref.load %w_uk[%19] : memref<24xf32>
-            %21 = arith.constant 3 : index
+            %20 = memref.load %w_uk[%19] : memref<512xf32>
+            %21 = arith.constant 8 : index
             %22 = arith.muli %t, %21 : index
             %23 = arith.addi %22, %r : index
-            %24 = memref.load %kv_cache[%23] : memref<30xf32>
+            %24 = memref.load %kv_cache[%23] : memref<800xf32>
             %25 = arith.mulf %20, %24 : f32
             %26 = arith.addf %16, %25 : f32
             scf.yield %26 : f32
           }
-          %27 = arith.constant 2 : index
+          %27 = arith.constant 4 : index
           %28 = arith.cmpi ult, %dim, %27 : index
           %29 = scf.if %28 -> (f32) {
-            %30 = arith.constant 2 : index
+            %30 = arith.constant 4 : index
             %31 = arith.muli %t, %30 : index
             %32 = arith.addi %31, %dim : index
-            %33 = memref.load %kr_cache[%32] : memref<20xf32>
+            %33 = memref.load %kr_cache[%32] : memref<400xf32>
             %34 = arith.addf %15, %33 : f32
             scf.yield %34 : f32
           } else {
             scf.yield %15 : f32
           }
-          %35 = arith.constant 4 : index
+          %35 = arith.constant 16 : index
           %36 = arith.muli %lane, %35 : index
           %37 = arith.addi %36, %dim : index
-          %38 = memref.load %q_scratch_1[%37] : memref<256xf32>
+          %38 = memref.load %q_scratch_1[%37] : memref<1024xf32>
           %39 = arith.mulf %38, %29 : f32
           %40 = arith.addf %7, %39 : f32
           scf.yield %40 : f32
         }
-        %41 = arith.constant 5.000000e-01 : f32
+        %41 = arith.constant 2.500000e-01 : f32
         %42 = arith.mulf %6, %41 : f32
         %43 = vyre.bounded_score %42 : f32
-        %44 = arith.constant 8 : index
+        %44 = arith.constant 32 : index
         %45 = arith.muli %lane, %44 : index
         %46 = arith.addi %45, %j : index
-        memref.store %43, %score_tile_1[%46] : memref<512xf32>
+        memref.store %43, %score_tile_1[%46] : memref<2048xf32>
       }
       vyre.yield
-    } update(%item_1: index, %lane_1: index, %tile_start_1: index, %tile_len_1: index, %m_new: f32, %rescale: f32, %score_tile_2: memref<512xf32>, %o_acc_1: memref<256xf32>) {
+    }
+    update(%item_1, %lane_1, %tile_start_1, %tile_len_1, %m_new, %rescale, %score_tile_2, %o_acc_1) {
       %47 = arith.constant 0 : index
-      %48 = arith.constant 4 : index
+      %48 = arith.constant 16 : index
       %49 = arith.constant 1 : index
       scf.for %d = %47 to %48 step %49 {
-        %50 = arith.constant 4 : index
+        %50 = arith.constant 16 : index
         %51 = arith.muli %lane_1, %50 : index
         %52 = arith.addi %51, %d : index
-        %53 = memref.load %o_acc_1[%52] : memref<256xf32>
+        %53 = memref.load %o_acc_1[%52] : memref<1024xf32>
         %54 = arith.mulf %53, %rescale : f32
-        memref.store %54, %o_acc_1[%52] : memref<256xf32>
+        memref.store %54, %o_acc_1[%52] : memref<1024xf32>
       }
       %55 = arith.constant 0 : index
       %56 = arith.constant 1 : index
       scf.for %j_1 = %55 to %tile_len_1 step %56 {
-        %57 = arith.constant 8 : index
+        %57 = arith.constant 32 : index
         %58 = arith.muli %lane_1, %57 : index
         %59 = arith.addi %58, %j_1 : index
-        %60 = memref.load %score_tile_2[%59] : memref<512xf32>
+        %60 = memref.load %score_tile_2[%59] : memref<2048xf32>
         %61 = arith.subf %60, %m_new : f32
         %62 = vyre.bounded_exp_arg %61 : f32
         %weight = math.exp %62 : f32
         %t_1 = arith.addi %tile_start_1, %j_1 : index
         %63 = arith.constant 0 : index
-        %64 = arith.constant 4 : index
+        %64 = arith.constant 16 : index
         %65 = arith.constant 1 : index
         scf.for %dim_1 = %63 to %64 step %65 {
-          %66 = arith.constant 4 : index
+          %66 = arith.constant 16 : index
           %67 = arith.muli %item_1, %66 : index
           %68 = arith.addi %67, %dim_1 : index
           %69 = arith.constant 0.000000e+00 : f32
           %70 = arith.constant 0 : index
-          %71 = arith.constant 3 : index
+          %71 = arith.constant 8 : index
           %72 = arith.constant 1 : index
           %73 = scf.for %r_1 = %70 to %71 step %72 iter_args(%74 = %69) -> (f32) {
-            %75 = arith.constant 8 : index
+            %75 = arith.constant 64 : index
             %76 = arith.muli %r_1, %75 : index
             %77 = arith.addi %76, %68 : index
-            %78 = memref.load %w_uv[%77] : memref<24xf32>
-            %79 = arith.constant 3 : index
+            %78 = memref.load %w_uv[%77] : memref<512xf32>
+            %79 = arith.constant 8 : index
             %80 = arith.muli %t_1, %79 : index
             %81 = arith.addi %80, %r_1 : index
-            %82 = memref.load %kv_cache[%81] : memref<30xf32>
+            %82 = memref.load %kv_cache[%81] : memref<800xf32>
             %83 = arith.mulf %78, %82 : f32
             %84 = arith.addf %74, %83 : f32
             scf.yield %84 : f32
           }
-          %85 = arith.constant 4 : index
+          %85 = arith.constant 16 : index
           %86 = arith.muli %lane_1, %85 : index
           %87 = arith.addi %86, %dim_1 : index
-          %88 = memref.load %o_acc_1[%87] : memref<256xf32>
+          %88 = memref.load %o_acc_1[%87] : memref<1024xf32>
           %89 = arith.mulf %weight, %73 : f32
           %90 = arith.addf %88, %89 : f32
-          memref.store %90, %o_acc_1[%87] : memref<256xf32>
+          memref.store %90, %o_acc_1[%87] : memref<1024xf32>
         }
       }
       vyre.yield

@@ -77,18 +77,21 @@ class LowerKernel(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.KernelOp, rewriter: PatternRewriter):
-        leftover = [
-            inner.name
-            for inner in op.walk()
-            if isinstance(inner, vyre.TiledOnlineSoftmaxOp | vyre.YieldOp)
-            or type(inner) in vyre.STABILITY_OPS
-        ]
-        if leftover:
+        leftover = next(
+            (
+                inner
+                for inner in op.walk()
+                if isinstance(inner, vyre.TiledOnlineSoftmaxOp | vyre.YieldOp)
+                or type(inner) in vyre.STABILITY_OPS
+            ),
+            None,
+        )
+        if leftover is not None:
             raise pass_error(
-                op,
-                f"convert-vyre-to-gpu found {leftover[0]} in kernel "
+                leftover,
+                f"convert-vyre-to-gpu found {leftover.name} in kernel "
                 f"@{op.sym_name.data}; run vyre-inline-fragments and "
-                f"vyre-expand-stability first (or the vyre-to-gpu pipeline)"
+                f"vyre-expand-stability first (or the vyre-to-gpu pipeline)",
             )
         buffers = sorted(op.buffers, key=lambda b: b.binding.value.data)
         name = op.sym_name.data

@@ -109,7 +109,13 @@ def execute(
     state = LaneState(tuple(info.workgroup_size), tuple(info.grid_size))
     interpreter = make_interpreter(module, state, listeners)
     args = tuple(
-        Buffer(arrays[b.name], (b.count,), False, f"buffer {b.name!r}")
+        Buffer(
+            arrays[b.name],
+            (b.count,),
+            private=False,
+            name=f"buffer {b.name!r}",
+            read_only=not b.is_output,
+        )
         for b in info.buffers
     )
     gx, gy, gz = info.grid_size

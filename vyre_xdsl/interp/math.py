@@ -7,7 +7,6 @@ from xdsl.dialects import math
 from xdsl.interpreter import impl, register_impls
 
 from vyre_xdsl.interp.base import LaneFunctions
-from vyre_xdsl.interp.lanes import is_uniform
 
 
 def fma(a, b, c):
@@ -75,4 +74,4 @@ class MathFunctions(LaneFunctions):
         return (np.power(args[0], args[1]),)
 
 
-__all__ = ["MathFunctions", "fma", "is_uniform"]
+__all__ = ["MathFunctions", "fma"]

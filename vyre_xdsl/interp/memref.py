@@ -38,6 +38,7 @@ class Buffer:
     shape: tuple[int, ...]
     private: bool
     name: str
+    read_only: bool = False
 
     @property
     def size(self) -> int:
@@ -155,6 +156,12 @@ class MemRefFunctions(LaneFunctions):
     def run_store(self, interpreter, op: memref.StoreOp, args):
         value = args[0]
         buf: Buffer = args[1]
+        if buf.read_only:
+            raise VyreError(
+                f"{op.name} writes to {buf.name}, which the kernel declares "
+                f"access = \"read\" (docs/lowered-ir.md: read buffers are never "
+                f"stored to)"
+            )
         index = args[2] if len(args) == 3 else self._linear_index(buf, args[2:])
         state = self.state
         mask = state.mask

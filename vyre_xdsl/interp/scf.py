@@ -69,6 +69,8 @@ class ScfFunctions(LaneFunctions):
     def run_for(self, interpreter, op: scf.ForOp, args):
         lb, ub, step, *loop_args = args
         body = op.body
+        if not (is_uniform(lb) and is_uniform(ub) and is_uniform(step)):
+            lb, ub, step = self._uniform_if_equal((lb, ub, step))
         if is_uniform(lb) and is_uniform(ub) and is_uniform(step):
             if lb >= ub:
                 return tuple(loop_args)
@@ -81,6 +83,18 @@ class ScfFunctions(LaneFunctions):
                 values = run(body, (make(i), *values), "scf.for")
             return values
         return self._run_varying_for(interpreter, op, lb, ub, step, loop_args)
+
+    def _uniform_if_equal(self, values):
+        """Bounds that vary only in inactive lanes are uniform."""
+        mask = self.state.mask
+        out = []
+        for v in values:
+            if not is_uniform(v):
+                live = v if mask is None else v[mask]
+                if live.size and (live == live[0]).all():
+                    v = live[0]
+            out.append(v)
+        return out
 
     def _run_varying_for(self, interpreter, op, lb, ub, step, loop_args):
         state = self.state

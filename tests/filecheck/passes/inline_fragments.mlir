@@ -1,0 +1,74 @@
+// RUN: vyre-opt %s -p vyre-inline-fragments | filecheck %s
+
+// Two opaque fragments (test.op) make the recurrence around them visible:
+// each is spliced into the tile loop with its block arguments replaced.
+builtin.module {
+  vyre.kernel @tiny items 2 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [2, 1] : memref<2xf32>
+    %out = vyre.buffer "out" binding 1 write [2, 1] : memref<2xf32>
+    %q_scratch = vyre.scratch "q_scratch" : memref<64xf32>
+    %score_tile = vyre.scratch "score_tile" : memref<128xf32>
+    %o_acc = vyre.scratch "o_acc" : memref<64xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc)
+        item_count 2 seq_len 3 head_dim 1 tile_size 2 tile_count 2
+        : (memref<2xf32>, memref<2xf32>, memref<64xf32>, memref<128xf32>, memref<64xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %qs, %st) {
+      "test.op"(%item, %lane, %tile_start, %tile_len, %qs, %st) {fragment = "scores"} : (index, index, index, index, memref<64xf32>, memref<128xf32>) -> ()
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %st2, %o) {
+      "test.op"(%item2, %ts2, %tl2, %m_new, %rescale, %o) {fragment = "update"} : (index, index, index, f32, f32, memref<64xf32>) -> ()
+      vyre.yield
+    }
+  }
+}
+
+// CHECK-LABEL: vyre.kernel @tiny
+// CHECK-NOT:     vyre.tiled_online_softmax
+// CHECK:         %[[ITEM:.*]] = vyre.item_index
+// CHECK-NEXT:    %[[LANE:.*]] = vyre.lane_index
+// CHECK-NEXT:    %[[COUNT:.*]] = arith.constant 2 : index
+// CHECK-NEXT:    %[[IN_RANGE:.*]] = arith.cmpi ult, %[[ITEM]], %[[COUNT]] : index
+// CHECK-NEXT:    scf.if %[[IN_RANGE]] {
+// The query row is copied into the lane's slice of q_scratch.
+// CHECK:           scf.for %load_d =
+// CHECK:             memref.load %q[
+// CHECK:             memref.store {{.*}}, %q_scratch[
+// CHECK:           %[[M0:.*]] = arith.constant -3.40282347e+38 : f32
+// CHECK-NEXT:      %[[L0:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:           scf.for %zero_d =
+// CHECK:             memref.store {{.*}}, %o_acc[
+// CHECK:           %{{.*}}, %[[L:.*]] = scf.for %tile_idx = {{.*}} iter_args(%m = %[[M0]], %l = %[[L0]]) -> (f32, f32) {
+// CHECK:             %tile_start = arith.muli %tile_idx,
+// CHECK:             %tile_end = arith.minui
+// CHECK-NEXT:        %tile_len = arith.subi %tile_end, %tile_start : index
+// The scores fragment, its arguments replaced by the loop values:
+// CHECK-NEXT:        "test.op"(%[[ITEM]], %[[LANE]], %tile_start, %tile_len, %q_scratch, %score_tile) {fragment = "scores"}
+// The tile max keeps a NaN once seen (uno), else takes the larger (ogt):
+// CHECK:             %tile_max = scf.for %max_j = {{.*}} to %tile_len
+// CHECK:               %[[S:.*]] = memref.load %score_tile[
+// CHECK-NEXT:          %[[GT:.*]] = arith.cmpf ogt, %[[S]], %[[TM:.*]] : f32
+// CHECK-NEXT:          %[[BIG:.*]] = arith.select %[[GT]], %[[S]], %[[TM]] : f32
+// CHECK-NEXT:          %[[NAN:.*]] = arith.cmpf uno, %[[TM]], %[[TM]] : f32
+// CHECK-NEXT:          %[[NEXT:.*]] = arith.select %[[NAN]], %[[TM]], %[[BIG]] : f32
+// CHECK-NEXT:          scf.yield %[[NEXT]] : f32
+// CHECK:             %[[NEW:.*]] = arith.cmpf ogt, %tile_max, %m : f32
+// CHECK-NEXT:        %m_new = arith.select %[[NEW]], %tile_max, %m : f32
+// CHECK-NEXT:        %[[DIFF:.*]] = arith.subf %m, %m_new : f32
+// CHECK-NEXT:        %[[ARG:.*]] = vyre.bounded_exp_arg %[[DIFF]] : f32
+// CHECK-NEXT:        %rescale = math.exp %[[ARG]] : f32
+// CHECK:             %tile_sum = scf.for %sum_j =
+// CHECK:               arith.subf %{{.*}}, %m_new : f32
+// CHECK-NEXT:          vyre.bounded_exp_arg
+// CHECK-NEXT:          math.exp
+// CHECK-NEXT:          arith.addf
+// CHECK:             %[[RL:.*]] = arith.mulf %rescale, %l : f32
+// CHECK-NEXT:        %l_new = arith.addf %[[RL]], %tile_sum : f32
+// The update fragment comes after the l update:
+// CHECK-NEXT:        "test.op"(%[[ITEM]], %tile_start, %tile_len, %m_new, %rescale, %o_acc) {fragment = "update"}
+// CHECK-NEXT:        scf.yield %m_new, %l_new : f32, f32
+// CHECK:           %denom = vyre.positive_denominator %[[L]] : f32
+// CHECK:           scf.for %final_d =
+// CHECK:             %[[O:.*]] = memref.load %o_acc[
+// CHECK-NEXT:        %[[RATIO:.*]] = arith.divf %[[O]], %denom : f32
+// CHECK-NEXT:        %[[FLUSHED:.*]] = vyre.flush_tiny %[[RATIO]] : f32
+// CHECK:             memref.store %[[FLUSHED]], %out[

@@ -1,0 +1,22 @@
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s
+// RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu | filecheck %s --check-prefix=MLA
+// RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
+// NO-VYRE: "gpu.func"
+// NO-VYRE-NOT: "vyre.
+
+// The whole lowering leaves only gpu/arith/scf/math/memref ops.
+// CHECK:     builtin.module attributes {gpu.container_module}
+// CHECK:       "gpu.func"() <{function_type = (memref<1600xf32>, memref<1600xf32>, memref<1600xf32>, memref<1600xf32>) -> (), kernel}>
+// CHECK:         %q_scratch = memref.alloc() : memref<1024xf32, 3 : i64>
+// CHECK-NEXT:    %score_tile = memref.alloc() : memref<2048xf32, 3 : i64>
+// CHECK-NEXT:    %o_acc = memref.alloc() : memref<1024xf32, 3 : i64>
+// CHECK:         scf.for %tile_idx
+// CHECK:         math.exp
+// CHECK:       vyre.item_count = 100 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 2, 1, 1>
+
+// For MLA decode: one item per head, one workgroup, the rotary part behind an scf.if.
+// MLA:       "gpu.func"() <{function_type = (memref<64xf32>, memref<800xf32>, memref<400xf32>, memref<512xf32>, memref<512xf32>, memref<64xf32>) -> (), kernel}>
+// MLA:         %{{.*}} = scf.if %{{.*}} -> (f32) {
+// MLA:       vyre.item_count = 4 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>
+// MLA-SAME:  {name = "kv_cache", binding = 1 : i32, access = "read", shape = array<i64: 100, 8>}

@@ -1,0 +1,201 @@
+"""The numpy oracle (vyre_xdsl.reference) against plain float64 attention,
+the stability helpers against SEMANTICS.md, and its argument checks."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from vyre_xdsl import reference as ref
+from vyre_xdsl.errors import VyreError
+
+F32_MIN = np.float32(-3.4028235e38)
+TINY = np.float32(1.17549435e-38)
+
+
+def softmax_attention(q, k, v):
+    """Plain attention in float64: softmax(q k^T / sqrt(d)) v."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ k.T / np.sqrt(q.shape[1])
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ v
+
+
+def rand(*shape, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed + sum(shape))
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+
+# --------------------------------------------------------------------------
+# stability helpers
+# --------------------------------------------------------------------------
+
+
+def f32(*values):
+    return np.array(values, dtype=np.float32)
+
+
+def test_finite_or():
+    got = ref.finite_or(f32(1.5, np.inf, -np.inf, np.nan), np.float32(7))
+    assert (got == f32(1.5, 7, 7, 7)).all()
+
+
+def test_bounded_score_keeps_nan_and_clamps_infinities():
+    got = ref.bounded_score(f32(np.nan, np.inf, -np.inf, 3e38, -5.0))
+    assert np.isnan(got[0])
+    assert (got[1:] == f32(-80, -80, 3e38, -5)).all()
+
+
+def test_bounded_exp_arg():
+    got = ref.bounded_exp_arg(f32(np.nan, np.inf, -np.inf, 5.0, -100.0, -3.0, 0.0))
+    assert np.isnan(got[0])
+    assert (got[1:] == f32(-80, -80, 0, -80, -3, 0)).all()
+
+
+def test_positive_denominator():
+    got = ref.positive_denominator(
+        f32(np.nan, 0.0, -1.0, np.inf, TINY, 1e-39, 2.0)
+    )
+    assert np.isnan(got[0])
+    assert (got[1:] == f32(TINY, TINY, TINY, TINY, TINY, 2.0)).all()
+
+
+def test_flush_tiny():
+    got = ref.flush_tiny(f32(np.nan, TINY, -TINY, 1e-39, 1e-30, -2.0))
+    assert np.isnan(got[0])
+    assert (got[1:] == f32(0, 0, 0, 1e-30, -2.0)).all()
+    assert not np.signbit(got[3])
+
+
+def test_constants():
+    assert ref.F32_MIN == F32_MIN == np.finfo(np.float32).min
+    assert ref.MIN_POSITIVE == TINY == np.finfo(np.float32).tiny
+
+
+# --------------------------------------------------------------------------
+# FlashAttention-2
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "seq_len,head_dim,tile_size",
+    [(1, 1, 64), (5, 3, 64), (10, 4, 4), (64, 8, 16), (70, 5, 7)],
+)
+def test_flash_attention_2_is_attention(seq_len, head_dim, tile_size):
+    q, k, v = (rand(seq_len, head_dim, seed=i) for i in range(3))
+    got = ref.flash_attention_2(q, k, v, tile_size=tile_size)
+    assert got.dtype == np.float32 and got.shape == (seq_len, head_dim)
+    np.testing.assert_allclose(got, softmax_attention(q, k, v), rtol=2e-5, atol=2e-6)
+
+
+def test_flash_attention_2_tile_size_changes_only_rounding():
+    q, k, v = (rand(37, 4, seed=i) for i in range(3))
+    a = ref.flash_attention_2(q, k, v, tile_size=64)
+    for tile_size in (1, 5, 16):
+        np.testing.assert_allclose(
+            ref.flash_attention_2(q, k, v, tile_size=tile_size), a, rtol=1e-5, atol=1e-6
+        )
+
+
+def test_flash_attention_2_stability():
+    q, k, v = (rand(12, 3, seed=i) for i in range(3))
+    q[4, 2] = np.nan
+    k[2, 0], k[7, 1] = np.inf, -np.inf
+    out = ref.flash_attention_2(q, k, v, tile_size=4)
+    assert np.isnan(out[4]).all()
+    assert np.isfinite(np.delete(out, 4, axis=0)).all()
+    huge = ref.flash_attention_2(q * np.float32(1e19), k, v, tile_size=4)
+    assert np.isfinite(np.delete(huge, 4, axis=0)).all()
+    zero_q = ref.flash_attention_2(np.zeros_like(q), rand(12, 3, seed=9), v, tile_size=4)
+    np.testing.assert_allclose(zero_q, np.broadcast_to(v.mean(0), v.shape), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((np.zeros(4, np.float32),) * 3, "2-D"),
+        ((np.zeros((4, 2)),) * 3, "dtype float64"),
+        ((np.zeros((4, 2), np.float32), np.zeros((5, 2), np.float32),
+          np.zeros((4, 2), np.float32)), "same shape"),
+        (([[1.0]], [[1.0]], [[1.0]]), "numpy array"),
+        ((np.zeros((0, 2), np.float32),) * 3, "empty dimension"),
+    ],
+)
+def test_flash_attention_2_rejects_bad_arguments(args, match):
+    with pytest.raises(VyreError, match=match):
+        ref.flash_attention_2(*args)
+
+
+def test_bad_tile_size():
+    q = np.zeros((2, 2), np.float32)
+    with pytest.raises(VyreError, match="tile_size must be > 0"):
+        ref.flash_attention_2(q, q, q, tile_size=0)
+
+
+# --------------------------------------------------------------------------
+# MLA decode
+# --------------------------------------------------------------------------
+
+
+def mla_args(S, H, D, R, P, seed=0):
+    return (
+        rand(H, D, seed=seed),
+        rand(S, R, seed=seed + 1),
+        rand(S, P, seed=seed + 2),
+        rand(R, H * D, seed=seed + 3, scale=0.5),
+        rand(R, H * D, seed=seed + 4, scale=0.5),
+    )
+
+
+def mla_float64(q, kv, kr, wk, wv):
+    H, D = q.shape
+    S, R = kv.shape
+    P = kr.shape[1]
+    out = np.empty((H, D))
+    for h in range(H):
+        k = kv.astype(np.float64) @ wk[:, h * D:(h + 1) * D].astype(np.float64)
+        k[:, :P] += kr[:, :D]
+        v = kv.astype(np.float64) @ wv[:, h * D:(h + 1) * D].astype(np.float64)
+        s = k @ q[h].astype(np.float64) / np.sqrt(D)
+        p = np.exp(s - s.max())
+        out[h] = p @ v / p.sum()
+    return out
+
+
+@pytest.mark.parametrize(
+    "S,H,D,R,P,T",
+    [(1, 1, 1, 1, 1, 64), (10, 3, 4, 5, 2, 4), (9, 2, 4, 3, 4, 64), (70, 4, 3, 6, 1, 16)],
+)
+def test_mla_decode_is_latent_attention(S, H, D, R, P, T):
+    args = mla_args(S, H, D, R, P)
+    got = ref.mla_decode(*args, tile_size=T)
+    assert got.dtype == np.float32 and got.shape == (H, D)
+    np.testing.assert_allclose(got, mla_float64(*args), rtol=1e-4, atol=1e-5)
+
+
+def test_mla_decode_nan_head():
+    args = list(mla_args(6, 3, 2, 2, 1))
+    args[0][1, 0] = np.nan
+    out = ref.mla_decode(*args, tile_size=4)
+    assert np.isnan(out[1]).all() and np.isfinite(out[[0, 2]]).all()
+
+
+def test_mla_decode_rejects_bad_shapes():
+    q, kv, kr, wk, wv = mla_args(4, 2, 3, 2, 1)
+    with pytest.raises(VyreError, match="w_uk must have shape"):
+        ref.mla_decode(q, kv, kr, wk[:, :5], wv)
+    with pytest.raises(VyreError, match="kr_cache has 3 rows"):
+        ref.mla_decode(q, kv, kr[:3], wk, wv)
+
+
+def test_recurrence_exists_once():
+    """Both decoders use the one skeleton; neither repeats the recurrence."""
+    source = inspect.getsource(ref)
+    assert source.count("positive_denominator(l)") == 1
+    assert source.count("def _online_softmax") == 1
+    for decoder in (ref.flash_attention_2, ref.mla_decode):
+        body = inspect.getsource(decoder)
+        assert "_online_softmax(" in body
+        assert "tile_max" not in body and "positive_denominator" not in body

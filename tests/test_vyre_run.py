@@ -1,0 +1,127 @@
+"""vyre-run: the command line that runs a kernel file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from vyre_xdsl import reference
+from vyre_xdsl.compiler import lower_to_gpu
+from vyre_xdsl.tools.vyre_run import main
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "vyre_xdsl.tools.vyre_run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def fa2_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("k") / "fa2.mlir"
+    path.write_text(str(vx.flash_attention_2(seq_len=70, head_dim=3, tile_size=16)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def mla_lowered_file(tmp_path_factory):
+    module = lower_to_gpu(
+        vx.mla_decode(seq_len=9, num_heads=3, head_dim=2, kv_lora_rank=4,
+                      qk_rope_head_dim=1, tile_size=4)
+    )
+    path = tmp_path_factory.mktemp("k") / "mla_lowered.mlir"
+    path.write_text(str(module))
+    return path
+
+
+def test_random_check_subprocess(fa2_file):
+    result = cli(str(fa2_file), "--random", "--seed", "3", "--check")
+    assert result.returncode == 0, result.stderr
+    assert "max abs error 0.000e+00" in result.stdout
+    assert "bit-exact" in result.stdout
+
+
+def test_check_lowered_mla_with_pipeline_flag(mla_lowered_file, capsys):
+    assert main([str(mla_lowered_file), "--random", "--check"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+
+
+def test_vyre_file_with_explicit_pipeline(fa2_file, capsys):
+    assert main([str(fa2_file), "-p", "vyre-to-gpu", "--random", "--check"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+
+
+def test_inputs_and_outputs_through_npy(fa2_file, tmp_path, capsys):
+    rng = np.random.default_rng(5)
+    arrays = {n: rng.standard_normal((70, 3)).astype(np.float32) for n in "qkv"}
+    args = [str(fa2_file)]
+    for name, value in arrays.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    out_path = tmp_path / "out.npy"
+    assert main([*args, "--output", f"out={out_path}"]) == 0
+    out = np.load(out_path)
+    assert out.shape == (70, 3) and out.dtype == np.float32
+    want = reference.flash_attention_2(arrays["q"], arrays["k"], arrays["v"], 16)
+    assert np.array_equal(out, want)
+    # given inputs win over --random; --check then checks them
+    assert main([*args, "--random", "--check"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+
+
+def test_check_reports_a_mismatch(fa2_file, monkeypatch, capsys):
+    from vyre_xdsl.tools import vyre_run
+
+    oracle = vyre_run._oracle
+    monkeypatch.setattr(
+        vyre_run, "_oracle", lambda *a: {"out": oracle(*a)["out"] + np.float32(1)}
+    )
+    assert main([str(fa2_file), "--random", "--check"]) == 1
+    captured = capsys.readouterr()
+    assert "MISMATCH" in captured.out and "max abs error 1.000e+00" in captured.out
+    assert captured.err.startswith("error:")
+
+
+def test_missing_file_is_an_error_not_a_traceback(tmp_path):
+    result = cli(str(tmp_path / "nope.mlir"), "--random")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot read")
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_mlir_is_an_error_not_a_traceback(tmp_path):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("builtin.module {\n  %0 = arith.bogus 1 : i32\n}\n")
+    result = cli(str(bad), "--random", "--check")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error:")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "extra,code,message",
+    [
+        (["--input", "q"], 2, "--input expects NAME=FILE.npy"),
+        (["--random", "--output", "zz=x.npy"], 1, "has no output 'zz'"),
+        (["--input", "q=missing.npy"], 1, "cannot read input 'q'"),
+        ([], 1, "missing input"),
+        (["--random", "-p", "no-such-pass"], 1, "no-such-pass"),
+    ],
+)
+def test_user_errors(fa2_file, capsys, extra, code, message):
+    assert main([str(fa2_file), *extra]) == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_wrong_dtype_input(fa2_file, tmp_path, capsys):
+    np.save(tmp_path / "q.npy", np.zeros((70, 3)))  # float64
+    assert main([str(fa2_file), "--random", "--input", f"q={tmp_path / 'q.npy'}"]) == 1
+    assert "float32" in capsys.readouterr().err

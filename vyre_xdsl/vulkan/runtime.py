@@ -1,0 +1,620 @@
+"""Run a SPIR-V compute kernel on a Vulkan device through the PyPI `vulkan`
+binding (cffi over the system libvulkan.so.1).
+
+One `_Context` (instance, chosen physical device, logical device, compute
+queue) is created on first use and cached per validation setting; every
+per-run object (buffers, memory, shader module, layouts, pipeline, pools,
+fence, query pool) is destroyed before `execute` returns, also when it raises.
+
+Binding pitfalls handled here (DESIGN.md): nested create-info structs are
+bound to names before they are referenced; sizes are passed explicitly (never
+VK_WHOLE_SIZE); mapped memory is wrapped with np.frombuffer and the view is
+dropped before vkUnmapMemory; versions come from VK_MAKE_VERSION.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import struct
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import KernelInfo
+
+INSTALL_HINT = (
+    "install the Vulkan loader and a driver, e.g. on Debian/Ubuntu "
+    "`apt-get install libvulkan1 mesa-vulkan-drivers` (mesa-vulkan-drivers "
+    "provides lavapipe, a CPU Vulkan driver), and the Python binding with "
+    "`pip install vulkan`"
+)
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+DEVICE_ENV = "VYRE_VULKAN_DEVICE"
+VALIDATION_ENV = "VYRE_VULKAN_VALIDATION"
+FENCE_TIMEOUT_NS = 600 * 10**9
+
+_DEVICE_TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU",
+                      3: "virtual GPU", 4: "CPU"}
+_DEVICE_TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # lower is preferred
+
+
+def _vk():
+    try:
+        import vulkan as vk
+    except (ImportError, OSError) as error:
+        raise VyreError(f"the Vulkan backend is unavailable ({error}); {INSTALL_HINT}") from None
+    return vk
+
+
+def _validation_requested(validation: bool | None) -> bool:
+    if validation is not None:
+        return validation
+    return os.environ.get(VALIDATION_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _check(messages: list[str], where: str) -> None:
+    if messages:
+        text = "\n".join(messages)
+        messages.clear()
+        raise VyreError(f"Vulkan validation reported problems during {where}:\n{text}")
+
+
+class _Context:
+    """Instance, physical device, logical device and compute queue."""
+
+    def __init__(self, validation: bool):
+        vk = _vk()
+        self.vk = vk
+        self.validation = validation
+        self.messages: list[str] = []
+        self.messenger = None
+        try:
+            layers = [p.layerName for p in vk.vkEnumerateInstanceLayerProperties()]
+        except Exception as error:  # loader present but broken
+            raise VyreError(f"cannot query the Vulkan loader ({error}); {INSTALL_HINT}") from None
+        enabled_layers, enabled_exts = [], []
+        if validation:
+            if VALIDATION_LAYER not in layers:
+                raise VyreError(
+                    f"Vulkan validation was requested but {VALIDATION_LAYER} is not "
+                    f"installed; `apt-get install vulkan-validationlayers`, or unset "
+                    f"{VALIDATION_ENV}"
+                )
+            enabled_layers.append(VALIDATION_LAYER)
+            enabled_exts.append("VK_EXT_debug_utils")
+        app = vk.VkApplicationInfo(
+            pApplicationName="vyre-xdsl", applicationVersion=vk.VK_MAKE_VERSION(0, 1, 0),
+            pEngineName="vyre-xdsl", engineVersion=vk.VK_MAKE_VERSION(0, 1, 0),
+            apiVersion=vk.VK_MAKE_VERSION(1, 1, 0),
+        )
+        create = vk.VkInstanceCreateInfo(
+            pApplicationInfo=app,
+            enabledLayerCount=len(enabled_layers), ppEnabledLayerNames=enabled_layers,
+            enabledExtensionCount=len(enabled_exts), ppEnabledExtensionNames=enabled_exts,
+        )
+        try:
+            self.instance = vk.vkCreateInstance(create, None)
+        except Exception as error:
+            raise VyreError(f"vkCreateInstance failed ({error}); {INSTALL_HINT}") from None
+        try:
+            if validation:
+                self._create_messenger()
+            self._pick_device()
+            self._create_device()
+        except BaseException:
+            self.close()
+            raise
+
+    # setup ------------------------------------------------------------------
+    def _create_messenger(self) -> None:
+        vk = self.vk
+
+        def callback(severity, types, data, user_data):
+            self.messages.append(vk.ffi.string(data.pMessage).decode(errors="replace"))
+            return 0
+
+        self._callback = callback  # keep alive
+        info = vk.VkDebugUtilsMessengerCreateInfoEXT(
+            messageSeverity=(vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
+                             | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT),
+            messageType=(vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
+                         | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
+                         | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT),
+            pfnUserCallback=callback,
+        )
+        create = vk.vkGetInstanceProcAddr(self.instance, "vkCreateDebugUtilsMessengerEXT")
+        self.messenger = create(self.instance, info, None)
+
+    def _pick_device(self) -> None:
+        vk = self.vk
+        devices = vk.vkEnumeratePhysicalDevices(self.instance)
+        if not devices:
+            raise VyreError(f"no Vulkan device found; {INSTALL_HINT}")
+        props = [vk.vkGetPhysicalDeviceProperties(d) for d in devices]
+        choice = os.environ.get(DEVICE_ENV, "").strip()
+        index = None
+        if choice:
+            if choice.isdigit():
+                index = int(choice)
+                if index >= len(devices):
+                    raise VyreError(
+                        f"{DEVICE_ENV}={choice} but there are only {len(devices)} "
+                        f"Vulkan devices:\n{_describe(props)}"
+                    )
+            else:
+                matches = [i for i, p in enumerate(props)
+                           if choice.lower() in p.deviceName.lower()]
+                if not matches:
+                    raise VyreError(
+                        f"{DEVICE_ENV}={choice!r} matches no Vulkan device name:\n"
+                        f"{_describe(props)}"
+                    )
+                index = matches[0]
+        else:
+            index = min(range(len(devices)),
+                        key=lambda i: (_DEVICE_TYPE_RANK.get(props[i].deviceType, 9), i))
+        self.physical = devices[index]
+        self.props = props[index]
+        self.name = self.props.deviceName
+        self.limits = self.props.limits
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        compute = [i for i, f in enumerate(families)
+                   if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        if not compute:
+            raise VyreError(f"Vulkan device {self.name!r} has no compute queue")
+        self.family = compute[0]
+        self.timestamp_bits = families[self.family].timestampValidBits
+        memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        self.memory_types = [
+            (memory.memoryTypes[i].propertyFlags, memory.memoryTypes[i].heapIndex)
+            for i in range(memory.memoryTypeCount)
+        ]
+        local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+        # separate device memory (a discrete GPU): device-local types that the
+        # host cannot map exist -> stage through host-visible buffers
+        self.staging = any(f & local and not f & visible for f, _ in self.memory_types)
+
+    def _create_device(self) -> None:
+        vk = self.vk
+        priorities = [1.0]
+        queue_info = vk.VkDeviceQueueCreateInfo(
+            queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)
+        queue_infos = [queue_info]
+        create = vk.VkDeviceCreateInfo(queueCreateInfoCount=1,
+                                       pQueueCreateInfos=queue_infos)
+        self.device = vk.vkCreateDevice(self.physical, create, None)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+
+    def close(self) -> None:
+        vk = self.vk
+        if getattr(self, "device", None) is not None:
+            vk.vkDeviceWaitIdle(self.device)
+            vk.vkDestroyDevice(self.device, None)
+            self.device = None
+        if self.messenger is not None:
+            destroy = vk.vkGetInstanceProcAddr(self.instance,
+                                               "vkDestroyDebugUtilsMessengerEXT")
+            destroy(self.instance, self.messenger, None)
+            self.messenger = None
+        if getattr(self, "instance", None) is not None:
+            vk.vkDestroyInstance(self.instance, None)
+            self.instance = None
+
+    # helpers ------------------------------------------------------------------
+    def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
+        candidates = [i for i, (flags, _) in enumerate(self.memory_types)
+                      if type_bits & (1 << i) and flags & required == required]
+        if not candidates:
+            raise VyreError(
+                f"Vulkan device {self.name!r} has no memory type with flags "
+                f"{required:#x} for a buffer"
+            )
+        best = [i for i in candidates
+                if self.memory_types[i][0] & preferred == preferred]
+        return (best or candidates)[0]
+
+
+_CONTEXTS: dict[bool, _Context] = {}
+
+
+def _context(validation: bool) -> _Context:
+    ctx = _CONTEXTS.get(validation)
+    if ctx is None:
+        ctx = _Context(validation)
+        _CONTEXTS[validation] = ctx
+    return ctx
+
+
+def close() -> None:
+    """Destroy the cached Vulkan devices and instances. With validation on, the
+    layer reports any object a run forgot to destroy here (raises VyreError)."""
+    messages: list[str] = []
+    for key in list(_CONTEXTS):
+        ctx = _CONTEXTS.pop(key)
+        ctx.close()
+        messages.extend(ctx.messages)
+    _check(messages, "vulkan.close()")
+
+
+@atexit.register
+def _close_quietly() -> None:
+    try:
+        close()
+    except Exception:
+        pass
+
+
+def _describe(props) -> str:
+    return "\n".join(
+        f"  [{i}] {p.deviceName} ({_DEVICE_TYPE_NAMES.get(p.deviceType, '?')}, "
+        f"Vulkan {p.apiVersion >> 22}.{(p.apiVersion >> 12) & 0x3FF}.{p.apiVersion & 0xFFF})"
+        for i, p in enumerate(props)
+    )
+
+
+def device_report() -> str:
+    """A description of every Vulkan device and which one `execute` uses."""
+    ctx = _context(_validation_requested(None))
+    vk = ctx.vk
+    devices = vk.vkEnumeratePhysicalDevices(ctx.instance)
+    props = [vk.vkGetPhysicalDeviceProperties(d) for d in devices]
+    limits = ctx.limits
+    return (
+        f"Vulkan devices:\n{_describe(props)}\n"
+        f"selected: {ctx.name} (set {DEVICE_ENV} to an index or a name substring)\n"
+        f"  maxComputeSharedMemorySize = {limits.maxComputeSharedMemorySize}\n"
+        f"  maxComputeWorkGroupInvocations = {limits.maxComputeWorkGroupInvocations}\n"
+        f"  maxStorageBufferRange = {limits.maxStorageBufferRange}\n"
+        f"  memory: {'device-local + staging' if ctx.staging else 'host-visible'}\n"
+    )
+
+
+# SPIR-V inspection -------------------------------------------------------------
+
+def workgroup_memory_bytes(spirv: bytes) -> int:
+    """Bytes of Workgroup-storage variables declared by a SPIR-V module
+    (arrays of 32-bit scalars, as the vyre emitter declares them)."""
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
+    constants: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    pointers: dict[int, int] = {}
+    total = 0
+    pos = 5
+    while pos < len(words):
+        count, opcode = words[pos] >> 16, words[pos] & 0xFFFF
+        ops = words[pos + 1: pos + count]
+        pos += max(count, 1)
+        if opcode == 43 and len(ops) >= 3:  # OpConstant
+            constants[ops[1]] = ops[2]
+        elif opcode in (21, 22):  # OpTypeInt / OpTypeFloat
+            sizes[ops[0]] = ops[1] // 8
+        elif opcode == 28:  # OpTypeArray
+            sizes[ops[0]] = sizes.get(ops[1], 4) * constants.get(ops[2], 0)
+        elif opcode == 32:  # OpTypePointer
+            pointers[ops[0]] = ops[2]
+        elif opcode == 59 and ops[2] == 4:  # OpVariable Workgroup
+            total += sizes.get(pointers.get(ops[0], 0), 0)
+    return total
+
+
+# execution ---------------------------------------------------------------------
+
+class _Resources:
+    """Per-run Vulkan objects, destroyed in reverse order of creation."""
+
+    def __init__(self, ctx: _Context):
+        self.ctx = ctx
+        self.items: list[tuple[str, object]] = []
+
+    def add(self, kind: str, handle):
+        self.items.append((kind, handle))
+        return handle
+
+    def destroy(self) -> None:
+        vk, device = self.ctx.vk, self.ctx.device
+        errors = []
+        for kind, handle in reversed(self.items):
+            try:
+                self._destroy(vk, device, kind, handle)
+            except Exception as error:  # keep destroying the rest
+                errors.append(f"{kind}: {error}")
+        self.items.clear()
+        if errors:
+            raise VyreError("could not destroy Vulkan objects: " + "; ".join(errors))
+
+    @staticmethod
+    def _destroy(vk, device, kind, handle) -> None:
+        if True:
+            if kind == "buffer":
+                vk.vkDestroyBuffer(device, handle, None)
+            elif kind == "memory":
+                vk.vkFreeMemory(device, handle, None)
+            elif kind == "shader":
+                vk.vkDestroyShaderModule(device, handle, None)
+            elif kind == "set_layout":
+                vk.vkDestroyDescriptorSetLayout(device, handle, None)
+            elif kind == "pipeline_layout":
+                vk.vkDestroyPipelineLayout(device, handle, None)
+            elif kind == "pipeline":
+                vk.vkDestroyPipeline(device, handle, None)
+            elif kind == "descriptor_pool":
+                vk.vkDestroyDescriptorPool(device, handle, None)
+            elif kind == "command_pool":
+                vk.vkDestroyCommandPool(device, handle, None)
+            elif kind == "fence":
+                vk.vkDestroyFence(device, handle, None)
+            elif kind == "query_pool":
+                vk.vkDestroyQueryPool(device, handle, None)
+
+
+def _buffer(ctx: _Context, res: _Resources, size: int, usage: int,
+            required: int, preferred: int = 0):
+    vk = ctx.vk
+    info = vk.VkBufferCreateInfo(size=size, usage=usage,
+                                 sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+    buffer = res.add("buffer", vk.vkCreateBuffer(ctx.device, info, None))
+    needs = vk.vkGetBufferMemoryRequirements(ctx.device, buffer)
+    alloc = vk.VkMemoryAllocateInfo(
+        allocationSize=needs.size,
+        memoryTypeIndex=ctx.memory_type(needs.memoryTypeBits, required, preferred))
+    memory = res.add("memory", vk.vkAllocateMemory(ctx.device, alloc, None))
+    vk.vkBindBufferMemory(ctx.device, buffer, memory, 0)
+    return buffer, memory
+
+
+def _write(ctx: _Context, memory, array: np.ndarray) -> None:
+    vk = ctx.vk
+    mapped = vk.vkMapMemory(ctx.device, memory, 0, array.nbytes, 0)
+    view = np.frombuffer(mapped, dtype=np.float32, count=array.size)
+    view[:] = array
+    del view, mapped
+    vk.vkUnmapMemory(ctx.device, memory)
+
+
+def _read(ctx: _Context, memory, array: np.ndarray) -> None:
+    vk = ctx.vk
+    mapped = vk.vkMapMemory(ctx.device, memory, 0, array.nbytes, 0)
+    view = np.frombuffer(mapped, dtype=np.float32, count=array.size)
+    array[:] = view
+    del view, mapped
+    vk.vkUnmapMemory(ctx.device, memory)
+
+
+def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
+                  arrays: Mapping[str, np.ndarray]) -> None:
+    limits = ctx.limits
+    for buffer in info.buffers:
+        size = arrays[buffer.name].nbytes
+        if size > limits.maxStorageBufferRange:
+            raise VyreError(
+                f"buffer {buffer.name!r} is {size} bytes but Vulkan device "
+                f"{ctx.name!r} binds at most maxStorageBufferRange = "
+                f"{limits.maxStorageBufferRange} bytes; use smaller shapes or "
+                f"another device ({DEVICE_ENV})"
+            )
+    shared = workgroup_memory_bytes(spirv)
+    if shared > limits.maxComputeSharedMemorySize:
+        raise VyreError(
+            f"kernel @{info.name} needs {shared} bytes of workgroup memory but "
+            f"Vulkan device {ctx.name!r} allows maxComputeSharedMemorySize = "
+            f"{limits.maxComputeSharedMemorySize}; use a smaller head_dim or "
+            f"tile_size, or emit with private_scratch=True"
+        )
+    wg = info.workgroup_size
+    invocations = wg[0] * wg[1] * wg[2]
+    if invocations > limits.maxComputeWorkGroupInvocations or any(
+            w > m for w, m in zip(wg, list(limits.maxComputeWorkGroupSize))):
+        raise VyreError(
+            f"workgroup size {wg} exceeds the limits of Vulkan device {ctx.name!r}"
+        )
+    if any(g > m for g, m in zip(info.grid_size, list(limits.maxComputeWorkGroupCount))):
+        raise VyreError(
+            f"grid size {info.grid_size} exceeds maxComputeWorkGroupCount "
+            f"{list(limits.maxComputeWorkGroupCount)} of Vulkan device {ctx.name!r}"
+        )
+
+
+def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
+            validation: bool | None = None, staging: bool | None = None,
+            timings: dict | None = None) -> None:
+    """Dispatch `info.grid_size` workgroups of the SPIR-V kernel `spirv` on
+    the selected Vulkan device. `arrays` holds a flat float32 array for every
+    buffer of `info` (by name); output buffers are overwritten in place.
+
+    `validation` (default: env VYRE_VULKAN_VALIDATION) runs under the Khronos
+    validation layer and raises VyreError on any message. `staging` forces
+    (True) or avoids (False) device-local buffers with staging copies; by
+    default they are used where the device has separate device memory.
+    `timings`, if given, receives 'dispatch_ms' (GPU timestamps, when the
+    queue supports them) and 'total_ms' (host wall time of the run)."""
+    start = time.perf_counter()
+    validation = _validation_requested(validation)
+    ctx = _context(validation)
+    vk = ctx.vk
+    if not isinstance(spirv, (bytes, bytearray)) or len(spirv) % 4:
+        raise VyreError("execute expects a SPIR-V binary (bytes, whole words)")
+    for buffer in info.buffers:
+        array = arrays.get(buffer.name)
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
+                array.size != buffer.count or not array.flags.c_contiguous:
+            raise VyreError(
+                f"buffer {buffer.name!r} must be a contiguous float32 numpy array "
+                f"of {buffer.count} elements"
+            )
+    _check_limits(ctx, spirv, info, arrays)
+    use_staging = ctx.staging if staging is None else staging
+    ctx.messages.clear()
+    res = _Resources(ctx)
+    try:
+        _run(ctx, res, bytes(spirv), info, arrays, use_staging, timings)
+    finally:
+        res.destroy()
+    _check(ctx.messages, f"the run of @{info.name} on {ctx.name}")
+    if timings is not None:
+        timings["total_ms"] = (time.perf_counter() - start) * 1e3
+
+
+def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
+         arrays: dict[str, np.ndarray], use_staging: bool,
+         timings: dict | None) -> None:
+    vk, device = ctx.vk, ctx.device
+    host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+    local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+    storage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+    t_src, t_dst = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+
+    # buffers ---------------------------------------------------------------
+    device_buffers, stagings = [], []
+    for buffer in info.buffers:
+        array = arrays[buffer.name]
+        if use_staging:
+            dev_buf, _ = _buffer(ctx, res, array.nbytes, storage | t_src | t_dst, local)
+            stage_buf, stage_mem = _buffer(ctx, res, array.nbytes, t_src | t_dst, host,
+                                           vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+            _write(ctx, stage_mem, array)
+            stagings.append((stage_buf, stage_mem))
+        else:
+            dev_buf, dev_mem = _buffer(ctx, res, array.nbytes, storage, host)
+            _write(ctx, dev_mem, array)
+            stagings.append((None, dev_mem))
+        device_buffers.append(dev_buf)
+
+    # pipeline --------------------------------------------------------------
+    shader_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
+    shader = res.add("shader", vk.vkCreateShaderModule(device, shader_info, None))
+    bindings = [
+        vk.VkDescriptorSetLayoutBinding(
+            binding=buffer.binding, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+        for buffer in info.buffers
+    ]
+    layout_info = vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(bindings),
+                                                     pBindings=bindings)
+    set_layout = res.add("set_layout",
+                         vk.vkCreateDescriptorSetLayout(device, layout_info, None))
+    set_layouts = [set_layout]
+    pipeline_layout_info = vk.VkPipelineLayoutCreateInfo(setLayoutCount=1,
+                                                         pSetLayouts=set_layouts)
+    pipeline_layout = res.add(
+        "pipeline_layout", vk.vkCreatePipelineLayout(device, pipeline_layout_info, None))
+    stage = vk.VkPipelineShaderStageCreateInfo(
+        stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=info.name)
+    pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=pipeline_layout)
+    pipeline_infos = [pipeline_info]
+    pipelines = vk.vkCreateComputePipelines(device, vk.VK_NULL_HANDLE, 1,
+                                            pipeline_infos, None)
+    pipeline = res.add("pipeline", pipelines[0])  # a cdata array of one
+
+    # descriptors -----------------------------------------------------------
+    pool_size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                        descriptorCount=len(info.buffers))
+    pool_sizes = [pool_size]
+    pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=1, poolSizeCount=1,
+                                              pPoolSizes=pool_sizes)
+    pool = res.add("descriptor_pool", vk.vkCreateDescriptorPool(device, pool_info, None))
+    alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=pool,
+                                                descriptorSetCount=1,
+                                                pSetLayouts=set_layouts)
+    descriptor_set = vk.vkAllocateDescriptorSets(device, alloc_info)[0]
+    buffer_infos, writes = [], []
+    for buffer, dev_buf in zip(info.buffers, device_buffers):
+        buffer_info = vk.VkDescriptorBufferInfo(buffer=dev_buf, offset=0,
+                                                range=arrays[buffer.name].nbytes)
+        buffer_infos.append([buffer_info])
+        writes.append(vk.VkWriteDescriptorSet(
+            dstSet=descriptor_set, dstBinding=buffer.binding, dstArrayElement=0,
+            descriptorCount=1, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            pBufferInfo=buffer_infos[-1]))
+    vk.vkUpdateDescriptorSets(device, len(writes), writes, 0, None)
+
+    # commands --------------------------------------------------------------
+    command_pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.family)
+    command_pool = res.add("command_pool",
+                           vk.vkCreateCommandPool(device, command_pool_info, None))
+    command_info = vk.VkCommandBufferAllocateInfo(
+        commandPool=command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        commandBufferCount=1)
+    cmd = vk.vkAllocateCommandBuffers(device, command_info)[0]
+    query_pool = None
+    if timings is not None and ctx.timestamp_bits:
+        query_info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
+                                              queryCount=2)
+        query_pool = res.add("query_pool", vk.vkCreateQueryPool(device, query_info, None))
+    begin = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+    vk.vkBeginCommandBuffer(cmd, begin)
+    if query_pool is not None:
+        vk.vkCmdResetQueryPool(cmd, query_pool, 0, 2)
+
+    def barrier(src_access, dst_access, src_stage, dst_stage):
+        memory_barrier = vk.VkMemoryBarrier(srcAccessMask=src_access,
+                                            dstAccessMask=dst_access)
+        barriers = [memory_barrier]
+        vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, barriers,
+                                0, None, 0, None)
+
+    if use_staging:
+        for buffer, dev_buf, (stage_buf, _) in zip(info.buffers, device_buffers, stagings):
+            region = vk.VkBufferCopy(srcOffset=0, dstOffset=0,
+                                     size=arrays[buffer.name].nbytes)
+            regions = [region]
+            vk.vkCmdCopyBuffer(cmd, stage_buf, dev_buf, 1, regions)
+        barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
+                vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+    else:
+        barrier(vk.VK_ACCESS_HOST_WRITE_BIT,
+                vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
+                vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+    vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+    sets = [descriptor_set]
+    vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout,
+                               0, 1, sets, 0, None)
+    if query_pool is not None:
+        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool, 0)
+    vk.vkCmdDispatch(cmd, *info.grid_size)
+    if query_pool is not None:
+        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, 1)
+    if use_staging:
+        barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT,
+                vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT)
+        for buffer, dev_buf, (stage_buf, _) in zip(info.buffers, device_buffers, stagings):
+            if buffer.is_output:
+                region = vk.VkBufferCopy(srcOffset=0, dstOffset=0,
+                                         size=arrays[buffer.name].nbytes)
+                regions = [region]
+                vk.vkCmdCopyBuffer(cmd, dev_buf, stage_buf, 1, regions)
+        barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT,
+                vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT)
+    else:
+        barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT,
+                vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT)
+    vk.vkEndCommandBuffer(cmd)
+
+    fence_info = vk.VkFenceCreateInfo()
+    fence = res.add("fence", vk.vkCreateFence(device, fence_info, None))
+    command_buffers = [cmd]
+    submit = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=command_buffers)
+    submits = [submit]
+    vk.vkQueueSubmit(ctx.queue, 1, submits, fence)
+    fences = [fence]
+    try:
+        vk.vkWaitForFences(device, 1, fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
+    except vk.VkTimeout:
+        raise VyreError(f"kernel @{info.name} did not finish within "
+                        f"{FENCE_TIMEOUT_NS // 10**9} s on {ctx.name}") from None
+    except vk.VkErrorDeviceLost:
+        raise VyreError(f"Vulkan device {ctx.name!r} was lost running @{info.name}") from None
+
+    for buffer, (_, memory) in zip(info.buffers, stagings):
+        if buffer.is_output:
+            _read(ctx, memory, arrays[buffer.name])
+    if query_pool is not None:
+        data = vk.ffi.new("uint64_t[2]")
+        vk.vkGetQueryPoolResults(device, query_pool, 0, 2, 16, data, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        ticks = int(data[1]) - int(data[0])
+        timings["dispatch_ms"] = ticks * ctx.limits.timestampPeriod / 1e6
