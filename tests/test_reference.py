@@ -156,7 +156,7 @@ def mla_float64(q, kv, kr, wk, wv):
     out = np.empty((H, D))
     for h in range(H):
         k = kv.astype(np.float64) @ wk[:, h * D:(h + 1) * D].astype(np.float64)
-        k[:, :P] += kr[:, :D]
+        k[:, :P] += kr
         v = kv.astype(np.float64) @ wv[:, h * D:(h + 1) * D].astype(np.float64)
         s = k @ q[h].astype(np.float64) / np.sqrt(D)
         p = np.exp(s - s.max())
@@ -188,6 +188,8 @@ def test_mla_decode_rejects_bad_shapes():
         ref.mla_decode(q, kv, kr, wk[:, :5], wv)
     with pytest.raises(VyreError, match="kr_cache has 3 rows"):
         ref.mla_decode(q, kv, kr[:3], wk, wv)
+    with pytest.raises(VyreError, match="qk_rope_head_dim"):
+        ref.mla_decode(q, kv, np.zeros((4, 4), np.float32), wk, wv)
 
 
 def test_recurrence_exists_once():

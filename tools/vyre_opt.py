@@ -9,6 +9,7 @@ located `error:` diagnostics with a non-zero exit instead of tracebacks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -118,6 +119,8 @@ class VyreOptMain(xDSLOptMain):
                 self.apply_passes(module)
                 pieces.append(self.emit(module))
             except (ParseError, VerifyException, DiagnosticException, VyreError) as error:
+                if isinstance(error, ParseError):
+                    error.span = dataclasses.replace(error.span, line_offset=offset)
                 diagnostic = describe(error, module, self.get_input_name())
                 if self.args.verify_diagnostics:
                     pieces.append(diagnostic + "\n")

@@ -256,6 +256,12 @@ def mla_decode(
             f"kr_cache has {kr_cache.shape[0]} rows but kv_cache has {seq_len}; "
             f"both are [seq_len, ...]"
         )
+    if rope > head_dim:
+        raise VyreError(
+            f"qk_rope_head_dim ({rope}, the columns of kr_cache) must be <= "
+            f"head_dim ({head_dim}): the rotary part is added to the first "
+            f"qk_rope_head_dim dims of each key"
+        )
     for name, w in (("w_uk", w_uk), ("w_uv", w_uv)):
         if w.shape != (rank, num_heads * head_dim):
             raise VyreError(
@@ -278,8 +284,7 @@ def mla_decode(
         for j in range(tile_len):
             t = tile_start + j
             k_val = decompress(wk, t)
-            n = min(rope, head_dim)
-            k_val[:, :n] = k_val[:, :n] + kr_cache[t, :n][None, :]
+            k_val[:, :rope] = k_val[:, :rope] + kr_cache[t][None, :]
             dot = np.zeros(num_heads, dtype=np.float32)
             for dim in range(head_dim):
                 dot = dot + q[:, dim] * k_val[:, dim]
