@@ -109,9 +109,11 @@ def check_u32_size(what: str, **factors: int) -> None:
     product = reduce(operator.mul, factors.values(), 1)
     if product > vyre.U32_MAX:
         names = " * ".join(f"{k} ({v})" for k, v in factors.items())
+        # The workgroup size is fixed at 64 lanes: only the others can shrink.
+        adjustable = [k for k in factors if k != "workgroup_size"]
         raise VyreError(
             f"{what} = {names} = {product} elements does not fit in u32 "
-            f"(max {vyre.U32_MAX}); reduce {' or '.join(factors)}"
+            f"(max {vyre.U32_MAX}); reduce {' or '.join(adjustable)}"
         )
 
 
