@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
 )
 
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.loop_bounds import loop_iterations
 
 BUFFERS_ATTR = "vyre.buffers"
 ITEM_COUNT_ATTR = "vyre.item_count"
@@ -50,6 +51,8 @@ class KernelInfo:
     workgroup_size: tuple[int, int, int]
     grid_size: tuple[int, int, int]
     func: gpu.FuncOp
+    # Upper bound on the loop iterations of one invocation (None: unknown).
+    loop_iterations: int | None = None
 
     def buffer(self, name: str) -> BufferInfo:
         for buffer in self.buffers:
@@ -136,4 +139,5 @@ def kernel_info(module: ModuleOp) -> KernelInfo:
         workgroup_size=_int_array(attrs[WORKGROUP_SIZE_ATTR], WORKGROUP_SIZE_ATTR),
         grid_size=_int_array(attrs[GRID_SIZE_ATTR], GRID_SIZE_ATTR),
         func=func,
+        loop_iterations=loop_iterations(func.body),
     )

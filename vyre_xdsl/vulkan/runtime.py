@@ -384,9 +384,26 @@ def _read(ctx: _Context, memory, array: np.ndarray) -> None:
     vk.vkUnmapMemory(ctx.device, memory)
 
 
+# llvmpipe ends each invocation after this many loop iterations in total and
+# silently skips the rest of its work (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS).
+LLVMPIPE_LOOP_LIMIT = 65535
+
+
 def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
                   arrays: Mapping[str, np.ndarray]) -> None:
     limits = ctx.limits
+    if (
+        "llvmpipe" in ctx.name.lower()
+        and info.loop_iterations is not None
+        and info.loop_iterations > LLVMPIPE_LOOP_LIMIT
+    ):
+        raise VyreError(
+            f"kernel @{info.name} runs up to {info.loop_iterations} loop "
+            f"iterations per invocation, but lavapipe ({ctx.name}) stops every "
+            f"invocation after {LLVMPIPE_LOOP_LIMIT} and would return a wrong "
+            f"result; use smaller shapes (seq_len, head_dim, kv_lora_rank), a "
+            f"GPU ({DEVICE_ENV}), or backend='interpreter'"
+        )
     for buffer in info.buffers:
         size = arrays[buffer.name].nbytes
         if size > limits.maxStorageBufferRange:

@@ -1,0 +1,42 @@
+"""The loop-iteration bound that guards lavapipe's silent loop limit."""
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from vyre_xdsl.kernel_info import kernel_info
+
+
+def fa2_iterations(seq_len: int, head_dim: int, tile_size: int) -> int:
+    """Loop iterations of one FlashAttention-2 invocation, by SEMANTICS.md."""
+    tiles = -(-seq_len // tile_size)
+    per_tile = (
+        1  # the tile loop itself
+        + tile_size * (1 + head_dim)  # scores: j, then d
+        + tile_size  # tile max
+        + tile_size  # tile sum
+        + head_dim * (1 + tile_size)  # update: d, then j
+    )
+    return 3 * head_dim + tiles * per_tile  # load q, zero o_acc, write out
+
+
+@pytest.mark.parametrize("shape", [(512, 64, 64), (100, 16, 32), (1, 1, 64), (130, 3, 7)])
+def test_bound_counts_every_loop_of_flash_attention_2(shape):
+    info = kernel_info(vx.lower_to_gpu(vx.flash_attention_2(*shape)))
+    assert info.loop_iterations == fa2_iterations(*shape)
+
+
+def test_bound_of_mla_decode_grows_with_the_rank():
+    small = kernel_info(vx.lower_to_gpu(vx.mla_decode(64, 2, 8, 4, 2)))
+    large = kernel_info(vx.lower_to_gpu(vx.mla_decode(64, 2, 8, 8, 2)))
+    assert small.loop_iterations < large.loop_iterations
+
+
+def test_lavapipe_refuses_a_kernel_it_would_cut_short():
+    vulkan = pytest.importorskip("vyre_xdsl.vulkan")
+    report = vulkan.device_report()
+    if "llvmpipe" not in report.split("selected")[-1]:
+        pytest.skip("the selected Vulkan device is not lavapipe")
+    q = np.ones((512, 64), np.float32)
+    with pytest.raises(vx.VyreError, match="stops every invocation after 65535"):
+        vx.run(vx.flash_attention_2(512, 64), {"q": q, "k": q, "v": q}, backend="vulkan")

@@ -1,0 +1,104 @@
+"""An upper bound on the loop iterations one invocation of a kernel runs.
+
+lavapipe (llvmpipe) stops each shader invocation after 65535 loop iterations
+in total, counted over all its loops, and silently skips the rest; the Vulkan
+runtime uses this bound to refuse such a kernel there instead of returning a
+wrong result.  The bound is exact for the skeleton's loops: the tile loops run
+to `tile_len = min(tile_start + tile_size, seq_len) - tile_start`, which is
+at most `tile_size`.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+
+
+def _constant(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def upper_bound(value: SSAValue) -> int | None:
+    """The largest value `value` (an index) can take, or None if unknown."""
+    if (constant := _constant(value)) is not None:
+        return constant
+    if isinstance(value, BlockArgument):
+        loop = value.block.parent_op()
+        if isinstance(loop, scf.ForOp) and value.index == 0:
+            top = upper_bound(loop.ub)
+            return None if top is None else top - 1
+        return None
+    op = value.owner
+    if isinstance(op, arith.MinUIOp):
+        bounds = [b for b in (upper_bound(op.lhs), upper_bound(op.rhs)) if b is not None]
+        return min(bounds) if bounds else None
+    if isinstance(op, arith.AddiOp | arith.MuliOp):
+        lhs, rhs = upper_bound(op.lhs), upper_bound(op.rhs)
+        if lhs is None or rhs is None:
+            return None
+        return lhs + rhs if isinstance(op, arith.AddiOp) else lhs * rhs
+    if isinstance(op, arith.SubiOp):
+        return _clipped_length(op)
+    return None
+
+
+def _clipped_length(op: arith.SubiOp) -> int | None:
+    """`min(start + size, end) - start` is at most `size`; else ub(a) - 0."""
+    end = op.lhs.owner
+    if isinstance(end, arith.MinUIOp):
+        for side in (end.lhs, end.rhs):
+            grown = side.owner
+            if isinstance(grown, arith.AddiOp) and op.rhs in (grown.lhs, grown.rhs):
+                size = grown.rhs if grown.lhs == op.rhs else grown.lhs
+                if (bound := upper_bound(size)) is not None:
+                    return bound
+    return upper_bound(op.lhs)
+
+
+def _trip_count(loop: scf.ForOp) -> int | None:
+    top, step = upper_bound(loop.ub), _constant(loop.step)
+    bottom = _constant(loop.lb) or 0
+    if top is None or not step:
+        return None
+    return max(0, -(-(top - bottom) // step))
+
+
+def loop_iterations(region_or_op: Region | Block | Operation) -> int | None:
+    """Upper bound on the loop iterations one execution of it runs (each
+    iteration of each loop counts once), or None if a trip count is unknown."""
+    if isinstance(region_or_op, Region):
+        total = 0
+        for block in region_or_op.blocks:
+            count = loop_iterations(block)
+            if count is None:
+                return None
+            total += count
+        return total
+    if isinstance(region_or_op, Block):
+        total = 0
+        for op in region_or_op.ops:
+            count = loop_iterations(op)
+            if count is None:
+                return None
+            total += count
+        return total
+    op = region_or_op
+    if isinstance(op, scf.ForOp):
+        trips, body = _trip_count(op), loop_iterations(op.body)
+        if trips is None or body is None:
+            return None
+        return trips * (1 + body)
+    if isinstance(op, scf.IfOp):
+        branches = [loop_iterations(r) for r in op.regions]
+        return None if None in branches else max(branches, default=0)
+    total = 0
+    for region in op.regions:
+        count = loop_iterations(region)
+        if count is None:
+            return None
+        total += count
+    return total
