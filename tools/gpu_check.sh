@@ -3,17 +3,10 @@
 # at the full test shapes (which lavapipe cannot run: llvmpipe stops loops
 # after 65535 iterations per invocation). Usage, from the repo root:
 #   bash tools/gpu_check.sh            # NVIDIA: set up the loader if missing
-# Needs: python3 with numpy, xdsl 0.74, vulkan (pip), and libvulkan.so.1.
+# tools/gpu_env.sh sets up the Vulkan loader, the wheels and this package.
 set -euo pipefail
-if ! ldconfig -p | grep -q libvulkan.so.1; then
-  # DESIGN.md recipe: unpack the loader and GL vendor libs next to the NVIDIA driver
-  (cd /tmp && apt-get download libvulkan1 libglvnd0 libegl1 libgl1 libglx0 libgles2 libopengl0 \
-     && for p in ./*.deb; do dpkg -x "$p" /; done && ldconfig)
-fi
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-python3 -m pip install -q vulkan 2>/dev/null || true
+cd "$(dirname "$0")/.."
+. tools/gpu_env.sh
 export VYRE_VULKAN_DEVICE="${VYRE_VULKAN_DEVICE:-}"
 python3 - <<'PY'
 import time, numpy as np, vyre_xdsl as vx

@@ -437,7 +437,7 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
 
 def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
             validation: bool | None = None, staging: bool | None = None,
-            timings: dict | None = None) -> None:
+            timings: dict | None = None, repeat: int = 1) -> None:
     """Dispatch `info.grid_size` workgroups of the SPIR-V kernel `spirv` on
     the selected Vulkan device. `arrays` holds a flat float32 array for every
     buffer of `info` (by name); output buffers are overwritten in place.
@@ -447,7 +447,12 @@ def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
     (True) or avoids (False) device-local buffers with staging copies; by
     default they are used where the device has separate device memory.
     `timings`, if given, receives 'dispatch_ms' (GPU timestamps, when the
-    queue supports them) and 'total_ms' (host wall time of the run)."""
+    queue supports them) and 'total_ms' (host wall time of the run).
+    `repeat` > 1 dispatches the kernel that many times back to back (each
+    dispatch overwrites the outputs); 'dispatch_ms' is then the median and
+    'dispatch_ms_each' the list, for benchmarks."""
+    if not isinstance(repeat, int) or repeat < 1:
+        raise VyreError(f"repeat must be a positive integer, got {repeat!r}")
     start = time.perf_counter()
     validation = _validation_requested(validation)
     ctx = _context(validation)
@@ -467,7 +472,7 @@ def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
     ctx.messages.clear()
     res = _Resources(ctx)
     try:
-        _run(ctx, res, bytes(spirv), info, arrays, use_staging, timings)
+        _run(ctx, res, bytes(spirv), info, arrays, use_staging, timings, repeat)
     finally:
         res.destroy()
     _check(ctx.messages, f"the run of @{info.name} on {ctx.name}")
@@ -477,7 +482,7 @@ def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
 
 def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
          arrays: dict[str, np.ndarray], use_staging: bool,
-         timings: dict | None) -> None:
+         timings: dict | None, repeat: int) -> None:
     vk, device = ctx.vk, ctx.device
     host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
     local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
@@ -559,12 +564,12 @@ def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
     query_pool = None
     if timings is not None and ctx.timestamp_bits:
         query_info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
-                                              queryCount=2)
+                                              queryCount=2 * repeat)
         query_pool = res.add("query_pool", vk.vkCreateQueryPool(device, query_info, None))
     begin = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
     vk.vkBeginCommandBuffer(cmd, begin)
     if query_pool is not None:
-        vk.vkCmdResetQueryPool(cmd, query_pool, 0, 2)
+        vk.vkCmdResetQueryPool(cmd, query_pool, 0, 2 * repeat)
 
     def barrier(src_access, dst_access, src_stage, dst_stage):
         memory_barrier = vk.VkMemoryBarrier(srcAccessMask=src_access,
@@ -590,11 +595,19 @@ def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
     sets = [descriptor_set]
     vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout,
                                0, 1, sets, 0, None)
-    if query_pool is not None:
-        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool, 0)
-    vk.vkCmdDispatch(cmd, *info.grid_size)
-    if query_pool is not None:
-        vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool, 1)
+    for index in range(repeat):
+        if index:  # the next dispatch rewrites what this one wrote
+            barrier(vk.VK_ACCESS_SHADER_WRITE_BIT,
+                    vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
+                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+        if query_pool is not None:
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                   query_pool, 2 * index)
+        vk.vkCmdDispatch(cmd, *info.grid_size)
+        if query_pool is not None:
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                   query_pool, 2 * index + 1)
     if use_staging:
         barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT,
                 vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT)
@@ -630,8 +643,10 @@ def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
         if buffer.is_output:
             _read(ctx, memory, arrays[buffer.name])
     if query_pool is not None:
-        data = vk.ffi.new("uint64_t[2]")
-        vk.vkGetQueryPoolResults(device, query_pool, 0, 2, 16, data, 8,
+        data = vk.ffi.new(f"uint64_t[{2 * repeat}]")
+        vk.vkGetQueryPoolResults(device, query_pool, 0, 2 * repeat, 16 * repeat, data, 8,
                                  vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
-        ticks = int(data[1]) - int(data[0])
-        timings["dispatch_ms"] = ticks * ctx.limits.timestampPeriod / 1e6
+        each = [(int(data[2 * i + 1]) - int(data[2 * i])) * ctx.limits.timestampPeriod / 1e6
+                for i in range(repeat)]
+        timings["dispatch_ms_each"] = each
+        timings["dispatch_ms"] = float(np.median(each))

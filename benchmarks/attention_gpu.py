@@ -1,0 +1,280 @@
+"""Our attention kernels on a GPU through Vulkan, side by side with PyTorch.
+
+FlashAttention-2 (fp32) against `torch.nn.functional.scaled_dot_product_attention`
+(fp32), and MLA decode against a PyTorch fp32 eager reference, in the same
+process. Our time is GPU time from Vulkan timestamp queries, PyTorch's from
+CUDA events; both are medians over --repeat runs after --warmup runs.
+Correctness: every output is compared with PyTorch's before it is timed.
+
+    python benchmarks/attention_gpu.py [--json out.json] [--plot out.png] [--quick]
+
+Needs a Vulkan GPU (VYRE_VULKAN_DEVICE picks one) and PyTorch with CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+import vyre_xdsl as vx
+from vyre_xdsl.kernel_info import kernel_info
+from vyre_xdsl.spirv import emit_spirv
+from vyre_xdsl.vulkan import device_report, execute
+
+FP32_PEAK_TFLOPS = 67.0  # H200 f32 FMA peak (DESIGN.md)
+
+
+@dataclass
+class Row:
+    case: str
+    shape: str
+    variant: str
+    flops: float
+    ours_ms: float | None = None
+    torch_ms: float | None = None
+    max_abs_err: float | None = None
+    note: str = ""
+    ours_each_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ours_tflops(self) -> float | None:
+        return self.flops / self.ours_ms / 1e9 if self.ours_ms else None
+
+    @property
+    def torch_tflops(self) -> float | None:
+        return self.flops / self.torch_ms / 1e9 if self.torch_ms else None
+
+    @property
+    def ratio(self) -> float | None:
+        """Our speed relative to PyTorch's (> 1: we are faster)."""
+        return self.torch_ms / self.ours_ms if self.ours_ms and self.torch_ms else None
+
+
+def torch_time_ms(fn, warmup: int, repeat: int) -> float:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times))
+
+
+def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repeat: int):
+    lowered = lower(module, optimize)
+    info = kernel_info(lowered)
+    arrays = {
+        b.name: np.zeros(b.count, np.float32)
+        if b.is_output
+        else np.ascontiguousarray(inputs[b.name], np.float32).reshape(-1).copy()
+        for b in info.buffers
+    }
+    timings: dict = {}
+    execute(emit_spirv(lowered), info, arrays, timings=timings, repeat=warmup + repeat)
+    each = timings["dispatch_ms_each"][warmup:]
+    out = {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}
+    return out, float(np.median(each)), each
+
+
+def lower(module, optimize):
+    if optimize is None:
+        return vx.lower_to_gpu(module)
+    return vx.lower_to_gpu(module, optimize=optimize)
+
+
+def supports(function, parameter: str) -> bool:
+    return parameter in inspect.signature(function).parameters
+
+
+def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng) -> list[Row]:
+    import torch
+    import torch.nn.functional as F
+
+    label = f"B={batch} H={heads} N={seq} D={dim}" + (" causal" if causal else "")
+    flops = 4.0 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
+    rows = []
+    groups = batch * heads  # batch and heads are both independent (q, k, v) groups
+    if groups > 1 and not supports(vx.flash_attention_2, "num_heads"):
+        return [Row("fa2", label, "-", flops, note="needs num_heads in vx.flash_attention_2")]
+    if causal and not supports(vx.flash_attention_2, "mask_mod"):
+        return [Row("fa2", label, "-", flops, note="needs mask_mod in vx.flash_attention_2")]
+    q, k, v = (rng.standard_normal((groups, seq, dim), dtype=np.float32) for _ in range(3))
+    tq, tk, tv = (torch.from_numpy(a).cuda() for a in (q, k, v))
+    with torch.no_grad():
+        expected = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    torch_ms = torch_time_ms(
+        lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal), warmup, repeat
+    )
+    expected = expected.cpu().numpy()
+    kwargs = dict(seq_len=seq, head_dim=dim)
+    if groups > 1:
+        kwargs["num_heads"] = groups
+    if causal:
+        kwargs["mask_mod"] = lambda q_idx, kv_idx: kv_idx <= q_idx
+    module = vx.flash_attention_2(**kwargs)
+    inputs = {"q": q, "k": k, "v": v}
+    for variant, optimize in variants:
+        row = Row("fa2", label, variant, flops, torch_ms=torch_ms)
+        try:
+            out, ms, each = run_ours(module, inputs, optimize, warmup, repeat)
+        except Exception as error:  # report and go on: one variant failing is a result
+            row.note = f"{type(error).__name__}: {error}"[:300]
+        else:
+            row.ours_ms, row.ours_each_ms = ms, each
+            row.max_abs_err = float(np.max(np.abs(out["out"].reshape(expected.shape) - expected)))
+        rows.append(row)
+    return rows
+
+
+def mla_case(seq, heads, dim, rank, rope, *, variants, warmup, repeat, rng) -> list[Row]:
+    import torch
+
+    ins = dict(
+        q=rng.standard_normal((heads, dim)),
+        kv_cache=rng.standard_normal((seq, rank)),
+        kr_cache=rng.standard_normal((seq, rope)),
+        w_uk=rng.standard_normal((rank, heads * dim)) / math.sqrt(rank),
+        w_uv=rng.standard_normal((rank, heads * dim)) / math.sqrt(rank),
+    )
+    ins = {name: a.astype(np.float32) for name, a in ins.items()}
+    t = {name: torch.from_numpy(a).cuda() for name, a in ins.items()}
+    scale = 1.0 / math.sqrt(dim)
+
+    def eager():
+        # What a PyTorch user writes: decompress K and V, then attend per head.
+        k = torch.einsum("sr,rhd->hsd", t["kv_cache"], t["w_uk"].view(rank, heads, dim)).clone()
+        k[:, :, :rope] += t["kr_cache"]
+        v = torch.einsum("sr,rhd->hsd", t["kv_cache"], t["w_uv"].view(rank, heads, dim))
+        scores = torch.einsum("hd,hsd->hs", t["q"], k) * scale
+        return torch.einsum("hs,hsd->hd", torch.softmax(scores, dim=-1), v)
+
+    with torch.no_grad():
+        expected = eager().cpu().numpy()
+        torch_ms = torch_time_ms(eager, warmup, repeat)
+    # Work of the decompressing formulation (K and V decompression + attention).
+    flops = 2.0 * seq * rank * heads * dim * 2 + 4.0 * heads * seq * dim
+    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}"
+    module = vx.mla_decode(seq_len=seq, num_heads=heads, head_dim=dim, kv_lora_rank=rank,
+                           qk_rope_head_dim=rope)
+    rows = []
+    for variant, optimize in variants:
+        row = Row("mla", label, variant, flops, torch_ms=torch_ms)
+        try:
+            out, ms, each = run_ours(module, ins, optimize, warmup, repeat)
+        except Exception as error:
+            row.note = f"{type(error).__name__}: {error}"[:300]
+        else:
+            row.ours_ms, row.ours_each_ms = ms, each
+            row.max_abs_err = float(np.max(np.abs(out["out"] - expected)))
+        rows.append(row)
+    return rows
+
+
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def print_table(rows: list[Row]) -> None:
+    header = (f"{'case':4} {'shape':30} {'variant':12} {'ours ms':>9} {'TFLOP/s':>8} "
+              f"{'%peak':>6} {'torch ms':>9} {'TFLOP/s':>8} {'ratio':>6} {'max|err|':>9}  note")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        peak = r.ours_tflops / FP32_PEAK_TFLOPS * 100 if r.ours_tflops else None
+        print(f"{r.case:4} {r.shape:30} {r.variant:12} {fmt(r.ours_ms, '9.3f')} "
+              f"{fmt(r.ours_tflops, '8.2f')} {fmt(peak, '6.1f')} {fmt(r.torch_ms, '9.3f')} "
+              f"{fmt(r.torch_tflops, '8.2f')} {fmt(r.ratio, '6.3f')} "
+              f"{fmt(r.max_abs_err, '9.2e')}  {r.note}")
+
+
+def plot(rows: list[Row], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweep = [r for r in rows if r.case == "fa2" and r.shape.startswith("sweep")]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for variant in sorted({r.variant for r in sweep}):
+        pts = sorted((int(r.shape.split("N=")[1].split()[0]), r.ours_tflops)
+                     for r in sweep if r.variant == variant and r.ours_tflops)
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=f"vyre-xdsl ({variant})")
+    torch_pts = sorted({(int(r.shape.split("N=")[1].split()[0]), r.torch_tflops)
+                        for r in sweep if r.torch_tflops})
+    if torch_pts:
+        ax.plot(*zip(*torch_pts), marker="s", color="black", label="PyTorch SDPA fp32")
+    ax.axhline(FP32_PEAK_TFLOPS, color="grey", linestyle=":", label="f32 FMA peak")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length N (B=1, H=32, D=64)")
+    ax.set_ylabel("TFLOP/s (4·B·H·N²·D / time)")
+    ax.set_title("FlashAttention-2 forward, fp32, NVIDIA H200")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the rows as JSON here")
+    parser.add_argument("--plot", help="write a PNG of TFLOP/s vs N here")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="small shapes only (smoke test)")
+    parser.add_argument("--variants", default="default",
+                        help="comma-separated optimize= choices of vx.lower_to_gpu "
+                             "('seed' = no optimisation, 'default' = the default)")
+    args = parser.parse_args(argv)
+    print(device_report())
+    rng = np.random.default_rng(0)
+    variants = []
+    for name in args.variants.split(","):
+        if name == "default":
+            variants.append(("default", None))
+        else:
+            variants.append((name, name))
+    common = dict(variants=variants, warmup=args.warmup, repeat=args.repeat, rng=rng)
+    rows: list[Row] = []
+    started = time.perf_counter()
+    if args.quick:
+        rows += fa2_case(1, 1, 512, 64, causal=False, **common)
+        rows += mla_case(512, 4, 64, 32, 16, **common)
+    else:
+        for b, h, n, d in [(1, 32, 4096, 64), (1, 32, 4096, 128), (1, 1, 4096, 64),
+                           (4, 32, 1024, 64)]:
+            rows += fa2_case(b, h, n, d, causal=False, **common)
+        rows += fa2_case(1, 32, 4096, 64, causal=True, **common)
+        rows += mla_case(4096, 16, 128, 512, 64, **common)
+        if args.plot:
+            for n in (512, 1024, 2048, 4096):
+                for r in fa2_case(1, 32, n, 64, causal=False, **common):
+                    r.shape = "sweep " + r.shape
+                    rows.append(r)
+    print_table(rows)
+    print(f"(benchmark wall time {time.perf_counter() - started:.1f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([dict(asdict(r), ours_tflops=r.ours_tflops, torch_tflops=r.torch_tflops,
+                            ratio=r.ratio) for r in rows], f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
