@@ -20,8 +20,11 @@ from xdsl.dialects.builtin import (
     MemRefType,
     NoneAttr,
     StringAttr,
+    UnitAttr,
     SymbolNameConstraint,
     f32,
+    i1,
+    i8,
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
@@ -31,10 +34,13 @@ from xdsl.irdl import (
     VarConstraint,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
+    opt_region_def,
     prop_def,
     region_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
@@ -344,7 +350,12 @@ UPDATE_ARGS = (
     "score_tile",
     "o_acc",
 )
+MASK_ARGS = ("item", "lane", "kv_idx")
 SHAPE_FIELDS = ("item_count", "seq_len", "head_dim", "tile_size", "tile_count")
+
+# Values of the `tile_classes` table: what a (query block, key tile) pair is.
+TILE_EMPTY, TILE_FULL, TILE_PARTIAL = 0, 1, 2
+TILE_CLASS_NAMES = {TILE_EMPTY: "empty", TILE_FULL: "full", TILE_PARTIAL: "partial"}
 
 
 def region_types(
@@ -376,6 +387,22 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
       scores(%item, %lane, %tile_start, %tile_len, %q_scratch, %score_tile)
       update(%item, %lane, %tile_start, %tile_len, %m_new, %rescale,
              %score_tile, %o_acc)
+      mask(%item, %lane, %kv_idx)            (optional; yields an i1)
+
+    With a `mask` region, key `kv_idx` counts for `item` only where the mask
+    yields true: masked pairs enter neither the tile max, nor the tile sum,
+    nor the update (the update reads weights through `vyre.tile_weight`,
+    which is exactly 0 for them).  `tile_classes` (optional, i8, one entry
+    per (query block of `workgroup_size` items, key tile), row-major) says
+    which tiles are empty (0: skipped), full (1: no mask code) or partial
+    (2: masked); without it every tile is partial.
+
+    `exp2` (a unit property, set by vyre-use-exp2) says the scores are in
+    log2 units: the recurrence then uses `math.exp2` where it uses `math.exp`.
+
+    Accessors: `shape()`, `has_mask`, `tile_class_table()`, `exp2`,
+    `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask`
+    (regions).
     """
 
     name = "vyre.tiled_online_softmax"
@@ -392,8 +419,14 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     tile_size = prop_def(IntegerAttr)
     tile_count = prop_def(IntegerAttr)
 
+    tile_classes = opt_prop_def(DenseArrayBase)
+    # Scores are in log2 units (log2(e) folded into them): the recurrence
+    # uses exp2 (set by vyre-use-exp2).
+    exp2 = opt_prop_def(UnitAttr)
+
     scores = region_def("single_block")
     update = region_def("single_block")
+    mask = opt_region_def("single_block")
 
     traits = traits_def(HasParent(KernelOp))
 
@@ -409,11 +442,18 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         seq_len: int,
         head_dim: int,
         tile_size: int,
+        with_mask: bool = False,
+        tile_classes: Sequence[int] | None = None,
     ) -> None:
         scores_types, update_types = region_types(q_scratch, score_tile, o_acc)
         scores = Region(Block(arg_types=scores_types))
         update = Region(Block(arg_types=update_types))
-        for region, names in ((scores, SCORES_ARGS), (update, UPDATE_ARGS)):
+        named = [(scores, SCORES_ARGS), (update, UPDATE_ARGS)]
+        mask: list[Region] = []
+        if with_mask:
+            mask = [Region(Block(arg_types=[IndexType()] * 3))]
+            named.append((mask[0], MASK_ARGS))
+        for region, names in named:
             for arg, arg_name in zip(region.block.args, names, strict=True):
                 arg.name_hint = arg_name
         values = {
@@ -423,14 +463,39 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             "tile_size": tile_size,
             "tile_count": tile_count_for(seq_len, tile_size),
         }
+        properties: dict[str, Attribute] = {
+            k: IntegerAttr(v, i64) for k, v in values.items()
+        }
+        if tile_classes is not None:
+            properties["tile_classes"] = DenseArrayBase.from_list(i8, list(tile_classes))
         super().__init__(
             operands=[q, out, q_scratch, score_tile, o_acc],
-            properties={k: IntegerAttr(v, i64) for k, v in values.items()},
-            regions=[scores, update],
+            properties=properties,
+            regions=[scores, update, mask],
         )
 
     def shape(self) -> dict[str, int]:
+        """item_count, seq_len, head_dim, tile_size, tile_count as ints."""
         return {field: _int(getattr(self, field)) for field in SHAPE_FIELDS}
+
+    @property
+    def has_mask(self) -> bool:
+        """Whether the op has a `mask` region."""
+        return self.mask is not None
+
+    def tile_class_table(self) -> list[list[int]]:
+        """`tile_classes` as rows [query block][tile]; every tile partial when
+        the attribute is absent (empty tiles only exist with a mask)."""
+        shape = self.shape()
+        kernel = self.parent_op()
+        lanes = _int(kernel.workgroup_size) if isinstance(kernel, KernelOp) else 64
+        blocks = -(-shape["item_count"] // lanes)
+        tiles = shape["tile_count"]
+        if self.tile_classes is None:
+            fill = TILE_PARTIAL if self.has_mask else TILE_FULL
+            return [[fill] * tiles for _ in range(blocks)]
+        flat = [int(v) for v in self.tile_classes.get_values()]
+        return [flat[b * tiles : (b + 1) * tiles] for b in range(blocks)]
 
     # -- verification ------------------------------------------------------
 
@@ -465,6 +530,51 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         )
         self._verify_region(self.scores, "scores", SCORES_ARGS, scores_types)
         self._verify_region(self.update, "update", UPDATE_ARGS, update_types)
+        for region in (self.scores, self.update):
+            yielded = region.block.last_op
+            if isinstance(yielded, YieldOp) and yielded.values:
+                raise VerifyException(
+                    "the scores and update regions end with a plain vyre.yield "
+                    "(no values); only the mask region yields an i1"
+                )
+        if self.has_mask:
+            self._verify_mask(lanes)
+        elif self.tile_classes is not None:
+            raise VerifyException(
+                "'tile_classes' needs a mask region: without a mask every tile is full"
+            )
+
+    def _verify_mask(self, lanes: int) -> None:
+        assert self.mask is not None
+        self._verify_region(self.mask, "mask", MASK_ARGS, [IndexType()] * 3)
+        yielded = self.mask.block.last_op
+        assert isinstance(yielded, YieldOp)
+        if len(yielded.values) != 1 or yielded.values[0].type != i1:
+            raise VerifyException(
+                "region 'mask' must end with `vyre.yield %keep : i1` (true keeps "
+                "the (item, kv_idx) pair)"
+            )
+        score_tile = self.update.block.args[UPDATE_ARGS.index("score_tile")]
+        if score_tile.first_use is not None:
+            raise VerifyException(
+                "with a mask, the update region must read weights through "
+                "vyre.tile_weight (exactly 0 for masked keys), not load "
+                "%score_tile itself"
+            )
+        if self.tile_classes is not None:
+            shape = self.shape()
+            blocks = -(-shape["item_count"] // lanes)
+            wanted = blocks * shape["tile_count"]
+            values = [int(v) for v in self.tile_classes.get_values()]
+            if len(values) != wanted:
+                raise VerifyException(
+                    f"'tile_classes' has {len(values)} entries but there are "
+                    f"{blocks} query blocks x {shape['tile_count']} tiles = {wanted}"
+                )
+            if any(v not in TILE_CLASS_NAMES for v in values):
+                raise VerifyException(
+                    "'tile_classes' entries must be 0 (empty), 1 (full) or 2 (partial)"
+                )
 
     def _verify_sizes(self, shape: dict[str, int], lanes: int) -> None:
         row_elements = check_u32_product(
@@ -555,6 +665,13 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties[field] = IntegerAttr(
                 parser.parse_integer(allow_boolean=False), i64
             )
+        if parser.parse_optional_keyword("tile_classes"):
+            classes = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+            )
+            properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
+        if parser.parse_optional_keyword("exp2"):
+            properties["exp2"] = UnitAttr()
         attributes = parser.parse_optional_attr_dict_with_keyword()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(
@@ -580,6 +697,17 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 )
             args = [n.resolve(t) for n, t in zip(names, arg_types, strict=True)]
             regions.append(parser.parse_region(args))
+        if parser.parse_optional_keyword("mask"):
+            names = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN,
+                lambda: parser.parse_argument(expect_type=False),
+            )
+            if len(names) != len(MASK_ARGS):
+                parser.raise_error(
+                    f"region 'mask' takes 3 arguments (item, lane, kv_idx), got "
+                    f"{len(names)}"
+                )
+            regions.append(parser.parse_region([n.resolve(IndexType()) for n in names]))
         return cls.create(
             operands=resolved,
             properties=properties,
@@ -602,12 +730,20 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             printer.print_string(
                 " ".join(f"{field} {value}" for field, value in self.shape().items())
             )
+            if self.tile_classes is not None:
+                values = ", ".join(str(int(v)) for v in self.tile_classes.get_values())
+                printer.print_string(f" tile_classes [{values}]")
+            if self.exp2 is not None:
+                printer.print_string(" exp2")
             printer.print_op_attributes(self.attributes, print_keyword=True)
             printer._print_new_line()
             printer.print_string(": (")
             printer.print_list(self.operand_types, printer.print_attribute)
             printer.print_string(")")
-        for region_name, region in (("scores", self.scores), ("update", self.update)):
+        named = [("scores", self.scores), ("update", self.update)]
+        if self.has_mask:
+            named.append(("mask", self.mask))
+        for region_name, region in named:
             printer._print_new_line()
             printer.print_string(f"{region_name}(")
             printer.print_list(
@@ -622,8 +758,42 @@ class YieldOp(IRDLOperation):
     """Ends a fragment region of vyre.tiled_online_softmax."""
 
     name = "vyre.yield"
+    values = var_operand_def()
     traits = traits_def(IsTerminator(), HasParent(TiledOnlineSoftmaxOp))
-    assembly_format = "attr-dict"
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue | Operation) -> None:
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class TileWeightOp(IRDLOperation):
+    """The softmax weight of key `j` of the current tile, for use in the
+    `update` region: `exp(bounded_exp_arg(score_tile[lane*tile_size + j] -
+    m_new))`, and exactly 0.0 for a key the mask excludes.
+    vyre-inline-fragments expands it (the recurrence owns this formula).
+
+        %w = vyre.tile_weight %j : f32
+    """
+
+    name = "vyre.tile_weight"
+    j = operand_def(IndexType)
+    result = result_def(f32)
+    assembly_format = "$j attr-dict `:` type($result)"
+
+    def __init__(self, j: SSAValue | Operation) -> None:
+        super().__init__(operands=[j], result_types=[f32])
+        self.result.name_hint = "weight"
+
+    def verify_(self) -> None:
+        parent = self.parent_op()
+        while parent is not None and not isinstance(parent, TiledOnlineSoftmaxOp):
+            parent = parent.parent_op()
+        if parent is None or not parent.update.is_ancestor(self):
+            raise VerifyException(
+                "vyre.tile_weight is only valid inside the update region of "
+                "vyre.tiled_online_softmax"
+            )
 
 
 # --------------------------------------------------------------------------
@@ -722,6 +892,7 @@ Vyre = Dialect(
         ScratchOp,
         TiledOnlineSoftmaxOp,
         YieldOp,
+        TileWeightOp,
         ItemIndexOp,
         LaneIndexOp,
         *STABILITY_OPS,

@@ -23,6 +23,24 @@ def _convert_vyre_to_gpu():
     return ConvertVyreToGpuPass
 
 
+def _promote_scratch():
+    from vyre_xdsl.passes.promote_scratch import PromoteScratchPass
+
+    return PromoteScratchPass
+
+
+def _unroll_jam():
+    from vyre_xdsl.passes.unroll_jam import UnrollJamPass
+
+    return UnrollJamPass
+
+
+def _use_exp2():
+    from vyre_xdsl.passes.use_exp2 import UseExp2Pass
+
+    return UseExp2Pass
+
+
 def _vyre_to_gpu():
     from vyre_xdsl.passes.vyre_to_gpu import VyreToGpuPass
 
@@ -33,5 +51,8 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-inline-fragments": _inline_fragments,
     "vyre-expand-stability": _expand_stability,
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,
+    "vyre-promote-scratch": _promote_scratch,
+    "vyre-unroll-jam": _unroll_jam,
+    "vyre-use-exp2": _use_exp2,
     "vyre-to-gpu": _vyre_to_gpu,
 }

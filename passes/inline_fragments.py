@@ -1,9 +1,17 @@
 """vyre-inline-fragments: expand `vyre.tiled_online_softmax` into scf loops.
 
 This file is the one place in the repository where the online-softmax
-recurrence (tile max, rescale, tile sum, `l` update, finalisation) is written.
-The two fragment regions are spliced in where SEMANTICS.md puts them, their
-block arguments replaced by the loop values.
+recurrence (tile max, rescale, tile sum, `l` update, the weight of a key,
+finalisation) is written.  The two fragment regions are spliced in where
+SEMANTICS.md puts them, their block arguments replaced by the loop values;
+`vyre.tile_weight` in the update region becomes the weight formula.
+
+With a `mask` region the tile loop branches on the query block's class of
+each tile (from the compile-time `tile_classes` table): empty tiles are
+skipped (m and l pass through), full tiles run exactly the unmasked code,
+partial tiles evaluate the mask per key, and a masked key is left out of
+the tile max (the max is not updated), and its weight is exactly 0.0 (an
+`arith.select`, not a clamped exponent), in the tile sum and in the update.
 """
 
 from __future__ import annotations
@@ -28,16 +36,103 @@ from vyre_xdsl.ir_builder import IRBuilder
 F32_MIN = -3.4028234663852886e38  # the most negative finite f32, not -inf
 
 
-def splice_fragment(
-    b: IRBuilder, rewriter: PatternRewriter, region: Region, args: list[SSAValue]
-) -> None:
-    """Move the fragment's ops to `b`'s insertion point, its block arguments
-    replaced by `args`, dropping its `vyre.yield`."""
-    block = region.block
+def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
+    """Insert a copy of the single-block `region` at `b`, its arguments
+    replaced by `args`; return the values its `vyre.yield` yields."""
+    block = region.clone().block
     terminator = block.last_op
     assert isinstance(terminator, vyre.YieldOp)
-    rewriter.erase(terminator)
-    rewriter.inline_block(block, b.builder.insertion_point, args)
+    values = list(terminator.values)
+    terminator.detach()
+    terminator.erase()
+    for arg, value in zip(block.args, args, strict=True):
+        arg.replace_all_uses_with(value)
+    for inner in list(block.ops):
+        inner.detach()
+        b.emit(inner)
+    return values
+
+
+def tile_weight(
+    b: IRBuilder,
+    score_tile: SSAValue,
+    lane: SSAValue,
+    j: SSAValue,
+    m_new: SSAValue,
+    tile_size: int,
+    keep: SSAValue | None = None,
+    exp2: bool = False,
+) -> SSAValue:
+    """The weight of key j of the tile: `exp(bounded_exp_arg(s[j] - m_new))`,
+    or exactly 0.0 where the mask does not `keep` the key."""
+    s = b.load(score_tile, b.flat_index(lane, tile_size, j))
+    exp = b.exp2 if exp2 else b.exp
+    weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
+    if keep is None:
+        return weight
+    return b.select(keep, weight, b.f32(0.0))
+
+
+def expand_tile_weights(
+    op: vyre.TiledOnlineSoftmaxOp, update: Region, masked: bool
+) -> None:
+    """Replace every vyre.tile_weight in (a copy of) the update region by
+    the weight formula, over that region's own block arguments."""
+    args = dict(zip(vyre.UPDATE_ARGS, update.block.args, strict=True))
+    tile_size = op.shape()["tile_size"]
+    for weight_op in [w for w in update.walk() if isinstance(w, vyre.TileWeightOp)]:
+        b = IRBuilder(InsertPoint.before(weight_op))
+        keep = None
+        if masked:
+            assert op.mask is not None
+            kv_idx = b.addi(args["tile_start"], weight_op.j, "kv_idx")
+            (keep,) = splice_copy(b, op.mask, [args["item"], args["lane"], kv_idx])
+        weight = tile_weight(
+            b, args["score_tile"], args["lane"], weight_op.j, args["m_new"], tile_size,
+            keep, exp2=op.exp2 is not None,
+        )
+        weight_op.result.replace_all_uses_with(weight)
+        weight_op.detach()
+        weight_op.erase()
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """The tiles a query block computes: [lo, hi) are not skipped, [flo, fhi)
+    of them run without mask code; the others in [lo, hi) are masked."""
+
+    lo: int
+    hi: int
+    flo: int
+    fhi: int
+
+
+def block_ranges(table: list[list[int]]) -> list[BlockRange]:
+    """Per query block: the span of non-empty tiles and the longest run of
+    full tiles.  An empty tile inside the span is computed with the mask
+    (every key masked: exactly the same result as skipping it)."""
+    ranges = []
+    for row in table:
+        computed = [t for t, c in enumerate(row) if c != vyre.TILE_EMPTY]
+        lo, hi = (computed[0], computed[-1] + 1) if computed else (0, 0)
+        best, start = (0, 0), None
+        for t, c in enumerate([*row, vyre.TILE_EMPTY]):
+            if c == vyre.TILE_FULL and start is None:
+                start = t
+            elif c != vyre.TILE_FULL and start is not None:
+                if t - start > best[1] - best[0]:
+                    best = (start, t)
+                start = None
+        ranges.append(BlockRange(lo, hi, *best))
+    return ranges
+
+
+def period_of(rows: list) -> int:
+    """The smallest p with rows[b] == rows[b % p] for every b."""
+    for p in range(1, len(rows)):
+        if all(rows[b] == rows[b % p] for b in range(p, len(rows))):
+            return p
+    return max(len(rows), 1)
 
 
 class ExpandSkeleton(RewritePattern):
@@ -47,13 +142,45 @@ class ExpandSkeleton(RewritePattern):
     ) -> None:
         shape = op.shape()
         head_dim, tile_size = shape["head_dim"], shape["tile_size"]
+        tile_count = shape["tile_count"]
+        kernel = op.parent_op()
+        assert isinstance(kernel, vyre.KernelOp)
+        lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
         in_range = b.cmpi(item, b.index(shape["item_count"]), "ult")
+        ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
 
         def score_index(b: IRBuilder, j) -> SSAValue:
             return b.flat_index(lane, tile_size, j)
+
+        def keep(b: IRBuilder, tile_start: SSAValue, j: SSAValue) -> SSAValue:
+            assert op.mask is not None
+            kv_idx = b.addi(tile_start, j, "kv_idx")
+            return splice_copy(b, op.mask, [item, lane, kv_idx])[0]
+
+        def block_bounds(b: IRBuilder) -> dict[str, SSAValue]:
+            """lo/hi/flo/fhi of this lane's query block, from compile-time
+            tables (select chains keyed by the block, or its period)."""
+            period = period_of(ranges)
+            key = b.divui(item, b.index(lanes), "query_block")
+            if period < len(ranges):
+                key = b.remui(key, b.index(period))
+            bounds: dict[str, SSAValue] = {}
+            is_block: dict[int, SSAValue] = {}
+            for field in ("lo", "hi", "flo", "fhi"):
+                column = [getattr(r, field) for r in ranges[:period]]
+                default = max(set(column), key=column.count)
+                value = b.index(default)
+                for block_id, x in enumerate(column):
+                    if x != default:
+                        if block_id not in is_block:
+                            is_block[block_id] = b.cmpi(key, b.index(block_id), "eq")
+                        value = b.select(is_block[block_id], b.index(x), value)
+                value.name_hint = f"tiles_{field}"
+                bounds[field] = value
+            return bounds
 
         def per_item(b: IRBuilder) -> None:
             def load_query(b: IRBuilder, d, _):
@@ -69,9 +196,12 @@ class ExpandSkeleton(RewritePattern):
                 return []
 
             b.loop(0, head_dim, zero_accumulator, hint="zero_d")
-            (_, l_final) = b.loop(
-                0, shape["tile_count"], one_tile, [m0, l0], hint="tile_idx"
-            )
+            if op.has_mask:
+                bounds = block_bounds(b)
+                body = lambda b, t, carried: masked_tile(b, t, carried, bounds)  # noqa: E731
+            else:
+                body = one_tile
+            (_, l_final) = b.loop(0, tile_count, body, [m0, l0], hint="tile_idx")
             denom = b.positive_denominator(l_final)
 
             def write_output(b: IRBuilder, d, _):
@@ -81,7 +211,34 @@ class ExpandSkeleton(RewritePattern):
 
             b.loop(0, head_dim, write_output, hint="final_d")
 
-        def one_tile(b: IRBuilder, tile_idx, carried):
+        def masked_tile(b: IRBuilder, tile_idx, carried, bounds):
+            """Skip empty tiles, run full ones without mask code, mask the rest."""
+            m, l = carried
+            all_computed = all(r.lo == 0 and r.hi == tile_count for r in ranges)
+            any_full = any(r.fhi > r.flo for r in ranges)
+            any_partial = any(r.hi - r.lo > r.fhi - r.flo for r in ranges)
+
+            def within(b: IRBuilder, lo: str, hi: str) -> SSAValue:
+                return b.andi(
+                    b.cmpi(tile_idx, bounds[lo], "uge"), b.cmpi(tile_idx, bounds[hi], "ult")
+                )
+
+            def full(b: IRBuilder):
+                return one_tile(b, tile_idx, carried, masked=False)
+
+            def partial(b: IRBuilder):
+                return one_tile(b, tile_idx, carried, masked=True)
+
+            def computed(b: IRBuilder):
+                if any_full and any_partial:
+                    return b.if_else(within(b, "flo", "fhi"), full, partial)
+                return full(b) if any_full else partial(b)
+
+            if all_computed:
+                return computed(b)
+            return b.if_else(within(b, "lo", "hi"), computed, lambda b: [m, l])
+
+        def one_tile(b: IRBuilder, tile_idx, carried, masked=False):
             m, l = carried
             m.name_hint, l.name_hint = "m", "l"
             tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
@@ -89,34 +246,40 @@ class ExpandSkeleton(RewritePattern):
                 b.addi(tile_start, b.index(tile_size)), b.index(shape["seq_len"]), "tile_end"
             )
             tile_len = b.subi(tile_end, tile_start, "tile_len")
-            splice_fragment(
-                b, rewriter, op.scores, [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
-            )
+            scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
+            splice_copy(b, op.scores, scores_args)
 
             def max_step(b: IRBuilder, j, acc):
                 tile_max = acc[0]
                 s = b.load(op.score_tile, score_index(b, j))
                 bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
-                return [b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)]
+                next_max = b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
+                if masked:  # a masked key leaves the max alone
+                    next_max = b.select(keep(b, tile_start, j), next_max, tile_max)
+                return [next_max]
 
             (tile_max,) = b.loop(0, tile_len, max_step, [b.f32(F32_MIN)], hint="max_j")
             tile_max.name_hint = "tile_max"
             m_new = b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
-            rescale = b.exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+            exp = b.exp2 if op.exp2 is not None else b.exp
+            rescale = exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
 
             def sum_step(b: IRBuilder, j, acc):
-                s = b.load(op.score_tile, score_index(b, j))
-                return [b.addf(acc[0], b.exp(b.bounded_exp_arg(b.subf(s, m_new))))]
+                kept = keep(b, tile_start, j) if masked else None
+                weight = tile_weight(
+                    b, op.score_tile, lane, j, m_new, tile_size, kept, op.exp2 is not None
+                )
+                return [b.addf(acc[0], weight)]
 
             (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
             tile_sum.name_hint = "tile_sum"
             l_new = b.addf(b.mulf(rescale, l), tile_sum, "l_new")
-            splice_fragment(
-                b,
-                rewriter,
-                op.update,
-                [item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc],
-            )
+            update_args = [
+                item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc
+            ]
+            update = op.update.clone()
+            expand_tile_weights(op, update, masked)
+            splice_copy(b, update, update_args)
             return [m_new, l_new]
 
         b.if_then(in_range, per_item)

@@ -22,8 +22,15 @@ def fa2_iterations(seq_len: int, head_dim: int, tile_size: int) -> int:
 
 @pytest.mark.parametrize("shape", [(512, 64, 64), (100, 16, 32), (1, 1, 64), (130, 3, 7)])
 def test_bound_counts_every_loop_of_flash_attention_2(shape):
-    info = kernel_info(vx.lower_to_gpu(vx.flash_attention_2(*shape)))
+    info = kernel_info(vx.lower_to_gpu(vx.flash_attention_2(*shape), optimize="none"))
     assert info.loop_iterations == fa2_iterations(*shape)
+
+
+def test_unroll_jam_cuts_the_iterations_about_fourfold():
+    module = vx.flash_attention_2(512, 64)
+    seed = kernel_info(vx.lower_to_gpu(module, optimize="none")).loop_iterations
+    optimised = kernel_info(vx.lower_to_gpu(module)).loop_iterations
+    assert seed == 67784 and optimised == 18560
 
 
 def test_bound_of_mla_decode_grows_with_the_rank():
@@ -38,5 +45,6 @@ def test_lavapipe_refuses_a_kernel_it_would_cut_short():
     if "llvmpipe" not in report.split("selected")[-1]:
         pytest.skip("the selected Vulkan device is not lavapipe")
     q = np.ones((512, 64), np.float32)
+    seed_layout = vx.lower_to_gpu(vx.flash_attention_2(512, 64), optimize="none")
     with pytest.raises(vx.VyreError, match="stops every invocation after 65535"):
-        vx.run(vx.flash_attention_2(512, 64), {"q": q, "k": q, "v": q}, backend="vulkan")
+        vx.run(seed_layout, {"q": q, "k": q, "v": q}, backend="vulkan")

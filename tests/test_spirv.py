@@ -34,12 +34,12 @@ def _builders():
     }
 
 
-def _module(name):
+def _module(name, optimize="default"):
     if name in SAMPLES:
         return parse_module(getattr(samples, name))
     import vyre_xdsl as vx
 
-    return vx.lower_to_gpu(_builders()[name]())
+    return vx.lower_to_gpu(_builders()[name](), optimize=optimize)
 
 
 ALL = SAMPLES + ["fa2_small", "fa2_ragged", "fa2_64", "mla"]
@@ -55,9 +55,9 @@ def _validate(binary: bytes, tmp_path) -> None:
 
 @needs_val
 @pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize("private", [True, False])
-def test_spirv_val(name, private, tmp_path):
-    _validate(emit_spirv(_module(name), private_scratch=private), tmp_path)
+@pytest.mark.parametrize("optimize", ["default", "none"])
+def test_spirv_val(name, optimize, tmp_path):
+    _validate(emit_spirv(_module(name, optimize)), tmp_path)
 
 
 @needs_val
@@ -182,9 +182,8 @@ def test_header_and_layout():
     assert "RelaxedPrecision" not in text
 
 
-def test_private_scratch_lifts_shared_memory():
+def test_promoted_scratch_frees_shared_memory():
     from vyre_xdsl.vulkan.runtime import workgroup_memory_bytes
 
-    module = _module("fa2_64")
-    assert workgroup_memory_bytes(emit_spirv(module)) == 0
-    assert workgroup_memory_bytes(emit_spirv(module, private_scratch=False)) == 64 * 192 * 4
+    assert workgroup_memory_bytes(emit_spirv(_module("fa2_64"))) == 0
+    assert workgroup_memory_bytes(emit_spirv(_module("fa2_64", "none"))) == 64 * 192 * 4

@@ -9,14 +9,15 @@ cd "$(dirname "$0")/.."
 . tools/gpu_env.sh
 export VYRE_VULKAN_DEVICE="${VYRE_VULKAN_DEVICE:-}"
 python3 - <<'PY'
-import time, numpy as np, vyre_xdsl as vx
+import os, time, numpy as np, vyre_xdsl as vx
+OPTIMIZE = os.environ.get("VYRE_OPTIMIZE", "default")
 from vyre_xdsl.kernel_info import kernel_info
 from vyre_xdsl.spirv import emit_spirv
 from vyre_xdsl.vulkan import execute, device_report
 print(device_report())
 rng = np.random.default_rng(0)
 def check(name, module, inputs, ref):
-    lowered = vx.lower_to_gpu(module); info = kernel_info(lowered)
+    lowered = vx.lower_to_gpu(module, optimize=OPTIMIZE); info = kernel_info(lowered)
     for preserve in (False, True):
         arrays = {b.name: (np.ascontiguousarray(inputs[b.name], np.float32).reshape(-1).copy()
                   if not b.is_output else np.zeros(b.count, np.float32)) for b in info.buffers}

@@ -24,7 +24,7 @@ from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from vyre_xdsl.diagnostics import LocatingParser, describe
+from vyre_xdsl.diagnostics import LocatingParser, describe, first_invalid_op, located
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes import ALL_PASSES
 
@@ -131,6 +131,18 @@ class VyreOptMain(xDSLOptMain):
             except Exception as error:  # a bug of ours: still no traceback
                 if os.environ.get("VYRE_DEBUG"):
                     raise
+                # Invalid IR that crashed a pass or an xDSL verifier which
+                # raises a plain Exception: report the invalid op, located.
+                failing = first_invalid_op(module) if module is not None else None
+                if failing is not None:
+                    op, message = failing
+                    diagnostic = located(op, f"'{op.name}' op {message}")
+                    if self.args.verify_diagnostics:
+                        pieces.append(diagnostic + "\n")
+                        continue
+                    print(diagnostic, file=sys.stderr)
+                    status = EXIT_ERROR
+                    break
                 print(
                     f"{self.get_input_name()}: error: internal compiler error "
                     f"({type(error).__name__}: {error}); rerun with VYRE_DEBUG=1 "

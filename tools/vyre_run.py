@@ -111,11 +111,14 @@ def _tile_size(module, info) -> int:
             return attr.value.data
     lanes = info.workgroup_size[0] * info.workgroup_size[1] * info.workgroup_size[2]
     for op in info.func.walk():
-        if isinstance(op, memref.AllocOp) and op.memref.name_hint == "score_tile":
+        if isinstance(op, memref.AllocOp | memref.AllocaOp) and (
+            op.memref.name_hint == "score_tile"
+        ):
             count = 1
             for extent in op.memref.type.get_shape():
                 count *= extent
-            return count // lanes
+            # Shared scratch holds every lane's tile; a promoted one, one tile.
+            return count // lanes if isinstance(op, memref.AllocOp) else count
     raise VyreError(
         f"cannot tell the tile size of kernel @{info.name} for --check (no "
         f"'vyre.tile_size' attribute and no %score_tile scratch)"

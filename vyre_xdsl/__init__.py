@@ -17,7 +17,25 @@ from vyre_xdsl.compiler import (
 )
 from vyre_xdsl.decoders import flash_attention_2, mla_decode
 from vyre_xdsl.run import run
-from vyre_xdsl.skeleton import Buffer, Fragment, tiled_online_softmax
+from vyre_xdsl.skeleton import (
+    Buffer,
+    Fragment,
+    classify_tiles,
+    tile_class_counts,
+    tiled_online_softmax,
+)
+from vyre_xdsl.trace import (
+    Traced,
+    abs,
+    exp,
+    exp2,
+    log,
+    maximum,
+    minimum,
+    tanh,
+    where,
+    wrap,
+)
 
 
 def __getattr__(name: str):
@@ -33,6 +51,18 @@ __all__ = [
     "VyreError",
     "Buffer",
     "Fragment",
+    "Traced",
+    "abs",
+    "classify_tiles",
+    "exp",
+    "exp2",
+    "log",
+    "maximum",
+    "minimum",
+    "tanh",
+    "tile_class_counts",
+    "where",
+    "wrap",
     "apply_pipeline",
     "compile_spirv",
     "flash_attention_2",

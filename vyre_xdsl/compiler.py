@@ -25,10 +25,28 @@ def make_context() -> Context:
 
 def parse_module(text: str, path: str = "<input>") -> ModuleOp:
     """Parse and verify MLIR text (vyre or lowered IR)."""
+    from vyre_xdsl.diagnostics import LocatingParser, first_invalid_op, located
+
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise VyreError(f"{path}: the input is not UTF-8 text ({error})") from None
+    if not isinstance(text, str):
+        raise VyreError(
+            f"parse_module expects MLIR text (str), got {type(text).__name__}"
+        )
     try:
-        module = Parser(make_context(), text, path).parse_module()
-        module.verify()
+        module = LocatingParser(make_context(), text, path).parse_module()
     except (ParseError, VerifyException, DiagnosticException) as error:
+        raise VyreError(f"{path}: {error}") from None
+    try:
+        module.verify()
+    except Exception as error:  # noqa: BLE001 - some xDSL verifiers raise plain Exception
+        failing = first_invalid_op(module)
+        if failing is not None:
+            op, message = failing
+            raise VyreError(located(op, f"'{op.name}' op {message}")) from None
         raise VyreError(f"{path}: {error}") from None
     return module
 
@@ -51,12 +69,31 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
         module.verify()
     except (VerifyException, DiagnosticException) as error:
         raise VyreError(f"pipeline {pipeline!r} failed: {error}") from None
+    except Exception as error:
+        # Invalid IR reaching a pass, or an xDSL verifier that raises a plain
+        # Exception: name the invalid op; anything else is a bug of ours.
+        from vyre_xdsl.diagnostics import first_invalid_op, located
+
+        failing = first_invalid_op(module)
+        if failing is None:
+            raise
+        op, message = failing
+        raise VyreError(
+            f"pipeline {pipeline!r} failed: {located(op, f'{op.name!r} op {message}')}"
+        ) from error
     return module
 
 
-def lower_to_gpu(module: ModuleOp) -> ModuleOp:
+def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
     """A lowered copy of a vyre module: gpu/arith/scf/math/memref IR that
-    verifies in xDSL and in upstream MLIR (docs/lowered-ir.md)."""
+    verifies in xDSL and in upstream MLIR (docs/lowered-ir.md).
+
+    `optimize` is "default" (the fastest correct choice: private per-lane
+    scratch, unrolled and jammed loops; results bit-identical) or "none"
+    (the seed's layout as it is)."""
+    from vyre_xdsl.passes.vyre_to_gpu import optimisations
+
+    optimisations(optimize)  # a VyreError naming the choices if unknown
     if not isinstance(module, ModuleOp):
         raise VyreError(f"expected an xdsl ModuleOp, got {type(module).__name__}")
     if not is_vyre_module(module):
@@ -64,7 +101,7 @@ def lower_to_gpu(module: ModuleOp) -> ModuleOp:
             "lower_to_gpu expects vyre IR (a module with a vyre.kernel); this "
             "module has none, it may already be lowered"
         )
-    return apply_pipeline(module.clone(), "vyre-to-gpu")
+    return apply_pipeline(module.clone(), f"vyre-to-gpu{{optimize={optimize}}}")
 
 
 def compile_spirv(module: ModuleOp) -> bytes:

@@ -2,54 +2,147 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+
 from xdsl.dialects.builtin import ModuleOp
 
+from vyre_xdsl import trace
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.trace import Traced
 from vyre_xdsl.skeleton import (
     Buffer,
     Fragment,
     check_dimensions,
+    check_result,
     check_u32_size,
     f32_scale,
     tiled_online_softmax,
 )
 
 
-def flash_attention_2(seq_len: int, head_dim: int, tile_size: int = 64) -> ModuleOp:
+def _arity(fn, role: str, allowed: tuple[int, ...]) -> int:
+    """How many positional arguments `fn` takes (one of `allowed`)."""
+    if not callable(fn):
+        raise VyreError(f"{role} must be a function, got {type(fn).__name__}")
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return allowed[0]
+    positional = [
+        p for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        and p.default is p.empty
+    ]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return allowed[-1]
+    if len(positional) not in allowed:
+        names = {3: "(score, q_idx, kv_idx)", 4: "(score, q_idx, kv_idx, head)",
+                 2: "(q_idx, kv_idx)"}
+        wanted = " or ".join(
+            names[n] if role == "score_mod" or n == 2 else "(q_idx, kv_idx, head)"
+            for n in allowed
+        )
+        raise VyreError(
+            f"{role} {trace.function_location(fn)} takes {len(positional)} "
+            f"arguments; it must take {wanted}"
+        )
+    return len(positional)
+
+
+def flash_attention_2(
+    seq_len: int,
+    head_dim: int,
+    tile_size: int = 64,
+    *,
+    score_mod: Callable | None = None,
+    mask_mod: Callable | None = None,
+    num_heads: int = 1,
+    num_kv_heads: int | None = None,
+) -> ModuleOp:
     """FlashAttention-2 forward, one query row per item:
-    `q, k, v, out : f32[seq_len, head_dim]`, `out = softmax(q k^T / sqrt(d)) v`."""
-    check_dimensions(seq_len=seq_len, head_dim=head_dim, tile_size=tile_size)
-    check_u32_size("buffer q", seq_len=seq_len, head_dim=head_dim)
-    rows = (seq_len, head_dim)
+    `out = softmax(score_mod(q k^T / sqrt(d)) masked by mask_mod) v`.
+
+    `q`/`out` are `[num_heads, seq_len, head_dim]` and `k`/`v`
+    `[num_kv_heads, seq_len, head_dim]` (both `[seq_len, head_dim]` when
+    `num_heads == 1`); query head h reads kv head `h // (num_heads //
+    num_kv_heads)` (grouped-query attention).
+
+    `score_mod(score, q_idx, kv_idx[, head]) -> score` and
+    `mask_mod(q_idx, kv_idx[, head]) -> bool` (True keeps the pair) are
+    Python functions over traced values (vyre_xdsl.trace); `q_idx`/`kv_idx`
+    are positions in the sequence, `head` the query head."""
+    if num_kv_heads is None:
+        num_kv_heads = num_heads
+    check_dimensions(
+        seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
+        num_heads=num_heads, num_kv_heads=num_kv_heads,
+    )
+    if num_heads % num_kv_heads:
+        raise VyreError(
+            f"num_heads ({num_heads}) must be a multiple of num_kv_heads "
+            f"({num_kv_heads}): each kv head serves num_heads // num_kv_heads "
+            f"query heads"
+        )
+    check_u32_size("buffer q", num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
+    group = num_heads // num_kv_heads
+    items = num_heads * seq_len
     scale = f32_scale(head_dim)
+    score_arity = _arity(score_mod, "score_mod", (3, 4)) if score_mod else 0
+    mask_arity = _arity(mask_mod, "mask_mod", (2, 3)) if mask_mod else 0
+
+    def positions(item: Traced, with_head: bool) -> list[Traced]:
+        """[q_idx] or [q_idx, head] of an item, as traced integers."""
+        if num_heads == 1:
+            return [item, item * 0] if with_head else [item]
+        return [item % seq_len, item // seq_len] if with_head else [item % seq_len]
+
+    def kv_row_base(f: Fragment):
+        """First row of this item's kv head in k/v (None with one head)."""
+        if num_heads == 1:
+            return None
+        kv_head = f.divui(f.divui(f.item, f.index(seq_len)), f.index(group), "kv_head")
+        return f.muli(kv_head, f.index(seq_len), "kv_base")
+
+    def kv_row(b: Fragment, base, t):
+        return t if base is None else b.addi(base, t, "kv_row")
 
     def scores(f: Fragment) -> None:
         k = f.buffer("k")
+        base = kv_row_base(f)
+        if score_mod is not None:
+            q_pos = positions(f.traced(f.item), score_arity == 4)
 
         def score_one_key(b: Fragment, j, _):
             t = b.addi(f.tile_start, j, "t")
+            row = kv_row(b, base, t)
 
             def dot_step(b: Fragment, d, acc):
                 q_d = b.load(f.q_scratch, b.q_index(d))
-                k_d = b.load(k, b.flat_index(t, head_dim, d))
+                k_d = b.load(k, b.flat_index(row, head_dim, d))
                 return [b.addf(acc[0], b.mulf(q_d, k_d))]
 
             (dot,) = b.loop(0, head_dim, dot_step, [b.f32(0.0)], hint="d")
-            score = b.bounded_score(b.mulf(dot, b.f32(scale)))
-            b.store(score, f.score_tile, b.score_index(j))
+            score = b.mulf(dot, b.f32(scale))
+            if score_mod is not None:
+                args = [trace.wrap(score), q_pos[0], b.traced(t), *q_pos[1:]]
+                modified = score_mod(*args)
+                modified = check_result(modified, "f32", score_mod, "score_mod")
+                score = modified.ssa if isinstance(modified, Traced) else b.f32(modified)
+            b.store(b.bounded_score(score), f.score_tile, b.score_index(j))
             return []
 
         f.loop(0, f.tile_len, score_one_key, hint="j")
 
     def update(f: Fragment) -> None:
         v = f.buffer("v")
+        base = kv_row_base(f)
 
         def update_one_dim(b: Fragment, d, _):
             def weigh_step(b: Fragment, j, acc):
-                s = b.load(f.score_tile, b.score_index(j))
-                weight = b.exp(b.bounded_exp_arg(b.subf(s, f.m_new)))
+                weight = b.weight(j)
                 t = b.addi(f.tile_start, j, "t")
-                v_d = b.load(v, b.flat_index(t, head_dim, d))
+                v_d = b.load(v, b.flat_index(kv_row(b, base, t), head_dim, d))
                 return [b.addf(acc[0], b.mulf(weight, v_d))]
 
             (wv,) = b.loop(0, f.tile_len, weigh_step, [b.f32(0.0)], hint="j")
@@ -60,15 +153,30 @@ def flash_attention_2(seq_len: int, head_dim: int, tile_size: int = 64) -> Modul
 
         f.loop(0, head_dim, update_one_dim, hint="d")
 
+    mask = None
+    if mask_mod is not None:
+
+        def mask(item: Traced, kv_idx: Traced) -> Traced:
+            q_pos = positions(item, mask_arity == 3)
+            keep = mask_mod(q_pos[0], kv_idx, *q_pos[1:])
+            return check_result(keep, "bool", mask_mod, "mask_mod")
+
+    if num_heads == 1:
+        q_shape = kv_shape = (seq_len, head_dim)
+    else:
+        q_shape = (num_heads, seq_len, head_dim)
+        kv_shape = (num_kv_heads, seq_len, head_dim)
     return tiled_online_softmax(
         "flash_attention_2",
-        [Buffer("q", rows), Buffer("k", rows), Buffer("v", rows), Buffer("out", rows, "write")],
-        item_count=seq_len,
+        [Buffer("q", q_shape), Buffer("k", kv_shape), Buffer("v", kv_shape),
+         Buffer("out", q_shape, "write")],
+        item_count=items,
         seq_len=seq_len,
         head_dim=head_dim,
         tile_size=tile_size,
         scores=scores,
         update=update,
+        mask=mask,
     )
 
 
@@ -161,8 +269,7 @@ def mla_decode(
         f.loop(0, head_dim, rescale_dim, hint="d")
 
         def add_one_key(b: Fragment, j, _):
-            s = b.load(f.score_tile, b.score_index(j))
-            weight = b.exp(b.bounded_exp_arg(b.subf(s, f.m_new)), "weight")
+            weight = b.weight(j)
             t = b.addi(f.tile_start, j, "t")
 
             def add_dim(b: Fragment, dim, _):

@@ -21,6 +21,17 @@ class LocatingParser(Parser):
         except VerifyException as error:
             # Raised while building the op (a type constraint): point at it.
             raise ParseError(start, _first_line(error)) from None
+        except (MemoryError, OverflowError, RecursionError):
+            # e.g. `i644294967295`: xDSL computes 1 << width and runs out of memory
+            raise ParseError(
+                start,
+                "this operation holds a type or value too large to represent "
+                "(e.g. an integer type of absurd width)",
+            ) from None
+        except ValueError as error:
+            # A custom parser building an attribute from a bad literal (e.g. a
+            # shape entry beyond i64): still the user's input, so locate it.
+            raise ParseError(start, _first_line(error)) from None
         if not isinstance(op.location, FileLineColLoc):
             where = start.get_location()
             op.location = FileLineColLoc(
@@ -46,13 +57,16 @@ def located(op: Operation | None, message: str) -> str:
 
 
 def first_invalid_op(root: Operation) -> tuple[Operation, str] | None:
-    """The innermost-first op that fails its own verifier, with the message."""
+    """The innermost-first op that fails its own verifier, with the message.
+
+    Some xDSL verifiers raise a plain Exception or ValueError instead of a
+    VerifyException (e.g. memref.load with too few indices); those count too."""
     for op in root.walk(reverse=False):
         if op is root:
             continue
         try:
             op.verify(verify_nested_ops=False)
-        except VerifyException as error:
+        except Exception as error:  # noqa: BLE001 - any verifier failure
             return op, _first_line(error)
     return None
 
@@ -74,5 +88,8 @@ def describe(error: Exception, module: Operation | None, input_name: str) -> str
             op, message = failing
             return located(op, f"'{op.name}' op {message}")
         op = getattr(error, "op", None)
+        return located(op, _first_line(error))
+    op = getattr(error, "op", None)
+    if op is not None and location_of(op) is not None:
         return located(op, _first_line(error))
     return f"{input_name}: error: {_first_line(error)}"

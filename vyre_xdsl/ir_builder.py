@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
+from vyre_xdsl import trace
 from vyre_xdsl.dialects import vyre
 
 if TYPE_CHECKING:
@@ -27,6 +28,15 @@ LoopBody = Callable[["IRBuilder", SSAValue, Sequence[SSAValue]], Sequence[Value]
 
 
 def _v(value: Value) -> SSAValue:
+    if isinstance(value, trace.Traced):
+        return value.ssa
+    return SSAValue.get(value)
+
+
+def _index(value: Value) -> SSAValue:
+    """An `index` operand: traced integers are cast."""
+    if isinstance(value, trace.Traced):
+        return trace.as_index(value)
     return SSAValue.get(value)
 
 
@@ -65,22 +75,28 @@ class IRBuilder:
     # -- index arithmetic --------------------------------------------------
 
     def addi(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.AddiOp(a, b), hint)
+        return self._result(arith.AddiOp(_v(a), _v(b)), hint)
 
     def subi(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.SubiOp(a, b), hint)
+        return self._result(arith.SubiOp(_v(a), _v(b)), hint)
 
     def muli(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.MuliOp(a, b), hint)
+        return self._result(arith.MuliOp(_v(a), _v(b)), hint)
 
     def minui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.MinUIOp(a, b), hint)
+        return self._result(arith.MinUIOp(_v(a), _v(b)), hint)
+
+    def divui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.DivUIOp(_v(a), _v(b)), hint)
+
+    def remui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.RemUIOp(_v(a), _v(b)), hint)
 
     def cmpi(self, a: Value, b: Value, predicate: str) -> SSAValue:
-        return self._result(arith.CmpiOp(a, b, predicate))
+        return self._result(arith.CmpiOp(_v(a), _v(b), predicate))
 
     def andi(self, a: Value, b: Value) -> SSAValue:
-        return self._result(arith.AndIOp(a, b))
+        return self._result(arith.AndIOp(_v(a), _v(b)))
 
     def flat_index(self, row: Value, stride: int, offset: Value) -> SSAValue:
         """`row * stride + offset`: a row-major element index."""
@@ -89,50 +105,53 @@ class IRBuilder:
     # -- f32 arithmetic ----------------------------------------------------
 
     def addf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.AddfOp(a, b), hint)
+        return self._result(arith.AddfOp(_v(a), _v(b)), hint)
 
     def subf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.SubfOp(a, b), hint)
+        return self._result(arith.SubfOp(_v(a), _v(b)), hint)
 
     def mulf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.MulfOp(a, b), hint)
+        return self._result(arith.MulfOp(_v(a), _v(b)), hint)
 
     def divf(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
-        return self._result(arith.DivfOp(a, b), hint)
+        return self._result(arith.DivfOp(_v(a), _v(b)), hint)
+
+    def exp2(self, a: Value, hint: str | None = None) -> SSAValue:
+        return self._result(math.Exp2Op(_v(a)), hint)
 
     def cmpf(self, a: Value, b: Value, predicate: str) -> SSAValue:
-        return self._result(arith.CmpfOp(a, b, predicate))
+        return self._result(arith.CmpfOp(_v(a), _v(b), predicate))
 
     def select(self, cond: Value, a: Value, b: Value, hint: str | None = None):
-        return self._result(arith.SelectOp(cond, a, b), hint)
+        return self._result(arith.SelectOp(_v(cond), _v(a), _v(b)), hint)
 
     def exp(self, a: Value, hint: str | None = None) -> SSAValue:
-        return self._result(math.ExpOp(a), hint)
+        return self._result(math.ExpOp(_v(a)), hint)
 
     def absf(self, a: Value) -> SSAValue:
-        return self._result(math.AbsFOp(a))
+        return self._result(math.AbsFOp(_v(a)))
 
     # -- stability ops -------------------------------------------------------
 
     def bounded_score(self, a: Value) -> SSAValue:
-        return self._result(vyre.BoundedScoreOp(a))
+        return self._result(vyre.BoundedScoreOp(_v(a)))
 
     def bounded_exp_arg(self, a: Value) -> SSAValue:
-        return self._result(vyre.BoundedExpArgOp(a))
+        return self._result(vyre.BoundedExpArgOp(_v(a)))
 
     def positive_denominator(self, a: Value) -> SSAValue:
-        return self._result(vyre.PositiveDenominatorOp(a), "denom")
+        return self._result(vyre.PositiveDenominatorOp(_v(a)), "denom")
 
     def flush_tiny(self, a: Value) -> SSAValue:
-        return self._result(vyre.FlushTinyOp(a))
+        return self._result(vyre.FlushTinyOp(_v(a)))
 
     # -- memory ------------------------------------------------------------
 
     def load(self, ref: Value, index: Value) -> SSAValue:
-        return self._result(memref.LoadOp.get(ref, [index]))
+        return self._result(memref.LoadOp.get(ref, [_index(index)]))
 
     def store(self, value: Value, ref: Value, index: Value) -> None:
-        self.emit(memref.StoreOp.get(value, ref, [index]))
+        self.emit(memref.StoreOp.get(_v(value), ref, [_index(index)]))
 
     # -- control flow ------------------------------------------------------
 
@@ -146,15 +165,17 @@ class IRBuilder:
     ) -> list[SSAValue]:
         """`scf.for %i = lower to upper step 1` carrying `iter_args`; `body`
         gets (builder, %i, iteration values) and returns the next values."""
-        lower_v = self.index(lower) if isinstance(lower, int) else _v(lower)
-        upper_v = self.index(upper) if isinstance(upper, int) else _v(upper)
+        lower_v = self.index(lower) if isinstance(lower, int) else _index(lower)
+        upper_v = self.index(upper) if isinstance(upper, int) else _index(upper)
         step = self.index(1)
-        inits = [_v(v) for v in iter_args]
+        inits = [self.f32(v) if isinstance(v, float) else _v(v) for v in iter_args]
         block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
         if hint:
             block.args[0].name_hint = hint
         inner = self.at(InsertPoint.at_end(block))
-        next_values = body(inner, block.args[0], block.args[1:])
+        with trace.building(inner):
+            next_values = body(inner, block.args[0], block.args[1:])
+        next_values = [_v(v) for v in next_values]
         inner.emit(scf.YieldOp(*next_values))
         op = scf.ForOp(lower_v, upper_v, step, inits, Region(block))
         self.emit(op)
@@ -163,9 +184,11 @@ class IRBuilder:
     def if_then(self, cond: Value, then: Callable[[IRBuilder], None]) -> None:
         """`scf.if %cond { then }` with no results."""
         block = Block()
-        then(self.at(InsertPoint.at_end(block)))
+        inner = self.at(InsertPoint.at_end(block))
+        with trace.building(inner):
+            then(inner)
         block.add_op(scf.YieldOp())
-        self.emit(scf.IfOp(cond, [], Region(block)))
+        self.emit(scf.IfOp(_v(cond), [], Region(block)))
 
     def if_else(
         self,
@@ -178,11 +201,13 @@ class IRBuilder:
         yielded_types = None
         for branch in (then, otherwise):
             block = Block()
-            values = [_v(v) for v in branch(self.at(InsertPoint.at_end(block)))]
+            inner = self.at(InsertPoint.at_end(block))
+            with trace.building(inner):
+                values = [_v(v) for v in branch(inner)]
             block.add_op(scf.YieldOp(*values))
             yielded_types = [v.type for v in values]
             regions.append(Region(block))
         assert yielded_types is not None
-        op = scf.IfOp(cond, yielded_types, regions[0], regions[1])
+        op = scf.IfOp(_v(cond), yielded_types, regions[0], regions[1])
         self.emit(op)
         return list(op.results)

@@ -78,6 +78,69 @@ def _int_array(attr, what: str) -> tuple[int, int, int]:
     return values  # type: ignore[return-value]
 
 
+def _at(op, message: str) -> VyreError:
+    """A VyreError that carries `op`, so vyre-opt can print its location."""
+    error = VyreError(message)
+    error.op = op  # type: ignore[attr-defined]
+    return error
+
+
+def _positive_array(attr, what: str, func) -> tuple[int, int, int]:
+    values = _int_array(attr, what)
+    func_name = func.sym_name.data
+    if any(v < 1 for v in values):
+        raise _at(func,
+            f"kernel @{func_name}: every entry of '{what}' must be >= 1, got "
+            f"{list(values)}"
+        )
+    return values
+
+
+U32_MAX = 2**32 - 1
+I32_MIN = -(2**31)
+
+
+def check_device_ir(func: gpu.FuncOp) -> None:
+    """Structural facts every executor relies on but xDSL's verifiers do not
+    check (found by fuzzing): integer constants fit the device's 32 bits, and
+    every scf.for / scf.if region yields one value per result."""
+    from xdsl.dialects import arith, scf
+    from xdsl.dialects.builtin import IndexType, IntegerType
+
+    for op in func.walk():
+        if isinstance(op, arith.ConstantOp):
+            value = op.value
+            if isinstance(value, IntegerAttr) and isinstance(
+                value.type, IndexType | IntegerType
+            ):
+                width = 32 if isinstance(value.type, IndexType) else value.type.width.data
+                v = value.value.data
+                if width > 1 and not I32_MIN <= v <= U32_MAX:
+                    raise _at(
+                        op,
+                        f"kernel @{func.sym_name.data}: constant {v} : {value.type} "
+                        f"does not fit in 32 bits (index is a 32-bit unsigned "
+                        f"integer on the device); use a value in "
+                        f"[{I32_MIN}, {U32_MAX}]",
+                    )
+        elif isinstance(op, scf.ForOp | scf.IfOp):
+            for region in op.regions:
+                for block in region.blocks:
+                    last = block.last_op
+                    if not isinstance(last, scf.YieldOp):
+                        continue  # an empty else region, or caught by the verifier
+                    got = [v.type for v in last.operands]
+                    want = [r.type for r in op.results]
+                    if got != want:
+                        raise _at(
+                            op,
+                            f"kernel @{func.sym_name.data}: a region of '{op.name}' "
+                            f"yields ({', '.join(map(str, got))}) but the op returns "
+                            f"({', '.join(map(str, want))}); end the region with "
+                            f"scf.yield of one value per result",
+                        )
+
+
 def find_kernel(module: ModuleOp) -> gpu.FuncOp:
     """The single `gpu.func` kernel of a lowered module."""
     kernels = [
@@ -100,24 +163,43 @@ def kernel_info(module: ModuleOp) -> KernelInfo:
     attrs = func.attributes
     for required in (ITEM_COUNT_ATTR, WORKGROUP_SIZE_ATTR, GRID_SIZE_ATTR):
         if required not in attrs:
-            raise VyreError(f"lowered kernel @{func.sym_name.data} lacks '{required}'")
+            raise _at(func, f"lowered kernel @{func.sym_name.data} lacks '{required}'")
     arg_types = func.function_type.inputs.data
     entries = attrs[BUFFERS_ATTR]
-    assert isinstance(entries, ArrayAttr)
+    if not isinstance(entries, ArrayAttr):
+        raise _at(func, f"'{BUFFERS_ATTR}' of @{func.sym_name.data} must be an array")
     if len(entries.data) != len(arg_types):
-        raise VyreError(
+        raise _at(func,
             f"'{BUFFERS_ATTR}' describes {len(entries.data)} buffers but "
             f"@{func.sym_name.data} takes {len(arg_types)} arguments"
         )
     buffers: list[BufferInfo] = []
-    for entry, arg_type in zip(entries.data, arg_types, strict=True):
-        assert isinstance(entry, DictionaryAttr) and isinstance(arg_type, MemRefType)
+    kernel = f"@{func.sym_name.data}"
+    for index, (entry, arg_type) in enumerate(zip(entries.data, arg_types, strict=True)):
+        if not isinstance(entry, DictionaryAttr):
+            raise _at(func,
+                f"'{BUFFERS_ATTR}'[{index}] of {kernel} must be a dictionary "
+                f"{{name, binding, access, shape}}"
+            )
+        if not isinstance(arg_type, MemRefType) or any(
+            d < 0 for d in arg_type.get_shape()
+        ):
+            raise _at(func,
+                f"argument {index} of {kernel} must be a static memref, got {arg_type}"
+            )
         fields = entry.data
-        name = fields["name"]
-        binding = fields["binding"]
-        access = fields["access"]
-        assert isinstance(name, StringAttr) and isinstance(access, StringAttr)
-        assert isinstance(binding, IntegerAttr)
+        name = fields.get("name")
+        binding = fields.get("binding")
+        access = fields.get("access")
+        if not isinstance(name, StringAttr):
+            raise _at(func, f"'{BUFFERS_ATTR}'[{index}] of {kernel} needs name = \"...\"")
+        where = f"buffer {name.data!r} of {kernel}"
+        if not isinstance(binding, IntegerAttr) or not 0 <= binding.value.data < 2**31:
+            raise _at(func,
+                f"{where} needs binding = N : i32 with 0 <= N < 2^31, got {binding}"
+            )
+        if not isinstance(access, StringAttr) or access.data not in ("read", "write"):
+            raise _at(func, f'{where} needs access = "read" or "write", got {access}')
         count = 1
         for dim in arg_type.get_shape():
             count *= dim
@@ -127,17 +209,32 @@ def kernel_info(module: ModuleOp) -> KernelInfo:
             if isinstance(shape_attr, DenseArrayBase)
             else (count,)
         )
+        product = 1
+        for dim in shape:
+            product *= dim
+        if any(d < 0 for d in shape) or product != count:
+            raise _at(func,
+                f"{where}: shape {list(shape)} does not hold the {count} elements of "
+                f"its memref; make the product of the shape equal {count}"
+            )
         buffers.append(
             BufferInfo(name.data, binding.value.data, access.data, count, shape)
         )
+    bindings = [b.binding for b in buffers]
+    if len(set(bindings)) != len(bindings):
+        raise _at(func, f"two buffers of {kernel} share a binding: {bindings}")
     item_count = attrs[ITEM_COUNT_ATTR]
-    assert isinstance(item_count, IntegerAttr)
+    if not isinstance(item_count, IntegerAttr) or not 0 <= item_count.value.data <= U32_MAX:
+        raise _at(func, f"'{ITEM_COUNT_ATTR}' of {kernel} must be an integer in [0, 2^32)")
+    check_device_ir(func)
     return KernelInfo(
         name=func.sym_name.data,
         buffers=tuple(buffers),
         item_count=item_count.value.data,
-        workgroup_size=_int_array(attrs[WORKGROUP_SIZE_ATTR], WORKGROUP_SIZE_ATTR),
-        grid_size=_int_array(attrs[GRID_SIZE_ATTR], GRID_SIZE_ATTR),
+        workgroup_size=_positive_array(
+            attrs[WORKGROUP_SIZE_ATTR], WORKGROUP_SIZE_ATTR, func
+        ),
+        grid_size=_positive_array(attrs[GRID_SIZE_ATTR], GRID_SIZE_ATTR, func),
         func=func,
         loop_iterations=loop_iterations(func.body),
     )

@@ -43,6 +43,9 @@ def upper_bound(value: SSAValue) -> int | None:
         return lhs + rhs if isinstance(op, arith.AddiOp) else lhs * rhs
     if isinstance(op, arith.SubiOp):
         return _clipped_length(op)
+    if isinstance(op, arith.DivUIOp):
+        top, divisor = upper_bound(op.lhs), _constant(op.rhs)
+        return None if top is None or not divisor else top // divisor
     return None
 
 
@@ -59,7 +62,33 @@ def _clipped_length(op: arith.SubiOp) -> int | None:
     return upper_bound(op.lhs)
 
 
+def _remainder_trips(loop: scf.ForOp) -> int | None:
+    """A loop from `lb + ((ub - lb) / F) * F` to `ub` (the remainder of an
+    unrolled loop, see vyre-unroll-jam) runs fewer than F iterations."""
+    start = loop.lb.owner
+    if not isinstance(start, arith.AddiOp):
+        return None
+    for base, whole in ((start.lhs, start.rhs), (start.rhs, start.lhs)):
+        mul = whole.owner
+        if not isinstance(mul, arith.MuliOp):
+            continue
+        div = mul.lhs.owner
+        factor = _constant(mul.rhs)
+        if (
+            isinstance(div, arith.DivUIOp)
+            and factor
+            and _constant(div.rhs) == factor
+            and isinstance(span := div.lhs.owner, arith.SubiOp)
+            and span.lhs == loop.ub
+            and span.rhs == base
+        ):
+            return factor - 1
+    return None
+
+
 def _trip_count(loop: scf.ForOp) -> int | None:
+    if (remainder := _remainder_trips(loop)) is not None:
+        return remainder
     top, step = upper_bound(loop.ub), _constant(loop.step)
     bottom = _constant(loop.lb) or 0
     if top is None or not step:

@@ -30,6 +30,7 @@ __all__ = [
     "flush_tiny",
     "flash_attention_2",
     "mla_decode",
+    "tiled_online_softmax",
 ]
 
 F32_MIN = np.float32(-3.4028235e38)
@@ -104,11 +105,14 @@ def flush_tiny(v) -> np.ndarray:
 
 # compute_tile_scores(tile_start, tile_len) -> s: f32[tile_len, items]
 ScoresFragment = Callable[[int, int], np.ndarray]
-# update_o_acc(o_acc [items, head_dim], s [tile_len, items], m_new [items],
-#              rescale [items], tile_start, tile_len) -> new o_acc
+# update_o_acc(o_acc [items, head_dim], weight, rescale [items], tile_start,
+#              tile_len) -> new o_acc, where weight(j) -> f32[items] is the
+#              softmax weight of key j of the tile (exactly 0 where masked)
 UpdateFragment = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int], np.ndarray
+    [np.ndarray, Callable[[int], np.ndarray], np.ndarray, int, int], np.ndarray
 ]
+# mask_of(tile_start, tile_len) -> bool[tile_len, items] (True keeps the pair)
+MaskFragment = Callable[[int, int], np.ndarray]
 
 
 def _online_softmax(
@@ -118,9 +122,13 @@ def _online_softmax(
     tile_size: int,
     compute_tile_scores: ScoresFragment,
     update_o_acc: UpdateFragment,
+    mask_of: MaskFragment | None = None,
 ) -> np.ndarray:
     """The recurrence of SEMANTICS.md for all items at once; returns
-    out: f32[item_count, head_dim]."""
+    out: f32[item_count, head_dim].  With `mask_of`, a masked pair leaves the
+    tile max alone and has weight exactly 0 in the tile sum and the update
+    (so a tile whose pairs are all masked changes nothing: the kernel may
+    skip it)."""
     m = np.full(item_count, F32_MIN, dtype=np.float32)
     l = np.zeros(item_count, dtype=np.float32)
     o_acc = np.zeros((item_count, head_dim), dtype=np.float32)
@@ -131,20 +139,54 @@ def _online_softmax(
             tile_end = min(tile_start + tile_size, seq_len)
             tile_len = tile_end - tile_start
             s = compute_tile_scores(tile_start, tile_len)
+            keep = mask_of(tile_start, tile_len) if mask_of is not None else None
             tile_max = np.full(item_count, F32_MIN, dtype=np.float32)
             for j in range(tile_len):
                 bigger = np.where(s[j] > tile_max, s[j], tile_max)
-                tile_max = np.where(np.isnan(tile_max), tile_max, bigger)
+                next_max = np.where(np.isnan(tile_max), tile_max, bigger)
+                if keep is not None:
+                    next_max = np.where(keep[j], next_max, tile_max)
+                tile_max = next_max
             m_new = np.where(tile_max > m, tile_max, m)
             rescale = _exp(bounded_exp_arg(m - m_new))
+
+            def weight(j: int, s=s, keep=keep, m_new=m_new) -> np.ndarray:
+                w = _exp(bounded_exp_arg(s[j] - m_new))
+                if keep is not None:
+                    w = np.where(keep[j], w, _ZERO).astype(np.float32)
+                return w
+
             tile_sum = np.zeros(item_count, dtype=np.float32)
             for j in range(tile_len):
-                tile_sum = tile_sum + _exp(bounded_exp_arg(s[j] - m_new))
+                tile_sum = tile_sum + weight(j)
             l = rescale * l + tile_sum
-            o_acc = update_o_acc(o_acc, s, m_new, rescale, tile_start, tile_len)
+            o_acc = update_o_acc(o_acc, weight, rescale, tile_start, tile_len)
             m = m_new
         denom = positive_denominator(l)
         return flush_tiny(o_acc / denom[:, None])
+
+
+def tiled_online_softmax(
+    item_count: int,
+    head_dim: int,
+    seq_len: int,
+    tile_size: int,
+    compute_tile_scores: ScoresFragment,
+    update_o_acc: UpdateFragment,
+    mask_of: MaskFragment | None = None,
+) -> np.ndarray:
+    """The public oracle skeleton for new decoders: the recurrence of
+    SEMANTICS.md over `item_count` items with your two fragments (and an
+    optional mask), vectorised over items.
+
+    compute_tile_scores(tile_start, tile_len) -> f32[tile_len, item_count]
+    update_o_acc(o_acc, weight, rescale, tile_start, tile_len) -> o_acc, where
+        weight(j) -> f32[item_count] is the weight of key j of the tile
+    mask_of(tile_start, tile_len) -> bool[tile_len, item_count] (True keeps)"""
+    return _online_softmax(
+        item_count, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
+        mask_of,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -190,41 +232,125 @@ def _positive(name: str, value) -> int:
 # --------------------------------------------------------------------------
 
 
+def _heads_array(name: str, value, heads_name: str) -> np.ndarray:
+    """A [heads, seq_len, head_dim] view of a 2-D or 3-D f32 array."""
+    if isinstance(value, np.ndarray) and value.ndim == 3:
+        flat = _matrix(name, value.reshape(value.shape[0] * value.shape[1], -1)
+                       if 0 not in value.shape else value,
+                       f"[{heads_name}, seq_len, head_dim]")
+        return flat.reshape(value.shape)
+    return _matrix(name, value, f"[seq_len, head_dim] or [{heads_name}, seq_len, head_dim]")[None]
+
+
+def _modifier_arity(fn, allowed: tuple[int, ...]) -> int:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return allowed[0]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return allowed[-1]
+    n = sum(
+        1 for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    )
+    if n not in allowed:
+        raise VyreError(f"{getattr(fn, '__qualname__', fn)} takes {n} arguments, "
+                        f"expected {' or '.join(map(str, allowed))}")
+    return n
+
+
 def flash_attention_2(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, tile_size: int = 64
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    tile_size: int = 64,
+    *,
+    score_mod: Callable | None = None,
+    mask_mod: Callable | None = None,
 ) -> np.ndarray:
     """FlashAttention-2 of SEMANTICS.md: q, k, v f32[seq_len, head_dim] ->
-    out f32[seq_len, head_dim]."""
-    q = _matrix("q", q, "[seq_len, head_dim]")
-    k = _matrix("k", k, "[seq_len, head_dim]")
-    v = _matrix("v", v, "[seq_len, head_dim]")
+    out f32[seq_len, head_dim]; or q f32[num_heads, seq_len, head_dim] and
+    k, v f32[num_kv_heads, seq_len, head_dim] (query head h reads kv head
+    h // (num_heads // num_kv_heads)) -> out shaped like q.
+
+    `score_mod(score, q_idx, kv_idx[, head])` and `mask_mod(q_idx, kv_idx[,
+    head])` are the same functions `vx.flash_attention_2` takes, evaluated on
+    numpy-backed traced values (f32 / i32 / bool, the kernel's rounding)."""
+    from vyre_xdsl import trace
+
+    three_d = isinstance(q, np.ndarray) and q.ndim == 3
+    q3 = _heads_array("q", q, "num_heads")
+    k3 = _heads_array("k", k, "num_kv_heads")
+    v3 = _heads_array("v", v, "num_kv_heads")
     tile_size = _positive("tile_size", tile_size)
-    if k.shape != q.shape or v.shape != q.shape:
+    num_heads, seq_len, head_dim = q3.shape
+    num_kv_heads = k3.shape[0]
+    if k3.shape != v3.shape or k3.shape[1:] != q3.shape[1:]:
         raise VyreError(
-            f"q, k and v must have the same shape [seq_len, head_dim]; got "
-            f"q {q.shape}, k {k.shape}, v {v.shape}"
+            f"q, k and v must have the same shape [seq_len, head_dim] (with "
+            f"heads: k and v the same shape [num_kv_heads, seq_len, head_dim], "
+            f"q's seq_len and head_dim); got q {q.shape}, k {k.shape}, v {v.shape}"
         )
-    seq_len, head_dim = q.shape
+    if num_heads % num_kv_heads:
+        raise VyreError(
+            f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
+        )
+    group = num_heads // num_kv_heads
+    items = num_heads * seq_len
+    item = np.arange(items)
+    q_idx, head = item % seq_len, item // seq_len
+    kv_base = (head // group) * seq_len  # first k/v row of each item's kv head
+    qf = q3.reshape(items, head_dim)
+    kf = k3.reshape(num_kv_heads * seq_len, head_dim)
+    vf = v3.reshape(num_kv_heads * seq_len, head_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
+    score_arity = _modifier_arity(score_mod, (3, 4)) if score_mod else 0
+    mask_arity = _modifier_arity(mask_mod, (2, 3)) if mask_mod else 0
+
+    def traced_positions(tile_start: int, tile_len: int):
+        kv = trace.array("int", np.arange(tile_start, tile_start + tile_len)[:, None])
+        return trace.array("int", q_idx[None, :]), kv, trace.array("int", head[None, :])
+
+    def evaluate(fn, args, kind: str, shape) -> np.ndarray:
+        from vyre_xdsl.skeleton import check_result
+
+        result = check_result(fn(*args), kind, fn, "score_mod" if kind == "f32" else "mask_mod")
+        value = result.value if isinstance(result, trace.Traced) else np.asarray(
+            result, np.float32 if kind == "f32" else np.bool_)
+        return np.ascontiguousarray(np.broadcast_to(value, shape))
 
     def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
-        rows = k[tile_start : tile_start + tile_len]  # [tile_len, head_dim]
-        dot = np.zeros((tile_len, seq_len), dtype=np.float32)
+        t = np.arange(tile_start, tile_start + tile_len)
+        rows = kf[kv_base[None, :] + t[:, None]]  # [tile_len, items, head_dim]
+        dot = np.zeros((tile_len, items), dtype=np.float32)
         for d in range(head_dim):
-            dot = dot + rows[:, d, None] * q[None, :, d]
-        return bounded_score(dot * scale)
+            dot = dot + rows[:, :, d] * qf[None, :, d]
+        score = dot * scale
+        if score_mod is not None:
+            qi, kv, h = traced_positions(tile_start, tile_len)
+            args = [trace.array("f32", score), qi, kv] + ([h] if score_arity == 4 else [])
+            score = evaluate(score_mod, args, "f32", score.shape)
+        return bounded_score(score)
 
-    def update_o_acc(o_acc, s, m_new, rescale, tile_start, tile_len):
-        rows = v[tile_start : tile_start + tile_len]  # [tile_len, head_dim]
-        wv = np.zeros((seq_len, head_dim), dtype=np.float32)
+    def mask_of(tile_start: int, tile_len: int) -> np.ndarray:
+        qi, kv, h = traced_positions(tile_start, tile_len)
+        args = [qi, kv] + ([h] if mask_arity == 3 else [])
+        return evaluate(mask_mod, args, "bool", (tile_len, items))
+
+    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
+        wv = np.zeros((items, head_dim), dtype=np.float32)
         for j in range(tile_len):
-            weight = _exp(bounded_exp_arg(s[j] - m_new))
-            wv = wv + weight[:, None] * rows[j][None, :]
+            rows = vf[kv_base + tile_start + j]  # [items, head_dim]
+            wv = wv + weight(j)[:, None] * rows
         return rescale[:, None] * o_acc + wv
 
-    return _online_softmax(
-        seq_len, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc
+    out = _online_softmax(
+        items, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
+        mask_of if mask_mod is not None else None,
     )
+    return out.reshape(q3.shape) if three_d else out
 
 
 # --------------------------------------------------------------------------
@@ -291,12 +417,11 @@ def mla_decode(
             s[j] = bounded_score(dot * scale)
         return s
 
-    def update_o_acc(o_acc, s, m_new, rescale, tile_start, tile_len):
+    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
         o_acc = o_acc * rescale[:, None]
         for j in range(tile_len):
-            weight = _exp(bounded_exp_arg(s[j] - m_new))
             v_val = decompress(wv, tile_start + j)
-            o_acc = o_acc + weight[:, None] * v_val
+            o_acc = o_acc + weight(j)[:, None] * v_val
         return o_acc
 
     return _online_softmax(

@@ -19,9 +19,11 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
+from vyre_xdsl import trace
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder, Value
+from vyre_xdsl.trace import Traced
 
 WORKGROUP_SIZE = 64
 
@@ -42,7 +44,11 @@ class Fragment(IRBuilder):
 
     `scores` fragments see item, lane, tile_start, tile_len, q_scratch,
     score_tile; `update` fragments see item, lane, tile_start, tile_len,
-    m_new, rescale, score_tile, o_acc."""
+    m_new, rescale, score_tile, o_acc.  Region arguments are SSA values;
+    `f.traced(x)` (or `vx.wrap(x)`) makes a traced handle of one, so Python
+    operators and `vx.where`/`vx.exp`/... build IR; `load`, `store` and
+    index arguments accept traced integers.  Update fragments read a key's
+    softmax weight with `f.weight(j)` (exactly 0 for a masked key)."""
 
     def __init__(
         self,
@@ -72,9 +78,29 @@ class Fragment(IRBuilder):
         if name not in self.buffers:
             raise VyreError(
                 f"the fragment reads buffer {name!r}, which the kernel does not "
-                f"declare; declared buffers: {', '.join(self.buffers)}"
+                f"declare; declared buffers: {', '.join(self.buffers)} (at "
+                f"{trace.user_location()})"
             )
         return self.buffers[name]
+
+    def traced(self, value: Value) -> Traced:
+        """A traced handle of an SSA value (index values become i32 ints)."""
+        return trace.wrap(value)
+
+    def weight(self, j: Value) -> SSAValue:
+        """The softmax weight of key `j` of the tile (update fragments):
+        `exp(bounded_exp_arg(s[j] - m_new))`, exactly 0.0 if masked."""
+        if "m_new" not in self.args:
+            raise VyreError(
+                f"f.weight(j) is only available in update fragments (at "
+                f"{trace.user_location()})"
+            )
+        return self._result(vyre.TileWeightOp(self._index_value(j)))
+
+    def _index_value(self, value: Value) -> SSAValue:
+        from vyre_xdsl.ir_builder import _index
+
+        return _index(value)
 
     # The lane's slice of each scratch array (the seed's `scratch_index`).
     def q_index(self, d: Value) -> SSAValue:
@@ -88,6 +114,8 @@ class Fragment(IRBuilder):
 
 
 FragmentFn = Callable[[Fragment], None]
+# mask(item, kv_idx) -> bool, over traced integer handles
+MaskFn = Callable[[Traced, Traced], Traced]
 
 
 def check_dimensions(**dims: int) -> None:
@@ -129,11 +157,17 @@ def tiled_online_softmax(
     update: FragmentFn,
     q: str = "q",
     out: str = "out",
+    mask: MaskFn | None = None,
 ) -> ModuleOp:
     """A verified module holding one `vyre.kernel` named `name`: storage
     `buffers` (bound in the order given), the three scratch arrays, and the
     skeleton with the `scores` and `update` fragments.  `q` names the buffer
-    whose rows are the items' queries, `out` the output buffer."""
+    whose rows are the items' queries, `out` the output buffer.
+
+    `mask(item, kv_idx) -> bool` (traced integers; True keeps the pair) adds
+    the mask region; it is also evaluated with numpy over every (item, key)
+    pair at build time to classify each (block of 64 items, key tile) as
+    empty, full or partial (`tile_classes`)."""
     check_dimensions(
         item_count=item_count, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size
     )
@@ -171,6 +205,9 @@ def tiled_online_softmax(
             ("o_acc", head_dim),
         )
     }
+    classes = (
+        classify_tiles(mask, item_count, seq_len, tile_size) if mask is not None else None
+    )
     skeleton = vyre.TiledOnlineSoftmaxOp(
         values[q],
         values[out],
@@ -181,6 +218,8 @@ def tiled_online_softmax(
         seq_len=seq_len,
         head_dim=head_dim,
         tile_size=tile_size,
+        with_mask=mask is not None,
+        tile_classes=classes,
     )
     body.emit(skeleton)
     shape = skeleton.shape()
@@ -189,8 +228,22 @@ def tiled_online_softmax(
         (skeleton.update, vyre.UPDATE_ARGS, update),
     ):
         block = region.block
-        fill(Fragment(block.args, arg_names, values, shape, InsertPoint.at_end(block)))
+        fragment = Fragment(block.args, arg_names, values, shape, InsertPoint.at_end(block))
+        with trace.building(fragment):
+            fill(fragment)
         block.add_op(vyre.YieldOp())
+    if mask is not None:
+        assert skeleton.mask is not None
+        block = skeleton.mask.block
+        fragment = Fragment(
+            block.args, vyre.MASK_ARGS, values, shape, InsertPoint.at_end(block)
+        )
+        with trace.building(fragment):
+            keep = mask(fragment.traced(fragment.item), fragment.traced(fragment.kv_idx))
+            keep = check_result(keep, "bool", mask, "mask")
+            if not isinstance(keep, Traced):
+                keep = Traced("bool", trace.IR.const("bool", keep), trace.IR)
+        block.add_op(vyre.YieldOp(keep.ssa))
 
     module = ModuleOp([kernel])
     try:
@@ -198,6 +251,74 @@ def tiled_online_softmax(
     except VerifyException as error:
         raise VyreError(f"kernel @{name} does not verify: {error}") from None
     return module
+
+
+def check_result(result, kind: str, fn, role: str):
+    """`result` of a modifier if it has type `kind` (a Python constant of
+    that type is accepted as is), else a VyreError at the modifier."""
+    if isinstance(result, Traced):
+        if result.kind == kind:
+            return result
+        got = result.kind
+    elif kind == "bool" and isinstance(result, bool | np.bool_):
+        return bool(result)
+    elif kind == "f32" and isinstance(result, int | float) and not isinstance(result, bool):
+        return float(result)
+    else:
+        got = type(result).__name__
+    wanted = {"f32": "an f32 score", "bool": "a boolean (e.g. a comparison)"}[kind]
+    raise VyreError(
+        f"{role} {trace.function_location(fn)} must return {wanted}, got {got}"
+    )
+
+
+def classify_tiles(
+    mask: MaskFn, item_count: int, seq_len: int, tile_size: int,
+    block_rows: int = WORKGROUP_SIZE,
+) -> list[int]:
+    """The `tile_classes` table, flat [query block][tile]: evaluate `mask`
+    with numpy on every (item, key) pair of each block of `block_rows` items
+    (as FlexAttention's block mask does) and call a tile empty (no pair
+    kept), full (every pair kept) or partial."""
+    tiles = -(-seq_len // tile_size)
+    padded = tiles * tile_size
+    kv = trace.array("int", np.arange(seq_len, dtype=np.int64)[None, :])
+    blocks = -(-item_count // block_rows)
+    per_chunk = max(1, (1 << 22) // (block_rows * seq_len))
+    classes: list[int] = []
+    for first in range(0, blocks, per_chunk):
+        last = min(blocks, first + per_chunk)
+        rows = np.arange(first * block_rows, min(last * block_rows, item_count))
+        keep = mask(trace.array("int", rows[:, None]), kv)
+        keep = check_result(keep, "bool", mask, "mask")
+        keep = keep.value if isinstance(keep, Traced) else np.asarray(keep)
+        keep = np.broadcast_to(keep, (len(rows), seq_len))
+        any_kept = np.zeros((len(rows), padded), bool)
+        all_kept = np.ones((len(rows), padded), bool)
+        any_kept[:, :seq_len] = keep
+        all_kept[:, :seq_len] = keep
+        for block in range(first, last):
+            lo = (block - first) * block_rows
+            hi = min(lo + block_rows, len(rows))
+            some = any_kept[lo:hi].reshape(hi - lo, tiles, tile_size).any(axis=(0, 2))
+            every = all_kept[lo:hi].reshape(hi - lo, tiles, tile_size).all(axis=(0, 2))
+            classes.extend(
+                vyre.TILE_FULL if e else vyre.TILE_PARTIAL if s else vyre.TILE_EMPTY
+                for s, e in zip(some, every)
+            )
+    return classes
+
+
+def tile_class_counts(module: ModuleOp) -> dict[str, int]:
+    """How many (query block, key tile) pairs of the skeleton in `module` are
+    empty (skipped), full and partial."""
+    counts = {name: 0 for name in vyre.TILE_CLASS_NAMES.values()}
+    for op in module.walk():
+        if isinstance(op, vyre.TiledOnlineSoftmaxOp):
+            for row in op.tile_class_table():
+                for c in row:
+                    counts[vyre.TILE_CLASS_NAMES[c]] += 1
+    return counts
 
 
 def f32_scale(head_dim: int) -> float:
@@ -209,6 +330,8 @@ __all__ = [
     "Buffer",
     "Fragment",
     "tiled_online_softmax",
+    "classify_tiles",
+    "tile_class_counts",
     "check_dimensions",
     "check_u32_size",
     "f32_scale",

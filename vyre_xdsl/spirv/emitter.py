@@ -40,17 +40,14 @@ class MemoryObject:
     element_type: int  # SPIR-V type id of one element
     prefix: tuple[int, ...]  # constant ids before the element index
     shape: tuple[int, ...]
-    private_stride: int | None = None  # per-lane slice made private (see memref.py)
 
 
 class KernelEmitter:
-    def __init__(self, module: ModuleOp, *, private_scratch: bool = True,
-                 preserve_nan_inf: bool = False):
+    def __init__(self, module: ModuleOp, *, preserve_nan_inf: bool = False):
         from vyre_xdsl.spirv import arith, gpu, math, memref, scf
 
         self.info: KernelInfo = kernel_info(module)
         self.func = self.info.func
-        self.private_scratch = private_scratch
         self.preserve_nan_inf = preserve_nan_inf
         self.b = ModuleBuilder()
         self.values: dict[SSAValue, int] = {}
@@ -139,7 +136,6 @@ class KernelEmitter:
         self.fn.label()
         body = self.func.body.blocks[0]
         memref.bind_buffers(self, body)
-        memref.plan_scratch(self, body)
         self.emit_block(body)
         wg = self.info.workgroup_size
         b.entry_point(ExecutionModel.GLCompute, self.fn.id, self.info.name,
@@ -151,15 +147,12 @@ class KernelEmitter:
         return b.encode()
 
 
-def emit_spirv(module: ModuleOp, *, private_scratch: bool = True,
-               preserve_nan_inf: bool = False) -> bytes:
+def emit_spirv(module: ModuleOp, *, preserve_nan_inf: bool = False) -> bytes:
     """The SPIR-V 1.3 binary (Vulkan 1.1) of the lowered kernel in `module`.
 
-    `private_scratch`: a workgroup array that every lane only touches through
-    its own `lane * stride + offset` slice, in a kernel without `gpu.barrier`,
-    becomes a per-lane Function array of `stride` elements (it is private data
-    in disguise, and this lifts the shared-memory limit: 32 KiB on lavapipe,
-    48 KiB on NVIDIA). False keeps every space-3 alloc in Workgroup memory.
+    Memory spaces are taken as the IR says: `memref.alloc` in space 3 is
+    Workgroup memory, any other alloc/alloca a per-invocation Function array
+    (vyre-promote-scratch decides which scratch is private).
 
     `preserve_nan_inf`: declare SignedZeroInfNanPreserve (SPV_KHR_float_controls)
     so drivers may not assume floats are finite; needs the device feature
@@ -168,8 +161,7 @@ def emit_spirv(module: ModuleOp, *, private_scratch: bool = True,
         raise VyreError(
             f"emit_spirv expects a lowered xdsl ModuleOp, got {type(module).__name__}"
         )
-    return KernelEmitter(module, private_scratch=private_scratch,
-                         preserve_nan_inf=preserve_nan_inf).emit()
+    return KernelEmitter(module, preserve_nan_inf=preserve_nan_inf).emit()
 
 
 def memref_type(value: SSAValue) -> MemRefType:

@@ -49,6 +49,12 @@ def _vk():
     return vk
 
 
+def _vk_error(error: BaseException) -> str:
+    """`VkErrorIncompatibleDriver` rather than the binding's empty message."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 def _validation_requested(validation: bool | None) -> bool:
     if validation is not None:
         return validation
@@ -74,7 +80,9 @@ class _Context:
         try:
             layers = [p.layerName for p in vk.vkEnumerateInstanceLayerProperties()]
         except Exception as error:  # loader present but broken
-            raise VyreError(f"cannot query the Vulkan loader ({error}); {INSTALL_HINT}") from None
+            raise VyreError(
+                f"cannot query the Vulkan loader ({_vk_error(error)}); {INSTALL_HINT}"
+            ) from None
         enabled_layers, enabled_exts = [], []
         if validation:
             if VALIDATION_LAYER not in layers:
@@ -98,12 +106,21 @@ class _Context:
         try:
             self.instance = vk.vkCreateInstance(create, None)
         except Exception as error:
-            raise VyreError(f"vkCreateInstance failed ({error}); {INSTALL_HINT}") from None
+            hint = (" (no Vulkan driver was found)"
+                    if isinstance(error, vk.VkErrorIncompatibleDriver) else "")
+            raise VyreError(
+                f"vkCreateInstance failed ({_vk_error(error)}){hint}; {INSTALL_HINT}"
+            ) from None
         try:
             if validation:
                 self._create_messenger()
             self._pick_device()
             self._create_device()
+        except vk.VkError as error:
+            self.close()
+            raise VyreError(
+                f"cannot set up a Vulkan device ({_vk_error(error)}); {INSTALL_HINT}"
+            ) from None
         except BaseException:
             self.close()
             raise
@@ -419,7 +436,7 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
             f"kernel @{info.name} needs {shared} bytes of workgroup memory but "
             f"Vulkan device {ctx.name!r} allows maxComputeSharedMemorySize = "
             f"{limits.maxComputeSharedMemorySize}; use a smaller head_dim or "
-            f"tile_size, or emit with private_scratch=True"
+            f"tile_size, or lower with the vyre-promote-scratch pass (the default)"
         )
     wg = info.workgroup_size
     invocations = wg[0] * wg[1] * wg[2]
@@ -473,6 +490,23 @@ def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
     res = _Resources(ctx)
     try:
         _run(ctx, res, bytes(spirv), info, arrays, use_staging, timings, repeat)
+    except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as error:
+        total = sum(a.nbytes for a in arrays.values())
+        where = "device" if isinstance(error, vk.VkErrorOutOfDeviceMemory) else "host"
+        raise VyreError(
+            f"Vulkan device {ctx.name!r} ran out of {where} memory running "
+            f"@{info.name} ({total} bytes of buffers); use smaller shapes, free "
+            f"memory held by other programs, or pick another device ({DEVICE_ENV})"
+        ) from None
+    except vk.VkErrorDeviceLost:
+        raise VyreError(
+            f"Vulkan device {ctx.name!r} was lost running @{info.name}"
+        ) from None
+    except vk.VkError as error:
+        raise VyreError(
+            f"a Vulkan call failed running @{info.name} on {ctx.name!r} "
+            f"({_vk_error(error)}); rerun with {VALIDATION_ENV}=1 for details"
+        ) from None
     finally:
         res.destroy()
     _check(ctx.messages, f"the run of @{info.name} on {ctx.name}")

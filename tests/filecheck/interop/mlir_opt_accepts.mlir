@@ -1,16 +1,19 @@
 // REQUIRES: mlir-opt-22
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | mlir-opt-22 | filecheck %s
 // RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu | mlir-opt-22 | filecheck %s --check-prefix=MLA
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 | filecheck %s --check-prefix=SEED
 
 // Upstream MLIR 22 parses and verifies the lowered IR unchanged, and sees a
 // kernel (gpu.kernel), workgroup memory (space 3) and the gpu ids.
 // CHECK:      module attributes {gpu.container_module}
 // CHECK:        gpu.module @flash_attention_2
 // CHECK-NEXT:     gpu.func @flash_attention_2(%{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>) kernel
-// CHECK:          memref.alloc() : memref<1024xf32, 3>
+// CHECK:          memref.alloca() : memref<16xf32>
 // CHECK:          gpu.global_id x
 // CHECK:          gpu.thread_id x
 // CHECK:          gpu.return
 
 // MLA:        gpu.func @mla_decode({{.*}}) kernel
 // MLA:          math.exp
+
+// SEED:         memref.alloc() : memref<1024xf32, 3>

@@ -1,11 +1,13 @@
-// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s
-// RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu | filecheck %s --check-prefix=MLA
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | filecheck %s
+// RUN: vyre-opt %examples/mla_decode.mlir -p 'vyre-to-gpu{optimize=none}' | filecheck %s --check-prefix=MLA
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s --check-prefix=DEFAULT
 // RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
 // NO-VYRE: "gpu.func"
 // NO-VYRE-NOT: "vyre.
 
-// The whole lowering leaves only gpu/arith/scf/math/memref ops.
+// The whole lowering leaves only gpu/arith/scf/math/memref ops; optimize=none
+// keeps the seed's layout, with the scratch arrays in workgroup memory.
 // CHECK:     builtin.module attributes {gpu.container_module}
 // CHECK:       "gpu.func"() <{function_type = (memref<1600xf32>, memref<1600xf32>, memref<1600xf32>, memref<1600xf32>) -> (), kernel}>
 // CHECK:         %q_scratch = memref.alloc() : memref<1024xf32, 3 : i64>
@@ -20,3 +22,10 @@
 // MLA:         %{{.*}} = scf.if %{{.*}} -> (f32) {
 // MLA:       vyre.item_count = 4 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>
 // MLA-SAME:  {name = "kv_cache", binding = 1 : i32, access = "read", shape = array<i64: 100, 8>}
+
+// The default also runs the optimisations: private scratch, unrolled loops.
+// DEFAULT:       %q_scratch = memref.alloca() : memref<16xf32>
+// DEFAULT-NEXT:  %score_tile = memref.alloca() : memref<32xf32>
+// DEFAULT-NEXT:  %o_acc = memref.alloca() : memref<16xf32>
+// DEFAULT-NOT:   memref.alloc()
+// DEFAULT:       scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32, f32, f32)

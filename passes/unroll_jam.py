@@ -1,0 +1,264 @@
+"""vyre-unroll-jam: unroll loops, and jam the inner loops of unrolled copies.
+
+One invocation of the seed's layout is a chain of dependent f32 adds (a dot
+product, a weighted sum) inside loops: a GPU waits on each add.  This pass
+gives it independent work to interleave, without changing any result:
+
+- an innermost `scf.for` is unrolled by `factor` (the copies run in order);
+- an `scf.for` whose body is `pre; inner scf.for; post` (the inner loop
+  innermost) is unrolled and jammed: the `factor` copies of the inner loop
+  become one loop carrying every copy's values, so `factor` dot products or
+  weighted sums advance side by side.
+
+Every copy performs exactly its original operations in its original order,
+so results are bit-identical.  Jamming moves the copies' `pre` and inner
+loops ahead of earlier copies' `post`; it applies only where that cannot be
+observed: `pre` is free of memory effects, the inner loop only reads memory,
+neither uses values carried by the outer loop, and `post` writes no memory
+the inner loop reads.  Loops need a constant lower bound and step 1; a
+dynamic trip count gets a remainder loop.  Fewer loop iterations also keep
+kernels under lavapipe's per-invocation loop limit for longer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import is_side_effect_free
+
+from vyre_xdsl.errors import VyreError
+
+
+def _constant(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def _loops_in(op: Operation) -> list[scf.ForOp]:
+    return [inner for inner in op.walk() if isinstance(inner, scf.ForOp) and inner is not op]
+
+
+def _is_innermost(loop: scf.ForOp) -> bool:
+    return not _loops_in(loop)
+
+
+def _uses_any(ops: list[Operation], values: set[SSAValue]) -> bool:
+    return any(
+        operand in values for op in ops for inner in op.walk() for operand in inner.operands
+    )
+
+
+def _memrefs(ops: list[Operation], kind: type) -> set[SSAValue]:
+    return {
+        inner.memref
+        for op in ops
+        for inner in op.walk()
+        if isinstance(inner, kind)
+    }
+
+
+@dataclass
+class JamShape:
+    pre: list[Operation]
+    inner: scf.ForOp
+    post: list[Operation]
+
+
+def jam_shape(loop: scf.ForOp) -> JamShape | None:
+    """`loop`'s body as pre; inner loop; post, if jamming it is exact."""
+    ops = list(loop.body.block.ops)[:-1]  # without scf.yield
+    loops = [i for i, op in enumerate(ops) if _loops_in(op) or isinstance(op, scf.ForOp)]
+    if len(loops) != 1 or not isinstance(ops[loops[0]], scf.ForOp):
+        return None
+    inner = ops[loops[0]]
+    if not _is_innermost(inner):
+        return None
+    pre, post = ops[: loops[0]], ops[loops[0] + 1 :]
+    carried = set(loop.body.block.args[1:])
+    if not all(is_side_effect_free(op) for op in pre):
+        return None
+    if _memrefs([inner], memref.StoreOp) or _uses_any(pre + [inner], carried):
+        return None
+    if _memrefs(post, memref.StoreOp) & _memrefs([inner], memref.LoadOp):
+        return None
+    # The fused inner loop uses one copy's bounds: they must not vary.
+    for bound in (inner.lb, inner.ub, inner.step):
+        if bound.owner in pre and _constant(bound) is None:
+            return None
+    return JamShape(pre, inner, post)
+
+
+class _Copier:
+    """Clones ops of an original loop body at an insertion point."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+
+    def emit(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def index(self, value: int) -> SSAValue:
+        return self.emit(arith.ConstantOp(IntegerAttr(value, IndexType()))).result
+
+    def offset(self, base: SSAValue, k: int) -> SSAValue:
+        return base if k == 0 else self.emit(arith.AddiOp(base, self.index(k))).result
+
+    def clone(self, ops: list[Operation], mapping: dict[SSAValue, SSAValue]) -> None:
+        for op in ops:
+            self.emit(op.clone(mapping))
+
+
+def _new_body_block(like: Block) -> Block:
+    """An empty block with `like`'s argument types and names."""
+    block = Block(arg_types=[arg.type for arg in like.args])
+    for new, old in zip(block.args, like.args, strict=True):
+        new.name_hint = old.name_hint
+    return block
+
+
+def _unrolled_body(loop: scf.ForOp, factor: int) -> Block:
+    """A body running `factor` consecutive iterations of `loop`, in order."""
+    block = _new_body_block(loop.body.block)
+    copier = _Copier(block)
+    iv, *carried = block.args
+    original_iv, *original_carried = loop.body.block.args
+    *ops, terminator = list(loop.body.block.ops)
+    values: list[SSAValue] = list(carried)
+    for k in range(factor):
+        mapping = {original_iv: copier.offset(iv, k)}
+        mapping.update(zip(original_carried, values, strict=True))
+        copier.clone(ops, mapping)
+        values = [mapping.get(v, v) for v in terminator.operands]
+    copier.emit(scf.YieldOp(*values))
+    return block
+
+
+def _jammed_body(loop: scf.ForOp, shape: JamShape, factor: int) -> Block:
+    """A body running `factor` consecutive iterations with their inner loops
+    fused into one loop that carries every copy's values."""
+    block = _new_body_block(loop.body.block)
+    copier = _Copier(block)
+    iv, *carried = block.args
+    original_iv, *original_carried = loop.body.block.args
+    inner = shape.inner
+    mappings = []
+    for k in range(factor):
+        mapping = {original_iv: copier.offset(iv, k)}
+        copier.clone(shape.pre, mapping)
+        mappings.append(mapping)
+    lower, upper, step = (mappings[0].get(v, v) for v in (inner.lb, inner.ub, inner.step))
+    inits = [mapping.get(v, v) for mapping in mappings for v in inner.iter_args]
+    width = len(inner.iter_args)
+    fused_block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+    fused_block.args[0].name_hint = inner.body.block.args[0].name_hint
+    fused_copier = _Copier(fused_block)
+    fused_iv, *fused_carried = fused_block.args
+    inner_iv, *inner_carried = inner.body.block.args
+    *inner_ops, inner_yield = list(inner.body.block.ops)
+    yielded = []
+    for k, mapping in enumerate(mappings):
+        body_mapping = dict(mapping)
+        body_mapping[inner_iv] = fused_iv
+        body_mapping.update(zip(inner_carried, fused_carried[k * width : (k + 1) * width]))
+        fused_copier.clone(inner_ops, body_mapping)
+        yielded += [body_mapping.get(v, v) for v in inner_yield.operands]
+    fused_copier.emit(scf.YieldOp(*yielded))
+    fused = copier.emit(scf.ForOp(lower, upper, step, inits, Region(fused_block)))
+    values: list[SSAValue] = list(carried)
+    *_, terminator = list(loop.body.block.ops)
+    for k, mapping in enumerate(mappings):
+        mapping.update(zip(inner.results, fused.results[k * width : (k + 1) * width]))
+        mapping.update(zip(original_carried, values, strict=True))
+        copier.clone(shape.post, mapping)
+        values = [mapping.get(v, v) for v in terminator.operands]
+    copier.emit(scf.YieldOp(*values))
+    return block
+
+
+def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
+    """Replace `loop` by a loop of `body` (factor iterations per step) plus,
+    where the trip count may not divide, a remainder loop of the original."""
+    lower, upper = _constant(loop.lb), _constant(loop.ub)
+    point = InsertPoint.before(loop)
+    new_ops: list[Operation] = []
+
+    def add(op: Operation) -> Operation:
+        new_ops.append(op)
+        return op
+
+    step = add(arith.ConstantOp(IntegerAttr(factor, IndexType())))
+    if lower is not None and upper is not None:
+        main_upper_value = lower + (max(0, upper - lower) // factor) * factor
+        main_upper = add(arith.ConstantOp(IntegerAttr(main_upper_value, IndexType()))).result
+        needs_rest = main_upper_value < upper
+    else:
+        span = add(arith.SubiOp(loop.ub, loop.lb)).result
+        whole = add(arith.MuliOp(add(arith.DivUIOp(span, step.result)).result, step.result))
+        main_upper = add(arith.AddiOp(loop.lb, whole.result)).result
+        needs_rest = True
+    main = add(scf.ForOp(loop.lb, main_upper, step.result, loop.iter_args, Region(body)))
+    main.attributes["vyre.unrolled"] = IntegerAttr(factor, 64)
+    results = main.results
+    if needs_rest:
+        rest_body = loop.body.clone()
+        rest = add(scf.ForOp(main_upper, loop.ub, loop.step, results, rest_body))
+        results = rest.results
+    Rewriter.insert_op(new_ops, point)
+    for old, new in zip(loop.results, results, strict=True):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(loop)
+
+
+def _eligible(loop: scf.ForOp) -> bool:
+    return (
+        _constant(loop.step) == 1
+        and _constant(loop.lb) is not None
+        and "vyre.unrolled" not in loop.attributes
+    )
+
+
+@dataclass(frozen=True)
+class UnrollJamPass(ModulePass):
+    """Unroll innermost loops and unroll-and-jam loops around an innermost
+    loop by `factor`; results are bit-identical."""
+
+    name = "vyre-unroll-jam"
+
+    factor: int = 4
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.factor < 1:
+            raise VyreError(f"vyre-unroll-jam: factor must be >= 1, got {self.factor}")
+        if self.factor == 1:
+            return
+        jams, plain = [], []
+        for loop in op.walk():
+            if not isinstance(loop, scf.ForOp) or not _eligible(loop):
+                continue
+            if (shape := jam_shape(loop)) is not None:
+                jams.append((loop, shape))
+        jammed_inner = {shape.inner for _, shape in jams}
+        for loop in op.walk():
+            if (
+                isinstance(loop, scf.ForOp)
+                and _eligible(loop)
+                and _is_innermost(loop)
+                and loop not in jammed_inner
+            ):
+                plain.append(loop)
+        for loop, shape in jams:
+            transform(loop, self.factor, _jammed_body(loop, shape, self.factor))
+        for loop in plain:
+            transform(loop, self.factor, _unrolled_body(loop, self.factor))
+        for loop in op.walk():
+            if isinstance(loop, scf.ForOp):
+                loop.attributes.pop("vyre.unrolled", None)

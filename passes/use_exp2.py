@@ -1,0 +1,110 @@
+"""vyre-use-exp2: fold log2(e) into the scores and use exp2.
+
+The worked example of a pass written only with the public API (the vyre op
+classes and their accessors, xDSL's pattern rewriter): FlashAttention and
+IREE compute softmax weights as `exp2(s*log2(e) - m*log2(e))`, because exp2
+is the cheaper instruction on GPUs and the scale is one multiply that folds
+into the score scale that is already there.
+
+On every `vyre.tiled_online_softmax` without the `exp2` property:
+- each score the `scores` region stores into `score_tile` is multiplied by
+  log2(e); where the stored value is `vyre.bounded_score(x * c)` for an f32
+  constant `c` (FlashAttention-2's `dot * scale`), the factor is folded into
+  the constant instead: `vyre.bounded_score(x * (c * log2(e)))`;
+- every `math.exp` in the `update` region becomes `math.exp2` (a fragment
+  that weighs keys itself; `vyre.tile_weight` follows the property);
+- the op gets `exp2`, so vyre-inline-fragments uses exp2 in the recurrence.
+
+Because max and subtraction commute with a positive scale, the result is the
+same softmax up to f32 rounding (and the stability bounds now apply in log2
+units: a weight is floored at 2^-80 instead of e^-80, both far below f32
+resolution next to the row's largest weight, which is 1).  Not bit-exact:
+compare with a tolerance.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, math, memref
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, UnitAttr, f32
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from vyre_xdsl.dialects import vyre
+
+LOG2_E = float(np.float32(pymath.log2(pymath.e)))
+
+
+def _f32_constant(value) -> float | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        return owner.value.value.data
+    return None
+
+
+class FoldLog2EIntoScores(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: vyre.TiledOnlineSoftmaxOp, rewriter: PatternRewriter
+    ) -> None:
+        if op.exp2 is not None:
+            return
+        score_tile = op.scores.block.args[vyre.SCORES_ARGS.index("score_tile")]
+        stores = [
+            use.operation
+            for use in score_tile.uses
+            if isinstance(use.operation, memref.StoreOp)
+            and use.operation.memref == score_tile
+        ]
+        for store in stores:
+            self.scale_stored_score(store, rewriter)
+        for exp in [o for o in op.update.walk() if isinstance(o, math.ExpOp)]:
+            rewriter.replace(exp, math.Exp2Op(exp.operand))
+        op.exp2 = UnitAttr()
+        rewriter.handle_operation_modification(op)
+
+    @staticmethod
+    def scale_stored_score(store: memref.StoreOp, rewriter: PatternRewriter) -> None:
+        value = store.value
+        bounded = value.owner
+        if isinstance(bounded, vyre.BoundedScoreOp) and value.has_one_use():
+            product = bounded.input.owner
+            if isinstance(product, arith.MulfOp) and product.result.has_one_use():
+                for i, factor in enumerate(product.operands):
+                    c = _f32_constant(factor)
+                    if c is not None:
+                        folded = arith.ConstantOp(
+                            FloatAttr(float(np.float32(c) * np.float32(LOG2_E)), f32)
+                        )
+                        operands = list(product.operands)
+                        operands[i] = folded.result
+                        rewriter.insert(folded, InsertPoint.before(product))
+                        rewriter.replace(product, arith.MulfOp(*operands))
+                        return
+        log2e = arith.ConstantOp(FloatAttr(LOG2_E, f32))
+        scaled = arith.MulfOp(value, log2e.result)
+        rewriter.insert([log2e, scaled], InsertPoint.before(store))
+        rewriter.replace(
+            store, memref.StoreOp.get(scaled.result, store.memref, list(store.indices))
+        )
+
+
+@dataclass(frozen=True)
+class UseExp2Pass(ModulePass):
+    """Fold log2(e) into the scores of every vyre.tiled_online_softmax and
+    compute its softmax weights with exp2."""
+
+    name = "vyre-use-exp2"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(FoldLog2EIntoScores(), apply_recursively=False).rewrite_module(op)

@@ -1,0 +1,30 @@
+// ARGS: 
+// ERROR: is not registered
+// an unknown op
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "exchange"}> ({
+    "gpu.func"() <{function_type = (memref<128xf32>, memref<128xf32>) -> (), kernel}> ({
+    ^bb0(%a: memref<128xf32>, %out: memref<128xf32>):
+      %item = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %lane = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+
+      %tile = memref.alloc() : memref<64xf32, 3 : i64>
+      %x = memref.load %a[%item] : memref<128xf32>
+      memref.store %x, %tile[%lane] : memref<64xf32, 3 : i64>
+      "gpu.no_such_op"() : () -> ()
+      %c1 = arith.constant 1 : index
+      %c64 = arith.constant 64 : index
+      %next = arith.addi %lane, %c1 : index
+      %wrapped = arith.remui %next, %c64 : index
+      %y = memref.load %tile[%wrapped] : memref<64xf32, 3 : i64>
+      memref.store %y, %out[%item] : memref<128xf32>
+
+      "gpu.return"() : () -> ()
+    }) {sym_name = "exchange", gpu.kernel, vyre.item_count = 128 : i64,
+        vyre.workgroup_size = array<i32: 64, 1, 1>,
+        vyre.grid_size = array<i32: 2, 1, 1>,
+        vyre.buffers = [
+          {name = "a", binding = 0 : i32, access = "read", shape = array<i64: 128>},
+          {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 128>}]} : () -> ()
+  }) : () -> ()
+}

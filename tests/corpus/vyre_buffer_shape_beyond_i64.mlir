@@ -1,0 +1,85 @@
+// ARGS: -p vyre-to-gpu
+// ERROR: out of range for type i64
+// fuzz: the vyre.buffer parser builds an i64 array from any integer (ValueError)
+builtin.module {
+  vyre.kernel @flash_attention_2 items 100 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [100, 16] : memref<1600xf32>
+    %k = vyre.buffer "k" binding 1 read [100, 16] : memref<1600xf32>
+    %v = vyre.buffer "v" binding 2 read [100, 18446744073709551616] : memref<1600xf32>
+    %out = vyre.buffer "out" binding 3 write [100, 16] : memref<1600xf32>
+    %q_scratch = vyre.scratch "q_scratch" : memref<1024xf32>
+    %score_tile = vyre.scratch "score_tile" : memref<2048xf32>
+    %o_acc = vyre.scratch "o_acc" : memref<1024xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc)
+        item_count 100 seq_len 100 head_dim 16 tile_size 32 tile_count 4
+        : (memref<1600xf32>, memref<1600xf32>, memref<1024xf32>, memref<2048xf32>, memref<1024xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %q_scratch_1, %score_tile_1) {
+      %0 = arith.constant 0 : index
+      %1 = arith.constant 1 : index
+      scf.for %j = %0 to %tile_len step %1 {
+        %t = arith.addi %tile_start, %j : index
+        %2 = arith.constant 0.000000e+00 : f32
+        %3 = arith.constant 0 : index
+        %4 = arith.constant 16 : index
+        %5 = arith.constant 1 : index
+        %6 = scf.for %d = %3 to %4 step %5 iter_args(%7 = %2) -> (f32) {
+          %8 = arith.constant 16 : index
+          %9 = arith.muli %lane, %8 : index
+          %10 = arith.addi %9, %d : index
+          %11 = memref.load %q_scratch_1[%10] : memref<1024xf32>
+          %12 = arith.constant 16 : index
+          %13 = arith.muli %t, %12 : index
+          %14 = arith.addi %13, %d : index
+          %15 = memref.load %k[%14] : memref<1600xf32>
+          %16 = arith.mulf %11, %15 : f32
+          %17 = arith.addf %7, %16 : f32
+          scf.yield %17 : f32
+        }
+        %18 = arith.constant 2.500000e-01 : f32
+        %19 = arith.mulf %6, %18 : f32
+        %20 = vyre.bounded_score %19 : f32
+        %21 = arith.constant 32 : index
+        %22 = arith.muli %lane, %21 : index
+        %23 = arith.addi %22, %j : index
+        memref.store %20, %score_tile_1[%23] : memref<2048xf32>
+      }
+      vyre.yield
+    }
+    update(%item_1, %lane_1, %tile_start_1, %tile_len_1, %m_new, %rescale, %score_tile_2, %o_acc_1) {
+      %24 = arith.constant 0 : index
+      %25 = arith.constant 16 : index
+      %26 = arith.constant 1 : index
+      scf.for %d_1 = %24 to %25 step %26 {
+        %27 = arith.constant 0.000000e+00 : f32
+        %28 = arith.constant 0 : index
+        %29 = arith.constant 1 : index
+        %30 = scf.for %j_1 = %28 to %tile_len_1 step %29 iter_args(%31 = %27) -> (f32) {
+          %32 = arith.constant 32 : index
+          %33 = arith.muli %lane_1, %32 : index
+          %34 = arith.addi %33, %j_1 : index
+          %35 = memref.load %score_tile_2[%34] : memref<2048xf32>
+          %36 = arith.subf %35, %m_new : f32
+          %37 = vyre.bounded_exp_arg %36 : f32
+          %38 = math.exp %37 : f32
+          %t_1 = arith.addi %tile_start_1, %j_1 : index
+          %39 = arith.constant 16 : index
+          %40 = arith.muli %t_1, %39 : index
+          %41 = arith.addi %40, %d_1 : index
+          %42 = memref.load %v[%41] : memref<1600xf32>
+          %43 = arith.mulf %38, %42 : f32
+          %44 = arith.addf %31, %43 : f32
+          scf.yield %44 : f32
+        }
+        %45 = arith.constant 16 : index
+        %46 = arith.muli %lane_1, %45 : index
+        %47 = arith.addi %46, %d_1 : index
+        %48 = memref.load %o_acc_1[%47] : memref<1024xf32>
+        %49 = arith.mulf %rescale, %48 : f32
+        %50 = arith.addf %49, %30 : f32
+        memref.store %50, %o_acc_1[%47] : memref<1024xf32>
+      }
+      vyre.yield
+    }
+  }
+}
+

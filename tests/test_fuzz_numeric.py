@@ -1,0 +1,247 @@
+"""Property tests: random shapes and random data (NaN, +-inf, huge, subnormal)
+for both decoders, on the interpreter and on Vulkan, against the oracle.
+
+Contract checked (docs/reliability.md):
+- interpreter == oracle bit for bit (NaN where the oracle has NaN, nowhere else);
+- Vulkan: the NaN pattern is exactly the oracle's, everything else within
+  rtol 1e-5 / atol 1e-6 (GLSL.std.450 Exp is not correctly rounded).
+
+Hypothesis runs derandomized (a fixed seed per test), so CI tries the same
+cases every run; `fuzz_stats` counts them for the session summary. Vulkan
+shapes stay far below lavapipe's 65535-iteration loop budget.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import vyre_xdsl as vx
+from vyre_xdsl.errors import VyreError
+
+RTOL, ATOL = 1e-5, 1e-6
+
+SETTINGS = dict(
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+F32 = np.finfo(np.float32)
+SPECIALS = [
+    float("nan"), float("inf"), float("-inf"),
+    float(F32.max), float(-F32.max), 1e30, -1e30, 1e19, -1e19,  # huge
+    1e-40, -1e-40, 1e-45, float(F32.tiny), 0.0, -0.0,           # subnormal, tiny, zeros
+]
+values = st.one_of(
+    st.floats(-4.0, 4.0, width=32),                 # ordinary attention inputs
+    st.sampled_from(SPECIALS),
+    st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
+)
+
+
+def _arrays(draw, shape):
+    n = int(np.prod(shape))
+    # mostly ordinary data with a sprinkling of specials, sometimes all-wild
+    mode = draw(st.sampled_from(["normal", "sprinkled", "sprinkled", "wild"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(n).astype(np.float32)
+    if mode == "sprinkled":
+        for i in draw(st.lists(st.integers(0, n - 1), max_size=4)):
+            a[i] = draw(values)
+    elif mode == "wild":
+        a[:] = draw(st.lists(values, min_size=n, max_size=n))
+    return a.reshape(shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _fa2(seq_len, head_dim, tile_size):
+    return vx.lower_to_gpu(vx.flash_attention_2(seq_len=seq_len, head_dim=head_dim,
+                                                tile_size=tile_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _mla(seq_len, num_heads, head_dim, rank, rope, tile_size):
+    return vx.lower_to_gpu(vx.mla_decode(seq_len=seq_len, num_heads=num_heads,
+                                         head_dim=head_dim, kv_lora_rank=rank,
+                                         qk_rope_head_dim=rope, tile_size=tile_size))
+
+
+@st.composite
+def fa2_cases(draw, max_seq=12, max_dim=5):
+    s = draw(st.integers(1, max_seq))
+    d = draw(st.integers(1, max_dim))
+    t = draw(st.integers(1, 9))
+    q, k, v = (_arrays(draw, (s, d)) for _ in range(3))
+    return (s, d, t), {"q": q, "k": k, "v": v}
+
+
+@st.composite
+def mla_cases(draw, max_seq=10):
+    s = draw(st.integers(1, max_seq))
+    h = draw(st.integers(1, 3))
+    d = draw(st.integers(1, 4))
+    r = draw(st.integers(1, 3))
+    p = draw(st.integers(1, d))
+    t = draw(st.integers(1, 6))
+    inputs = {
+        "q": _arrays(draw, (h, d)),
+        "kv_cache": _arrays(draw, (s, r)),
+        "kr_cache": _arrays(draw, (s, p)),
+        "w_uk": _arrays(draw, (r, h * d)),
+        "w_uv": _arrays(draw, (r, h * d)),
+    }
+    return (s, h, d, r, p, t), inputs
+
+
+def _oracle_fa2(shape, inputs):
+    return vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"],
+                                          tile_size=shape[2])
+
+
+def _oracle_mla(shape, inputs):
+    return vx.reference.mla_decode(inputs["q"], inputs["kv_cache"], inputs["kr_cache"],
+                                   inputs["w_uk"], inputs["w_uv"], tile_size=shape[5])
+
+
+def assert_exact(got, want, what):
+    assert got.shape == want.shape
+    nan_got, nan_want = np.isnan(got), np.isnan(want)
+    assert np.array_equal(nan_got, nan_want), f"{what}: NaN pattern differs"
+    # bit-exact (+0.0 and -0.0 compare equal, as in the existing oracle tests)
+    assert np.array_equal(got, want, equal_nan=True), (
+        f"{what}: differs from the oracle, max |diff| "
+        f"{np.nanmax(np.abs(got.astype(np.float64) - want)):.3e}")
+
+
+def assert_close(got, want, what):
+    assert got.shape == want.shape
+    assert np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN pattern differs"
+    with np.errstate(all="ignore"):
+        ok = np.isclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+    assert ok.all(), (f"{what}: differs at {np.argwhere(~ok)[:3].tolist()}: "
+                      f"{got[~ok][:3]} vs oracle {want[~ok][:3]}")
+
+
+# interpreter: bit-exact ---------------------------------------------------------
+
+@settings(max_examples=300, **SETTINGS)
+@given(case=fa2_cases())
+def test_fa2_interpreter_matches_oracle_bit_exactly(case, fuzz_stats):
+    shape, inputs = case
+    out = vx.run(_fa2(*shape), inputs, backend="interpreter")["out"]
+    fuzz_stats["numeric: fa2 interpreter vs oracle"] += 1
+    assert_exact(out, _oracle_fa2(shape, inputs), f"fa2 {shape}")
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(case=mla_cases())
+def test_mla_interpreter_matches_oracle_bit_exactly(case, fuzz_stats):
+    shape, inputs = case
+    out = vx.run(_mla(*shape), inputs, backend="interpreter")["out"]
+    fuzz_stats["numeric: mla interpreter vs oracle"] += 1
+    assert_exact(out, _oracle_mla(shape, inputs), f"mla {shape}")
+
+
+# Vulkan: exact NaN pattern, close values ------------------------------------------
+
+def _vulkan_problem() -> str | None:
+    try:
+        from vyre_xdsl.vulkan import runtime
+
+        runtime._context(runtime._validation_requested(None))
+    except VyreError as error:
+        return str(error)
+    return None
+
+
+vulkan = pytest.mark.skipif(_vulkan_problem() is not None, reason="no Vulkan device")
+
+
+@vulkan
+@settings(max_examples=150, **SETTINGS)
+@given(case=fa2_cases())
+def test_fa2_vulkan_matches_oracle(case, fuzz_stats):
+    shape, inputs = case
+    out = vx.run(_fa2(*shape), inputs, backend="vulkan")["out"]
+    fuzz_stats["numeric: fa2 vulkan vs oracle"] += 1
+    assert_close(out, _oracle_fa2(shape, inputs), f"fa2 {shape}")
+
+
+@vulkan
+@settings(max_examples=80, **SETTINGS)
+@given(case=mla_cases())
+def test_mla_vulkan_matches_oracle(case, fuzz_stats):
+    shape, inputs = case
+    out = vx.run(_mla(*shape), inputs, backend="vulkan")["out"]
+    fuzz_stats["numeric: mla vulkan vs oracle"] += 1
+    assert_close(out, _oracle_mla(shape, inputs), f"mla {shape}")
+
+
+# Python API: every shape argument is either a kernel or a VyreError ------------------
+
+def _shape_values():
+    return st.one_of(
+        st.integers(-3, 80),
+        st.sampled_from([0, 2**16, 2**26, 2**31, 2**32 - 1, 2**32, 2**40]),
+        st.sampled_from([float("nan"), float("inf"), 4.0, 2.5, "4", None, True,
+                         np.float32(4)]),
+    )
+
+
+def _fits(*factors):
+    product = 1
+    for f in factors:
+        product *= f
+    return product <= 2**32 - 1
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(seq_len=_shape_values(), head_dim=_shape_values(), tile_size=_shape_values())
+def test_fa2_shapes_build_or_raise_vyre_error(seq_len, head_dim, tile_size, fuzz_stats):
+    fuzz_stats["api: flash_attention_2 shape arguments"] += 1
+    args = dict(seq_len=seq_len, head_dim=head_dim, tile_size=tile_size)
+    valid = all(type(v) is int and v > 0 for v in args.values()) and _fits(
+        seq_len, head_dim) and _fits(64, head_dim) and _fits(64, tile_size)
+    if not valid:
+        with pytest.raises(VyreError) as info:
+            vx.flash_attention_2(**args)
+        message = str(info.value)
+        assert any(name in message for name in args), message
+        fuzz_stats["(api rejections)"] += 1
+        return
+    if seq_len * head_dim > 10**6:
+        return  # valid, but too big to be worth building here
+    module = vx.flash_attention_2(**args)
+    assert "vyre.kernel" in str(module)
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(seq_len=_shape_values(), num_heads=_shape_values(), head_dim=_shape_values(),
+       kv_lora_rank=_shape_values(), qk_rope_head_dim=_shape_values())
+def test_mla_shapes_build_or_raise_vyre_error(seq_len, num_heads, head_dim, kv_lora_rank,
+                                              qk_rope_head_dim, fuzz_stats):
+    fuzz_stats["api: mla_decode shape arguments"] += 1
+    args = dict(seq_len=seq_len, num_heads=num_heads, head_dim=head_dim,
+                kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim)
+    ints = all(type(v) is int and v > 0 for v in args.values())
+    valid = ints and qk_rope_head_dim <= head_dim and all(
+        _fits(*f) for f in [(num_heads, head_dim), (seq_len, kv_lora_rank),
+                            (seq_len, qk_rope_head_dim), (64, head_dim),
+                            (kv_lora_rank, num_heads, head_dim)])
+    if not valid:
+        with pytest.raises(VyreError) as info:
+            vx.mla_decode(**args)
+        message = str(info.value)
+        assert any(name in message for name in args), message
+        fuzz_stats["(api rejections)"] += 1
+        return
+    if max(seq_len * kv_lora_rank, kv_lora_rank * num_heads * head_dim) > 10**6:
+        return
+    assert "vyre.kernel" in str(vx.mla_decode(**args))
