@@ -241,14 +241,15 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="small shapes only (smoke test)")
-    parser.add_argument("--variants", default="default",
-                        help="comma-separated optimize= choices of vx.lower_to_gpu "
-                             "('seed' = no optimisation, 'default' = the default)")
+    parser.add_argument("--only", choices=["fa2", "mla"], help="run one decoder's cases")
+    parser.add_argument("--variants", default="none;default",
+                        help="';'-separated optimize= choices of vx.lower_to_gpu: "
+                             "'none' (the seed's layout), 'default', or a pass pipeline")
     args = parser.parse_args(argv)
     print(device_report())
     rng = np.random.default_rng(0)
     variants = []
-    for name in args.variants.split(","):
+    for name in args.variants.split(";"):
         if name == "default":
             variants.append(("default", None))
         else:
@@ -268,12 +269,14 @@ def main(argv=None) -> int:
         add(fa2_case(1, 1, 512, 64, causal=False, **common))
         add(mla_case(512, 4, 64, 32, 16, **common))
     else:
-        for b, h, n, d in [(1, 32, 4096, 64), (1, 32, 4096, 128), (1, 1, 4096, 64),
-                           (1, 1, 4096, 128), (4, 32, 1024, 64)]:
-            add(fa2_case(b, h, n, d, causal=False, **common))
-        add(fa2_case(1, 32, 4096, 64, causal=True, **common))
-        add(mla_case(4096, 16, 128, 512, 64, **common))
-        if args.plot:
+        if args.only != "mla":
+            for b, h, n, d in [(1, 32, 4096, 64), (1, 32, 4096, 128), (1, 1, 4096, 64),
+                               (1, 1, 4096, 128), (4, 32, 1024, 64)]:
+                add(fa2_case(b, h, n, d, causal=False, **common))
+            add(fa2_case(1, 32, 4096, 64, causal=True, **common))
+        if args.only != "fa2":
+            add(mla_case(4096, 16, 128, 512, 64, **common))
+        if args.plot and args.only != "mla":
             for n in (512, 1024, 2048, 4096):
                 sweep = fa2_case(1, 32, n, 64, causal=False, **common)
                 for r in sweep:

@@ -28,24 +28,26 @@ from vyre_xdsl.passes.promote_scratch import PromoteScratchPass
 LOWERING = (InlineFragmentsPass(), ExpandStabilityPass(), ConvertVyreToGpuPass())
 
 
+OPTIMISATION_LEVELS = ("none", "default")
+
+
 def optimisations(level: str) -> tuple[ModulePass, ...]:
     """The passes that follow the lowering at optimisation `level`."""
     from vyre_xdsl.passes.unroll_jam import UnrollJamPass
 
-    levels = {
-        "none": (),
-        "default": (
-            PromoteScratchPass(),
-            UnrollJamPass(),
-            CommonSubexpressionElimination(),
-            DeadCodeElimination(),
-        ),
-    }
-    if level not in levels:
+    if level not in OPTIMISATION_LEVELS:
         raise VyreError(
-            f"unknown optimisation level {level!r}; choose one of {', '.join(levels)}"
+            f"unknown optimisation level {level!r}; choose one of "
+            f"{', '.join(OPTIMISATION_LEVELS)}"
         )
-    return levels[level]
+    if level == "none":
+        return ()
+    return (
+        PromoteScratchPass(),
+        UnrollJamPass(),
+        CommonSubexpressionElimination(),
+        DeadCodeElimination(),
+    )
 
 
 @dataclass(frozen=True)

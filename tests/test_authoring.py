@@ -4,9 +4,7 @@ new decoders from two fragments, vyre-use-exp2, and build-time errors."""
 from __future__ import annotations
 
 import importlib.util
-import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -383,3 +381,17 @@ def test_the_universe_entry_point_lists_the_new_pass():
     from vyre_xdsl.universe import VYRE_UNIVERSE
 
     assert "vyre-use-exp2" in VYRE_UNIVERSE.all_passes
+
+
+def test_the_textual_example_is_what_the_builder_makes_and_runs_right():
+    alibi2 = lambda s, q, kv, h: s - vx.exp2(-8.0 * (h + 1) / 2) * vx.abs(q - kv)  # noqa: E731
+    causal = VARIANTS["causal"]["mask_mod"]
+    built = vx.flash_attention_2(128, 2, 32, num_heads=2, num_kv_heads=1,
+                                 mask_mod=causal, score_mod=alibi2)
+    text = (REPO / "examples" / "gqa_causal_alibi.mlir").read_text()
+    module = vx.parse_module(text)
+    assert str(module) == str(built)
+    q, k, v = inputs(128, 2, 2, 1)
+    out = vx.run(module, {"q": q, "k": k, "v": v})["out"]
+    want = reference.flash_attention_2(q, k, v, 32, mask_mod=causal, score_mod=alibi2)
+    np.testing.assert_array_equal(out, want)

@@ -7,8 +7,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
 DOC = Path(__file__).resolve().parents[1] / "docs" / "authoring.md"
 BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.S | re.M)
 

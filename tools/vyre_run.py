@@ -130,7 +130,7 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
 
     def shaped(name: str) -> np.ndarray:
         buffer = info.buffer(name)
-        shape = buffer.shape if len(buffer.shape) == 2 else (-1, buffer.count)
+        shape = buffer.shape if len(buffer.shape) in (2, 3) else (-1, buffer.count)
         return np.asarray(arrays[name], dtype=np.float32).reshape(shape)
 
     tile_size = _tile_size(module, info)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
@@ -89,11 +88,15 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
     verifies in xDSL and in upstream MLIR (docs/lowered-ir.md).
 
     `optimize` is "default" (the fastest correct choice: private per-lane
-    scratch, unrolled and jammed loops; results bit-identical) or "none"
-    (the seed's layout as it is)."""
-    from vyre_xdsl.passes.vyre_to_gpu import optimisations
+    scratch, unrolled and jammed loops; results bit-identical), "none" (the
+    seed's layout as it is), or a pass pipeline to run after the plain
+    lowering, e.g. "vyre-promote-scratch,vyre-unroll-jam{factor=8},cse"."""
+    from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
-    optimisations(optimize)  # a VyreError naming the choices if unknown
+    if optimize in OPTIMISATION_LEVELS:
+        pipeline = f"vyre-to-gpu{{optimize={optimize}}}"
+    else:
+        pipeline = f"vyre-to-gpu{{optimize=none}},{optimize}"
     if not isinstance(module, ModuleOp):
         raise VyreError(f"expected an xdsl ModuleOp, got {type(module).__name__}")
     if not is_vyre_module(module):
@@ -101,7 +104,15 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
             "lower_to_gpu expects vyre IR (a module with a vyre.kernel); this "
             "module has none, it may already be lowered"
         )
-    return apply_pipeline(module.clone(), f"vyre-to-gpu{{optimize={optimize}}}")
+    try:
+        return apply_pipeline(module.clone(), pipeline)
+    except VyreError as error:
+        if optimize in OPTIMISATION_LEVELS:
+            raise
+        raise VyreError(
+            f"optimize={optimize!r} is neither a level ({', '.join(OPTIMISATION_LEVELS)}) "
+            f"nor a pass pipeline that runs: {error}"
+        ) from None
 
 
 def compile_spirv(module: ModuleOp) -> bytes:

@@ -37,15 +37,13 @@ def _arity(fn, role: str, allowed: tuple[int, ...]) -> int:
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return allowed[-1]
     if len(positional) not in allowed:
-        names = {3: "(score, q_idx, kv_idx)", 4: "(score, q_idx, kv_idx, head)",
-                 2: "(q_idx, kv_idx)"}
-        wanted = " or ".join(
-            names[n] if role == "score_mod" or n == 2 else "(q_idx, kv_idx, head)"
-            for n in allowed
-        )
+        signatures = {
+            "score_mod": "(score, q_idx, kv_idx) or (score, q_idx, kv_idx, head)",
+            "mask_mod": "(q_idx, kv_idx) or (q_idx, kv_idx, head)",
+        }
         raise VyreError(
             f"{role} {trace.function_location(fn)} takes {len(positional)} "
-            f"arguments; it must take {wanted}"
+            f"arguments; it must take {signatures[role]}"
         )
     return len(positional)
 
@@ -71,7 +69,8 @@ def flash_attention_2(
     `score_mod(score, q_idx, kv_idx[, head]) -> score` and
     `mask_mod(q_idx, kv_idx[, head]) -> bool` (True keeps the pair) are
     Python functions over traced values (vyre_xdsl.trace); `q_idx`/`kv_idx`
-    are positions in the sequence, `head` the query head."""
+    are positions in the sequence, `head` the query head.  With a modifier
+    the kernel is named `flex_attention` instead of `flash_attention_2`."""
     if num_kv_heads is None:
         num_kv_heads = num_heads
     check_dimensions(
@@ -153,21 +152,21 @@ def flash_attention_2(
 
         f.loop(0, head_dim, update_one_dim, hint="d")
 
-    mask = None
-    if mask_mod is not None:
-
-        def mask(item: Traced, kv_idx: Traced) -> Traced:
-            q_pos = positions(item, mask_arity == 3)
-            keep = mask_mod(q_pos[0], kv_idx, *q_pos[1:])
-            return check_result(keep, "bool", mask_mod, "mask_mod")
+    def mask(item: Traced, kv_idx: Traced) -> Traced:
+        q_pos = positions(item, mask_arity == 3)
+        keep = mask_mod(q_pos[0], kv_idx, *q_pos[1:])
+        return check_result(keep, "bool", mask_mod, "mask_mod")
 
     if num_heads == 1:
         q_shape = kv_shape = (seq_len, head_dim)
     else:
         q_shape = (num_heads, seq_len, head_dim)
         kv_shape = (num_kv_heads, seq_len, head_dim)
+    # A modified kernel computes something else than FlashAttention-2's
+    # oracle: it gets its own name (vyre-run --check must not mistake it).
+    name = "flash_attention_2" if score_mod is None and mask_mod is None else "flex_attention"
     return tiled_online_softmax(
-        "flash_attention_2",
+        name,
         [Buffer("q", q_shape), Buffer("k", kv_shape), Buffer("v", kv_shape),
          Buffer("out", q_shape, "write")],
         item_count=items,
@@ -176,7 +175,7 @@ def flash_attention_2(
         tile_size=tile_size,
         scores=scores,
         update=update,
-        mask=mask,
+        mask=mask if mask_mod is not None else None,
     )
 
 
