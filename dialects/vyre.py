@@ -62,6 +62,35 @@ def _int(attr: IntegerAttr) -> int:
     return attr.value.data
 
 
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_int_in_range(
+    parser: Parser, what: str, low: int = I64_MIN, high: int = I64_MAX,
+    type_name: str = "i64",
+) -> int:
+    """An integer literal within [low, high], else a ParseError at the literal
+    that names `what`.  Custom parsers must not let xDSL's attribute
+    constructors see an out-of-range value: they raise a plain ValueError,
+    which plain xDSL parsing (xdsl-opt) would not turn into a diagnostic."""
+    start = parser.pos
+    value = parser.parse_integer(
+        allow_boolean=False, allow_negative=True, context_msg=f" for {what}"
+    )
+    if not low <= value <= high:
+        if value < 0 and low >= 0:
+            problem = f"must not be negative, got {value}"
+        else:
+            problem = (
+                f"{value} is out of range for type {type_name} "
+                f"(expected {low}..{high})"
+            )
+        end = parser.pos
+        text = parser.lexer.input.content[start:end]
+        parser.raise_error(f"{what} {problem}", start, start + len(text.rstrip()))
+    return value
+
+
 def _element_count(memref: MemRefType) -> int:
     count = 1
     for dim in memref.get_shape():
@@ -134,9 +163,9 @@ class KernelOp(IRDLOperation):
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name()
         parser.parse_keyword("items")
-        item_count = parser.parse_integer(allow_boolean=False)
+        item_count = parse_int_in_range(parser, "the kernel's item count")
         parser.parse_keyword("workgroup_size")
-        workgroup_size = parser.parse_integer(allow_boolean=False)
+        workgroup_size = parse_int_in_range(parser, "the kernel's workgroup_size")
         attributes = parser.parse_optional_attr_dict_with_keyword()
         body = parser.parse_region()
         if not body.blocks:
@@ -269,12 +298,13 @@ class BufferOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> BufferOp:
-        name = parser.parse_str_literal("buffer name")
-        parser.parse_keyword("binding")
-        binding = parser.parse_integer(allow_negative=False, allow_boolean=False)
-        access = parser.parse_keyword_in(ACCESS_MODES, "buffer access")
+        name = parser.parse_str_literal(" for the buffer name")
+        parser.parse_keyword("binding", " after the buffer name")
+        binding = parse_int_in_range(parser, "the buffer binding", 0)
+        access = parser.parse_keyword_in(ACCESS_MODES, " for the buffer access")
         shape = parser.parse_comma_separated_list(
-            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+            parser.Delimiter.SQUARE,
+            lambda: parse_int_in_range(parser, "a buffer shape entry", 0),
         )
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
@@ -662,12 +692,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         properties: dict[str, Attribute] = {}
         for field in SHAPE_FIELDS:
             parser.parse_keyword(field)
-            properties[field] = IntegerAttr(
-                parser.parse_integer(allow_boolean=False), i64
-            )
+            properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
         if parser.parse_optional_keyword("tile_classes"):
             classes = parser.parse_comma_separated_list(
-                parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+                parser.Delimiter.SQUARE,
+                lambda: parse_int_in_range(parser, "a tile class", -128, 127, "i8"),
             )
             properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
         if parser.parse_optional_keyword("exp2"):

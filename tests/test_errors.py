@@ -62,29 +62,69 @@ def test_mla_decode_bad_shapes(change, names):
         assert name in str(info.value), str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "skeleton.check_dimensions accepts only Python int: np.int64(4) (e.g. from "
-    "array.shape arithmetic) is rejected with 'must be a positive integer, got "
-    "np.int64(4)', which is misleading; accept numbers.Integral / operator.index"))
 def test_numpy_integer_shapes_are_accepted():
-    vx.flash_attention_2(seq_len=np.int64(4), head_dim=np.int32(2), tile_size=2)
+    """numpy integers (e.g. from array.shape arithmetic) are dimensions like
+    ints: the kernel is the same as with Python ints."""
+    got = vx.flash_attention_2(seq_len=np.int64(4), head_dim=np.int32(2),
+                               tile_size=np.uint8(2), num_heads=np.int64(2),
+                               num_kv_heads=np.int16(1))
+    want = vx.flash_attention_2(seq_len=4, head_dim=2, tile_size=2, num_heads=2,
+                                num_kv_heads=1)
+    assert str(got) == str(want)
+    got = vx.mla_decode(**{k: np.int64(v) for k, v in MLA.items()}, tile_size=np.int32(2))
+    assert str(got) == str(vx.mla_decode(**MLA, tile_size=2))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "dialects/vyre.py: the vyre.buffer custom parser builds its shape with "
-    "DenseArrayBase.from_list(i64, ...) and lets the ValueError of an entry beyond "
-    "i64 escape; plain xDSL parsing (xdsl-opt via the universe entry point) then "
-    "crashes instead of giving a ParseError (vyre-opt's LocatingParser converts it)"))
-def test_vyre_buffer_shape_beyond_i64_is_a_parse_error():
+@pytest.mark.parametrize("value", [np.float32(4.0), np.float64("nan"), np.bool_(True),
+                                   True, np.int64(0), np.int64(-4), np.uint64(2**40)])
+def test_numpy_non_integer_or_bad_shapes_name_the_parameter(value):
+    with pytest.raises(VyreError, match="head_dim"):
+        vx.flash_attention_2(**{**FA2, "head_dim": value})
+
+
+def _parse_plain(body: str):
+    """Parse with plain xDSL (no vyre LocatingParser), as xdsl-opt does."""
+    from xdsl.parser import Parser
+
+    text = f"""builtin.module {{
+  vyre.kernel @k items 4 workgroup_size 64 {{
+    {body}
+  }}
+}}"""
+    return Parser(vx.make_context(), text).parse_module()
+
+
+@pytest.mark.parametrize("body, message", [
+    ('%q = vyre.buffer "q" binding 0 read [4, 18446744073709551616] : memref<8xf32>',
+     "buffer shape entry 18446744073709551616 is out of range for type i64"),
+    ('%q = vyre.buffer "q" binding 0 read [4, 9223372036854775808] : memref<8xf32>',
+     "buffer shape entry 9223372036854775808 is out of range for type i64"),
+    ('%q = vyre.buffer "q" binding 0 read [4, -2] : memref<8xf32>',
+     "buffer shape entry must not be negative, got -2"),
+    ('%q = vyre.buffer "q" binding 18446744073709551616 read [4, 2] : memref<8xf32>',
+     "buffer binding 18446744073709551616 is out of range for type i64"),
+    ('%q = vyre.buffer "q" binding -1 read [4, 2] : memref<8xf32>',
+     "buffer binding must not be negative"),
+    ('%q = vyre.buffer binding 0 read [4, 2] : memref<8xf32>',
+     "string literal expected for the buffer name"),
+    ('%q = vyre.buffer "q" binding 0 rw [4, 2] : memref<8xf32>',
+     "Expected one of 'read', 'write' for the buffer access"),
+])
+def test_vyre_buffer_bad_literals_are_parse_errors_in_plain_xdsl(body, message):
+    from xdsl.utils.exceptions import ParseError
+
+    with pytest.raises(ParseError) as info:
+        _parse_plain(body)
+    assert message in str(info.value), str(info.value)
+    assert "<unknown>:3:" in str(info.value), str(info.value)  # located at the line
+
+
+def test_vyre_kernel_count_beyond_i64_is_a_parse_error_in_plain_xdsl():
     from xdsl.parser import Parser
     from xdsl.utils.exceptions import ParseError
 
-    text = """builtin.module {
-  vyre.kernel @k items 4 workgroup_size 64 {
-    %q = vyre.buffer "q" binding 0 read [4, 18446744073709551616] : memref<8xf32>
-  }
-}"""
-    with pytest.raises(ParseError):
+    text = "builtin.module {\n  vyre.kernel @k items 99999999999999999999 workgroup_size 64 {\n  }\n}"
+    with pytest.raises(ParseError, match="item count 99999999999999999999 is out of range"):
         Parser(vx.make_context(), text).parse_module()
 
 

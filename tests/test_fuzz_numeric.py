@@ -184,6 +184,106 @@ def test_mla_vulkan_matches_oracle(case, fuzz_stats):
     assert_close(out, _oracle_mla(shape, inputs), f"mla {shape}")
 
 
+# FlashAttention-2 with score_mod / mask_mod, heads and GQA ---------------------------
+#
+# Modifiers are drawn from a fixed list (by index, so compiled kernels can be
+# cached); the oracle gets the very same Python functions.
+
+SCORE_MODS = [
+    ("none", None),
+    ("soft_cap", lambda s, q, kv: 30.0 * vx.tanh(s / 30.0)),
+    ("alibi_head", lambda s, q, kv, h: s - (h + 1) * 0.5 * vx.abs(q - kv)),
+    ("relative_bias", lambda s, q, kv: vx.where(kv > q, s - 2.0, vx.maximum(s, -1.0))),
+]
+MASK_MODS = [
+    ("none", None),
+    ("causal", lambda q, kv: kv <= q),
+    ("sliding_window", lambda q, kv: (kv <= q) & (q - kv < 5)),
+    # row 0 keeps no key at all
+    ("strict_causal", lambda q, kv: kv < q),
+    # every third row keeps no key; the others are causal
+    ("rows_empty", lambda q, kv: (q % 3 != 1) & (kv <= q)),
+    # odd heads attend everywhere, even heads causally, and row 0 of head 0
+    # of a 1-row sequence... stays causal
+    ("head_mask", lambda q, kv, h: (kv <= q) | (h % 2 == 1)),
+]
+
+
+@functools.lru_cache(maxsize=512)
+def _fa2_mods(seq_len, head_dim, tile_size, heads, kv_heads, score_i, mask_i):
+    return vx.lower_to_gpu(vx.flash_attention_2(
+        seq_len, head_dim, tile_size, score_mod=SCORE_MODS[score_i][1],
+        mask_mod=MASK_MODS[mask_i][1], num_heads=heads, num_kv_heads=kv_heads))
+
+
+def _wide_arrays(draw, shape):
+    """Like `_arrays`, for arrays too big to draw element by element: the
+    all-wild mode picks each element from the specials or a random f32 bit
+    pattern with numpy (seeded by hypothesis)."""
+    n = int(np.prod(shape))
+    mode = draw(st.sampled_from(["normal", "sprinkled", "sprinkled", "wild"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    a = (rng.standard_normal(n) * draw(st.sampled_from([1.0, 4.0]))).astype(np.float32)
+    if mode == "sprinkled":
+        for i in draw(st.lists(st.integers(0, n - 1), max_size=4)):
+            a[i] = draw(values)
+    elif mode == "wild":
+        p = draw(st.sampled_from([0.05, 0.3, 1.0]))  # share of wild elements
+        wild = rng.random(n) < p
+        specials = np.array(SPECIALS, np.float32)[rng.integers(0, len(SPECIALS), n)]
+        bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        a = np.where(wild, np.where(rng.random(n) < 0.7, specials, bits), a)
+    return a.astype(np.float32).reshape(shape)
+
+
+@st.composite
+def fa2_mod_cases(draw, max_seq=80, max_dim=8):
+    s = draw(st.integers(1, max_seq))
+    d = draw(st.integers(1, max_dim))
+    t = draw(st.sampled_from([1, 4, 8, 16, 64]))
+    h = draw(st.sampled_from([1, 2, 4]))
+    kv = draw(st.sampled_from([x for x in (1, 2, 4) if h % x == 0]))
+    score_i = draw(st.integers(0, len(SCORE_MODS) - 1))
+    mask_i = draw(st.integers(0, len(MASK_MODS) - 1))
+    q_shape = (s, d) if h == 1 else (h, s, d)
+    kv_shape = (s, d) if h == 1 else (kv, s, d)
+    inputs = {"q": _wide_arrays(draw, q_shape), "k": _wide_arrays(draw, kv_shape),
+              "v": _wide_arrays(draw, kv_shape)}
+    return (s, d, t, h, kv, score_i, mask_i), inputs
+
+
+def _oracle_fa2_mods(shape, inputs):
+    _, _, t, _, _, score_i, mask_i = shape
+    return vx.reference.flash_attention_2(
+        inputs["q"], inputs["k"], inputs["v"], t,
+        score_mod=SCORE_MODS[score_i][1], mask_mod=MASK_MODS[mask_i][1])
+
+
+def _mods_label(shape):
+    s, d, t, h, kv, score_i, mask_i = shape
+    return (f"fa2 seq {s} dim {d} tile {t} heads {h}/{kv} "
+            f"score_mod {SCORE_MODS[score_i][0]} mask_mod {MASK_MODS[mask_i][0]}")
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(case=fa2_mod_cases())
+def test_fa2_mods_interpreter_matches_oracle_bit_exactly(case, fuzz_stats):
+    shape, inputs = case
+    out = vx.run(_fa2_mods(*shape), inputs, backend="interpreter")["out"]
+    fuzz_stats["numeric: fa2+mods interpreter vs oracle"] += 1
+    assert_exact(out, _oracle_fa2_mods(shape, inputs), _mods_label(shape))
+
+
+@vulkan
+@settings(max_examples=60, **SETTINGS)
+@given(case=fa2_mod_cases(max_seq=40))
+def test_fa2_mods_vulkan_matches_oracle(case, fuzz_stats):
+    shape, inputs = case
+    out = vx.run(_fa2_mods(*shape), inputs, backend="vulkan")["out"]
+    fuzz_stats["numeric: fa2+mods vulkan vs oracle"] += 1
+    assert_close(out, _oracle_fa2_mods(shape, inputs), _mods_label(shape))
+
+
 # Python API: every shape argument is either a kernel or a VyreError ------------------
 
 def _shape_values():

@@ -73,7 +73,7 @@ def flash_attention_2(
     the kernel is named `flex_attention` instead of `flash_attention_2`."""
     if num_kv_heads is None:
         num_kv_heads = num_heads
-    check_dimensions(
+    seq_len, head_dim, tile_size, num_heads, num_kv_heads = check_dimensions(
         seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
         num_heads=num_heads, num_kv_heads=num_kv_heads,
     )
@@ -142,7 +142,14 @@ def flash_attention_2(
                 weight = b.weight(j)
                 t = b.addi(f.tile_start, j, "t")
                 v_d = b.load(v, b.flat_index(kv_row(b, base, t), head_dim, d))
-                return [b.addf(acc[0], b.mulf(weight, v_d))]
+                term = b.mulf(weight, v_d)
+                if mask_mod is not None:
+                    # A masked key (weight exactly 0; a kept key's weight is at
+                    # least exp(-80)) adds nothing, even where v is inf or NaN
+                    # (0 * inf = NaN): the same as a skipped empty tile.
+                    masked = b.cmpf(weight, b.f32(0.0), "oeq")
+                    term = b.select(masked, b.f32(0.0), term)
+                return [b.addf(acc[0], term)]
 
             (wv,) = b.loop(0, f.tile_len, weigh_step, [b.f32(0.0)], hint="j")
             o_index = b.o_index(d)
@@ -190,7 +197,8 @@ def mla_decode(
     """Multi-head latent attention decode of one new token, one head per item:
     K and V are decompressed on the fly from the latent `kv_cache` through
     `w_uk`/`w_uv`; the first `qk_rope_head_dim` key dims add `kr_cache`."""
-    check_dimensions(
+    (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
+     tile_size) = check_dimensions(
         seq_len=seq_len,
         num_heads=num_heads,
         head_dim=head_dim,

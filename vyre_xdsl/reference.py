@@ -126,9 +126,11 @@ def _online_softmax(
 ) -> np.ndarray:
     """The recurrence of SEMANTICS.md for all items at once; returns
     out: f32[item_count, head_dim].  With `mask_of`, a masked pair leaves the
-    tile max alone and has weight exactly 0 in the tile sum and the update
-    (so a tile whose pairs are all masked changes nothing: the kernel may
-    skip it)."""
+    tile max alone and has weight exactly 0 in the tile sum and the update.
+    A tile whose pairs are all masked then changes nothing, so the kernel may
+    skip it, provided `update_o_acc` adds nothing for a zero weight: guard
+    `weight * value` (0 * inf and 0 * NaN are NaN), as flash_attention_2
+    does."""
     m = np.full(item_count, F32_MIN, dtype=np.float32)
     l = np.zeros(item_count, dtype=np.float32)
     o_acc = np.zeros((item_count, head_dim), dtype=np.float32)
@@ -343,7 +345,13 @@ def flash_attention_2(
         wv = np.zeros((items, head_dim), dtype=np.float32)
         for j in range(tile_len):
             rows = vf[kv_base + tile_start + j]  # [items, head_dim]
-            wv = wv + weight(j)[:, None] * rows
+            w = weight(j)[:, None]
+            term = w * rows
+            if mask_mod is not None:
+                # a masked key (weight exactly 0) adds nothing, even where v is
+                # inf or NaN: the same as a skipped empty tile
+                term = np.where(w == _ZERO, _ZERO, term).astype(np.float32)
+            wv = wv + term
         return rescale[:, None] * o_acc + wv
 
     out = _online_softmax(

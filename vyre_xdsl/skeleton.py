@@ -8,6 +8,7 @@ is not built here: `vyre-inline-fragments` expands it, once, for everyone.
 
 from __future__ import annotations
 
+import numbers
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,10 @@ class Fragment(IRBuilder):
     `f.traced(x)` (or `vx.wrap(x)`) makes a traced handle of one, so Python
     operators and `vx.where`/`vx.exp`/... build IR; `load`, `store` and
     index arguments accept traced integers.  Update fragments read a key's
-    softmax weight with `f.weight(j)` (exactly 0 for a masked key)."""
+    softmax weight with `f.weight(j)` (exactly 0 for a masked key; a kept
+    key's weight is > 0).  With a mask, add `select(weight == 0, 0, weight *
+    value)` rather than `weight * value`: 0 * inf is NaN, while a skipped
+    empty tile adds nothing."""
 
     def __init__(
         self,
@@ -118,18 +122,26 @@ FragmentFn = Callable[[Fragment], None]
 MaskFn = Callable[[Traced, Traced], Traced]
 
 
-def check_dimensions(**dims: int) -> None:
-    """Every dimension is an int > 0 that fits u32, else a VyreError naming it."""
+def check_dimensions(**dims: int) -> tuple[int, ...]:
+    """Every dimension is an integer > 0 that fits u32, else a VyreError
+    naming it.  Any `numbers.Integral` is accepted (numpy integers such as
+    `np.int64(4)` from shape arithmetic), except bool; floats (even 4.0),
+    NaN, strings and None are rejected.  Returns the values as Python ints,
+    in the order given."""
+    checked: list[int] = []
     for name, value in dims.items():
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
             raise VyreError(
                 f"{name} must be a positive integer, got {value!r} "
                 f"({type(value).__name__})"
             )
+        value = int(value)
         if value < 1:
             raise VyreError(f"{name} must be > 0, got {value}")
         if value > vyre.U32_MAX:
             raise VyreError(f"{name} = {value} does not fit in u32")
+        checked.append(value)
+    return tuple(checked)
 
 
 def check_u32_size(what: str, **factors: int) -> None:
@@ -168,7 +180,7 @@ def tiled_online_softmax(
     the mask region; it is also evaluated with numpy over every (item, key)
     pair at build time to classify each (block of 64 items, key tile) as
     empty, full or partial (`tile_classes`)."""
-    check_dimensions(
+    item_count, seq_len, head_dim, tile_size = check_dimensions(
         item_count=item_count, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size
     )
     check_u32_size(f"buffer {q!r}", item_count=item_count, head_dim=head_dim)
@@ -183,10 +195,13 @@ def tiled_online_softmax(
                 f"the {role} buffer {wanted!r} is not among the buffers "
                 f"({', '.join(names)}); declare it"
             )
+    checked_buffers = []
     for buffer in buffers:
         shape = {f"{buffer.name}.shape[{i}]": d for i, d in enumerate(buffer.shape)}
-        check_dimensions(**shape)
-        check_u32_size(f"buffer {buffer.name!r}", **shape)
+        dims = check_dimensions(**shape)
+        check_u32_size(f"buffer {buffer.name!r}", **dict(zip(shape, dims)))
+        checked_buffers.append(Buffer(buffer.name, dims, buffer.access))
+    buffers = checked_buffers
 
     kernel = vyre.KernelOp(name, item_count, WORKGROUP_SIZE)
     body = IRBuilder(InsertPoint.at_end(kernel.body.block))

@@ -74,7 +74,7 @@ func.func @sum(%a: memref<8xf32>) -> f32 {
 // CHECK:         func.return %[[TOTAL]] : f32
 
 // feedback: post writes what the inner loop reads, so no jam; only the
-// innermost loop is unrolled.
+// innermost loop is unrolled (completely: it has 2 iterations).
 func.func @feedback(%a: memref<8xf32>, %n: index) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -91,5 +91,31 @@ func.func @feedback(%a: memref<8xf32>, %n: index) {
   func.return
 }
 // CHECK-LABEL: func.func @feedback
-// CHECK:         scf.for %{{.*}} = %c0 to %n step %c1 {
-// CHECK:           scf.for %{{.*}} = %c0 to %{{.*}} step %{{.*}} iter_args(%{{[^,]*}} = %zero) -> (f32) {
+// CHECK:         scf.for %j = %c0 to %n step %c1 {
+// CHECK-NOT:       scf.for
+// CHECK:           %[[X0:.*]] = memref.load %a[%c0] : memref<8xf32>
+// CHECK:           memref.store %{{.*}}, %a[%c0] : memref<8xf32>
+// CHECK-NEXT:    }
+
+// short: a loop of exactly `factor` iterations is unrolled completely.
+func.func @short(%a: memref<2xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %zero = arith.constant 0.0 : f32
+  %total = scf.for %i = %c0 to %c2 step %c1 iter_args(%acc = %zero) -> (f32) {
+    %x = memref.load %a[%i] : memref<2xf32>
+    %s = arith.addf %acc, %x : f32
+    scf.yield %s : f32
+  }
+  func.return %total : f32
+}
+// CHECK-LABEL: func.func @short
+// CHECK-NOT:     scf.for
+// CHECK:         %[[X0:.*]] = memref.load %a[%c0] : memref<2xf32>
+// CHECK-NEXT:    %[[S0:.*]] = arith.addf %zero, %[[X0]] : f32
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT:    %[[I1:.*]] = arith.addi %c0, %[[ONE]] : index
+// CHECK-NEXT:    %[[X1:.*]] = memref.load %a[%[[I1]]] : memref<2xf32>
+// CHECK-NEXT:    %[[S1:.*]] = arith.addf %[[S0]], %[[X1]] : f32
+// CHECK-NEXT:    func.return %[[S1]] : f32

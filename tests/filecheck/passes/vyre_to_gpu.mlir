@@ -28,4 +28,5 @@
 // DEFAULT-NEXT:  %score_tile = memref.alloca() : memref<32xf32>
 // DEFAULT-NEXT:  %o_acc = memref.alloca() : memref<16xf32>
 // DEFAULT-NOT:   memref.alloc()
-// DEFAULT:       scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (f32, f32, f32, f32)
+// 32 keys' dot products advance side by side in one loop over d:
+// DEFAULT:       scf.for %d = {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
