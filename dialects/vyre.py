@@ -403,6 +403,23 @@ def tile_count_for(seq_len: int, tile_size: int) -> int:
     return -(-seq_len // tile_size)
 
 
+def _parse_region_with_args(
+    parser: Parser, region_name: str, arg_types: Sequence[Attribute]
+) -> Region:
+    """`(%a, %b, ...) { ... }`: argument names without types (they follow from
+    the op's operands), then the region."""
+    names = parser.parse_comma_separated_list(
+        parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
+    )
+    if len(names) != len(arg_types):
+        parser.raise_error(
+            f"region '{region_name}' takes {len(arg_types)} arguments, got {len(names)}"
+        )
+    return parser.parse_region(
+        [name.resolve(t) for name, t in zip(names, arg_types, strict=True)]
+    )
+
+
 @irdl_op_definition
 class TiledOnlineSoftmaxOp(IRDLOperation):
     """The tiled online-softmax recurrence of SEMANTICS.md for every item.
@@ -715,28 +732,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             ("scores", "update"), region_types(*resolved[2:]), strict=True
         ):
             parser.parse_keyword(region_name)
-            names = parser.parse_comma_separated_list(
-                parser.Delimiter.PAREN,
-                lambda: parser.parse_argument(expect_type=False),
-            )
-            if len(names) != len(arg_types):
-                parser.raise_error(
-                    f"region '{region_name}' takes {len(arg_types)} arguments, "
-                    f"got {len(names)}"
-                )
-            args = [n.resolve(t) for n, t in zip(names, arg_types, strict=True)]
-            regions.append(parser.parse_region(args))
+            regions.append(_parse_region_with_args(parser, region_name, arg_types))
         if parser.parse_optional_keyword("mask"):
-            names = parser.parse_comma_separated_list(
-                parser.Delimiter.PAREN,
-                lambda: parser.parse_argument(expect_type=False),
-            )
-            if len(names) != len(MASK_ARGS):
-                parser.raise_error(
-                    f"region 'mask' takes 3 arguments (item, lane, kv_idx), got "
-                    f"{len(names)}"
-                )
-            regions.append(parser.parse_region([n.resolve(IndexType()) for n in names]))
+            arg_types = [IndexType()] * len(MASK_ARGS)
+            regions.append(_parse_region_with_args(parser, "mask", arg_types))
         return cls.create(
             operands=resolved,
             properties=properties,

@@ -100,26 +100,29 @@ builtin.module {
           %65 = arith.addi %64, %d_1 : index
           %66 = memref.load %v[%65] : memref<256xf32>
           %67 = arith.mulf %weight, %66 : f32
-          %68 = arith.addf %62, %67 : f32
-          scf.yield %68 : f32
+          %68 = arith.constant 0.000000e+00 : f32
+          %69 = arith.cmpf oeq, %weight, %68 : f32
+          %70 = arith.select %69, %68, %67 : f32
+          %71 = arith.addf %62, %70 : f32
+          scf.yield %71 : f32
         }
-        %69 = arith.constant 2 : index
-        %70 = arith.muli %lane_1, %69 : index
-        %71 = arith.addi %70, %d_1 : index
-        %72 = memref.load %o_acc_1[%71] : memref<128xf32>
-        %73 = arith.mulf %rescale, %72 : f32
-        %74 = arith.addf %73, %61 : f32
-        memref.store %74, %o_acc_1[%71] : memref<128xf32>
+        %72 = arith.constant 2 : index
+        %73 = arith.muli %lane_1, %72 : index
+        %74 = arith.addi %73, %d_1 : index
+        %75 = memref.load %o_acc_1[%74] : memref<128xf32>
+        %76 = arith.mulf %rescale, %75 : f32
+        %77 = arith.addf %76, %61 : f32
+        memref.store %77, %o_acc_1[%74] : memref<128xf32>
       }
       vyre.yield
     }
     mask(%item_2, %lane_2, %kv_idx) {
-      %75 = arith.index_cast %item_2 : index to i32
-      %76 = arith.index_cast %kv_idx : index to i32
-      %77 = arith.constant 128 : i32
-      %78 = arith.remsi %75, %77 : i32
-      %79 = arith.cmpi sle, %76, %78 : i32
-      vyre.yield %79 : i1
+      %78 = arith.index_cast %item_2 : index to i32
+      %79 = arith.index_cast %kv_idx : index to i32
+      %80 = arith.constant 128 : i32
+      %81 = arith.remsi %78, %80 : i32
+      %82 = arith.cmpi sle, %79, %81 : i32
+      vyre.yield %82 : i1
     }
   }
 }

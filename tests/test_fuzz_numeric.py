@@ -14,6 +14,7 @@ shapes stay far below lavapipe's 65535-iteration loop budget.
 from __future__ import annotations
 
 import functools
+import numbers
 
 import numpy as np
 import pytest
@@ -349,8 +350,10 @@ def test_masked_keys_with_nan_or_inf_values_leak_into_no_output(backend):
     out = vx.run(module, {"q": q, "k": k, "v": v}, backend=backend)["out"]
     want = vx.reference.flash_attention_2(q, k, v, tile, mask_mod=window)
     sees_28 = np.array([28 <= row < 28 + 5 for row in range(seq)])
-    # rows whose window holds key 28 get its NaN (and inf - inf); no other row
-    assert np.isnan(want[sees_28]).all() and np.isfinite(want[~sees_28]).all()
+    # rows whose window holds key 28 get its NaN and infinities; no other row
+    assert np.isnan(want[sees_28, 0]).all()
+    assert (want[sees_28, 1] == np.inf).all() and (want[sees_28, 2] == -np.inf).all()
+    assert np.isfinite(want[~sees_28]).all()
     assert np.array_equal(np.isnan(out), np.isnan(want))
     np.testing.assert_allclose(out, want, rtol=RTOL, atol=ATOL)
 
@@ -362,14 +365,20 @@ def _shape_values():
         st.integers(-3, 80),
         st.sampled_from([0, 2**16, 2**26, 2**31, 2**32 - 1, 2**32, 2**40]),
         st.sampled_from([float("nan"), float("inf"), 4.0, 2.5, "4", None, True,
-                         np.float32(4)]),
+                         np.float32(4), np.bool_(True)]),
+        st.sampled_from([np.int64(4), np.int32(3), np.uint16(7), np.int64(0),
+                         np.int8(-2), np.uint64(2**40)]),  # accepted as integers
     )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _fits(*factors):
     product = 1
     for f in factors:
-        product *= f
+        product *= int(f)  # numpy integers would wrap around
     return product <= 2**32 - 1
 
 
@@ -378,7 +387,7 @@ def _fits(*factors):
 def test_fa2_shapes_build_or_raise_vyre_error(seq_len, head_dim, tile_size, fuzz_stats):
     fuzz_stats["api: flash_attention_2 shape arguments"] += 1
     args = dict(seq_len=seq_len, head_dim=head_dim, tile_size=tile_size)
-    valid = all(type(v) is int and v > 0 for v in args.values()) and _fits(
+    valid = all(_is_int(v) and v > 0 for v in args.values()) and _fits(
         seq_len, head_dim) and _fits(64, head_dim) and _fits(64, tile_size)
     if not valid:
         with pytest.raises(VyreError) as info:
@@ -387,7 +396,7 @@ def test_fa2_shapes_build_or_raise_vyre_error(seq_len, head_dim, tile_size, fuzz
         assert any(name in message for name in args), message
         fuzz_stats["(api rejections)"] += 1
         return
-    if seq_len * head_dim > 10**6:
+    if int(seq_len) * int(head_dim) > 10**6:
         return  # valid, but too big to be worth building here
     module = vx.flash_attention_2(**args)
     assert "vyre.kernel" in str(module)
@@ -401,7 +410,7 @@ def test_mla_shapes_build_or_raise_vyre_error(seq_len, num_heads, head_dim, kv_l
     fuzz_stats["api: mla_decode shape arguments"] += 1
     args = dict(seq_len=seq_len, num_heads=num_heads, head_dim=head_dim,
                 kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim)
-    ints = all(type(v) is int and v > 0 for v in args.values())
+    ints = all(_is_int(v) and v > 0 for v in args.values())
     valid = ints and qk_rope_head_dim <= head_dim and all(
         _fits(*f) for f in [(num_heads, head_dim), (seq_len, kv_lora_rank),
                             (seq_len, qk_rope_head_dim), (64, head_dim),
@@ -413,6 +422,8 @@ def test_mla_shapes_build_or_raise_vyre_error(seq_len, num_heads, head_dim, kv_l
         assert any(name in message for name in args), message
         fuzz_stats["(api rejections)"] += 1
         return
+    seq_len, num_heads, head_dim, kv_lora_rank = (
+        int(x) for x in (seq_len, num_heads, head_dim, kv_lora_rank))
     if max(seq_len * kv_lora_rank, kv_lora_rank * num_heads * head_dim) > 10**6:
         return
     assert "vyre.kernel" in str(vx.mla_decode(**args))

@@ -26,11 +26,12 @@ def test_bound_counts_every_loop_of_flash_attention_2(shape):
     assert info.loop_iterations == fa2_iterations(*shape)
 
 
-def test_unroll_jam_cuts_the_iterations_about_fourfold():
+def test_unroll_jam_brings_fa2_512_under_the_lavapipe_limit():
     module = vx.flash_attention_2(512, 64)
     seed = kernel_info(vx.lower_to_gpu(module, optimize="none")).loop_iterations
     optimised = kernel_info(vx.lower_to_gpu(module)).loop_iterations
-    assert seed == 67784 and optimised == 18560
+    # The bound counts each remainder loop at factor - 1 = 31 iterations.
+    assert seed == 67784 > 65535 > optimised == 18742
 
 
 def test_bound_of_mla_decode_grows_with_the_rank():

@@ -147,8 +147,8 @@ def flash_attention_2(
                     # A masked key (weight exactly 0; a kept key's weight is at
                     # least exp(-80)) adds nothing, even where v is inf or NaN
                     # (0 * inf = NaN): the same as a skipped empty tile.
-                    masked = b.cmpf(weight, b.f32(0.0), "oeq")
-                    term = b.select(masked, b.f32(0.0), term)
+                    zero = b.f32(0.0)
+                    term = b.select(b.cmpf(weight, zero, "oeq"), zero, term)
                 return [b.addf(acc[0], term)]
 
             (wv,) = b.loop(0, f.tile_len, weigh_step, [b.f32(0.0)], hint="j")

@@ -96,25 +96,23 @@ def _trip_count(loop: scf.ForOp) -> int | None:
     return max(0, -(-(top - bottom) // step))
 
 
+def _total(parts) -> int | None:
+    total = 0
+    for part in parts:
+        count = loop_iterations(part)
+        if count is None:
+            return None
+        total += count
+    return total
+
+
 def loop_iterations(region_or_op: Region | Block | Operation) -> int | None:
     """Upper bound on the loop iterations one execution of it runs (each
     iteration of each loop counts once), or None if a trip count is unknown."""
     if isinstance(region_or_op, Region):
-        total = 0
-        for block in region_or_op.blocks:
-            count = loop_iterations(block)
-            if count is None:
-                return None
-            total += count
-        return total
+        return _total(region_or_op.blocks)
     if isinstance(region_or_op, Block):
-        total = 0
-        for op in region_or_op.ops:
-            count = loop_iterations(op)
-            if count is None:
-                return None
-            total += count
-        return total
+        return _total(region_or_op.ops)
     op = region_or_op
     if isinstance(op, scf.ForOp):
         trips, body = _trip_count(op), loop_iterations(op.body)
@@ -124,10 +122,4 @@ def loop_iterations(region_or_op: Region | Block | Operation) -> int | None:
     if isinstance(op, scf.IfOp):
         branches = [loop_iterations(r) for r in op.regions]
         return None if None in branches else max(branches, default=0)
-    total = 0
-    for region in op.regions:
-        count = loop_iterations(region)
-        if count is None:
-            return None
-        total += count
-    return total
+    return _total(op.regions)
