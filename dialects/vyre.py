@@ -204,7 +204,10 @@ class KernelOp(IRDLOperation):
             if value < 1:
                 raise VerifyException(f"'{field}' must be > 0, got {value}")
             if value > U32_MAX:
-                raise VerifyException(f"'{field}' = {value} does not fit in u32")
+                raise VerifyException(
+                    f"'{field}' = {value} does not fit in u32 (max {U32_MAX}); "
+                    f"use a smaller value"
+                )
         names: dict[str, Operation] = {}
         bindings: dict[int, str] = {}
         for op in self.body.block.ops:
@@ -555,7 +558,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                     f"of the skeleton must be positive"
                 )
             if shape[field] > U32_MAX:
-                raise VerifyException(f"'{field}' = {shape[field]} does not fit in u32")
+                raise VerifyException(
+                    f"'{field}' = {shape[field]} does not fit in u32 (max {U32_MAX}); "
+                    f"use a smaller value"
+                )
         expected_tiles = tile_count_for(shape["seq_len"], shape["tile_size"])
         if shape["tile_count"] != expected_tiles:
             raise VerifyException(

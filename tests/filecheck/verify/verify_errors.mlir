@@ -543,3 +543,104 @@ func.func @f() {
 }
 // CHECK: {{.*}}verify_errors.mlir:541:3: error: 'vyre.buffer' op 'vyre.buffer' expects parent op 'vyre.kernel'
 
+// -----
+
+// Scratch is declared in the default memory space.
+builtin.module {
+  vyre.kernel @k items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32, 3>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 4 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<8xf32>, memref<8xf32>, memref<128xf32, 3>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:553:5: error: 'vyre.scratch' op scratch 'q_scratch' must be in the default memory space; convert-vyre-to-gpu places it in workgroup memory
+
+// -----
+
+// Bindings are not negative (generic form).
+builtin.module {
+  vyre.kernel @k items 1 workgroup_size 64 {
+    %q = "vyre.buffer"() <{sym_name = "q", binding = -1 : i64, access = "read", shape = array<i64: 8>}> : () -> memref<8xf32>
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:574:5: error: 'vyre.buffer' op buffer 'q' has a negative binding
+
+// -----
+
+// The scratch operands are vyre.scratch arrays.
+builtin.module {
+  vyre.kernel @k items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%out, %st, %oa)
+        item_count 4 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<8xf32>, memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:589:5: error: 'vyre.tiled_online_softmax' op operand 'q_scratch' must be a vyre.scratch
+
+// -----
+
+// A kernel's item count fits u32.
+builtin.module {
+  vyre.kernel @k items 4294967296 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 4 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:606:3: error: 'vyre.kernel' op 'item_count' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value
+
+// -----
+
+// The skeleton's dimensions fit u32.
+builtin.module {
+  vyre.kernel @k items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 4 seq_len 4294967296 head_dim 2 tile_size 2 tile_count 2147483648
+        : (memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:635:5: error: 'vyre.tiled_online_softmax' op 'seq_len' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value
