@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from vyre_xdsl.spirv import samples
+import spirv_samples as samples
 from vyre_xdsl.tools import vyre_opt
 
 ROOT = Path(__file__).resolve().parent.parent

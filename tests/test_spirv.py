@@ -11,7 +11,8 @@ import pytest
 
 from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv import disassemble, emit_spirv, samples
+import spirv_samples as samples
+from vyre_xdsl.spirv import disassemble, emit_spirv
 from vyre_xdsl.spirv.spec import INSTRUCTIONS
 
 SPIRV_VAL = shutil.which("spirv-val")
