@@ -221,6 +221,13 @@ def test_non_contiguous_and_read_only_arrays_are_accepted(backend):
     assert not v.flags.writeable           # the caller's array is untouched
 
 
+def test_masked_arrays_are_refused():
+    q = np.ma.masked_array(np.ones((4, 2), np.float32), mask=np.eye(4, 2, dtype=bool))
+    ones = np.ones((4, 2), np.float32)
+    with pytest.raises(VyreError, match=r"input 'q' is a masked array.*q\.filled"):
+        vx.run(vx.flash_attention_2(**FA2), {"q": q, "k": ones, "v": ones})
+
+
 # Vulkan runtime -------------------------------------------------------------------
 
 def _vulkan_ok() -> bool:

@@ -20,7 +20,7 @@ def ensure_lowered(module: ModuleOp) -> ModuleOp:
     if not isinstance(module, ModuleOp):
         raise VyreError(
             f"expected an xdsl ModuleOp (from vx.flash_attention_2, vx.mla_decode "
-            f"or vx.parse), got {type(module).__name__}"
+            f"or vx.parse_module), got {type(module).__name__}"
         )
     return lower_to_gpu(module) if is_vyre_module(module) else module
 
@@ -54,6 +54,11 @@ def prepare_buffers(
             arrays[buffer.name] = np.zeros(buffer.count, dtype=np.float32)
             continue
         value = inputs[buffer.name]
+        if isinstance(value, np.ma.MaskedArray):
+            raise VyreError(
+                f"input {buffer.name!r} is a masked array; kernels read every "
+                f"element, so fill the masked ones first ({buffer.name}.filled(...))"
+            )
         if not isinstance(value, np.ndarray):
             raise VyreError(
                 f"input {buffer.name!r} must be a numpy array, got "
