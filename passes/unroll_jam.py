@@ -16,7 +16,9 @@ so results are bit-identical.  Jamming moves the copies' `pre` and inner
 loops ahead of earlier copies' `post`; it applies only where that cannot be
 observed: `pre` is free of memory effects, the inner loop only reads memory,
 neither uses values carried by the outer loop, and `post` writes no memory
-the inner loop reads.  Loops need a constant lower bound and step 1; a
+the inner loop reads (function arguments may alias each other, except the
+distinct buffers of a lowered vyre kernel).  Loops need a constant lower
+bound and step 1; a
 dynamic trip count gets a remainder loop.  Fewer loop iterations also keep
 kernels under lavapipe's per-invocation loop limit for longer.
 """
@@ -26,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import is_side_effect_free
@@ -66,6 +68,27 @@ def _memrefs(ops: list[Operation], kind: type) -> set[SSAValue]:
     }
 
 
+def _distinct_buffers(value: SSAValue) -> bool:
+    """Whether `value` is a kernel buffer of a lowered vyre kernel: each is
+    its own storage buffer (docs/lowered-ir.md), so they never alias."""
+    if not isinstance(value, BlockArgument):
+        return False
+    owner = value.block.parent_op()
+    return isinstance(owner, gpu.FuncOp) and "vyre.buffers" in owner.attributes
+
+
+def _may_alias(a: SSAValue, b: SSAValue) -> bool:
+    """Conservative: two function arguments may be the same memory (unless
+    they are buffers of a lowered vyre kernel); an allocation is only itself."""
+    if a == b:
+        return True
+    arguments = all(
+        isinstance(v, BlockArgument) and isinstance(v.block.parent_op(), func.FuncOp | gpu.FuncOp)
+        for v in (a, b)
+    )
+    return arguments and not (_distinct_buffers(a) and _distinct_buffers(b))
+
+
 @dataclass
 class JamShape:
     pre: list[Operation]
@@ -88,7 +111,8 @@ def jam_shape(loop: scf.ForOp) -> JamShape | None:
         return None
     if _memrefs([inner], memref.StoreOp) or _uses_any(pre + [inner], carried):
         return None
-    if _memrefs(post, memref.StoreOp) & _memrefs([inner], memref.LoadOp):
+    written, read = _memrefs(post, memref.StoreOp), _memrefs([inner], memref.LoadOp)
+    if any(_may_alias(w, r) for w in written for r in read):
         return None
     # The fused inner loop uses one copy's bounds: they must not vary.
     for bound in (inner.lb, inner.ub, inner.step):

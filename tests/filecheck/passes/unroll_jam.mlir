@@ -2,8 +2,10 @@
 
 // dots: for j < n (dynamic): out[j] = sum over d < 4 of a[j*4 + d] * b[d].
 // The j loop is unrolled by 2 and the two copies' d loops are jammed into
-// one loop carrying both sums; a remainder loop takes the odd j.
-func.func @dots(%a: memref<64xf32>, %b: memref<4xf32>, %out: memref<16xf32>, %n: index) {
+// one loop carrying both sums; a remainder loop takes the odd j.  (%out is
+// a local array: it cannot alias the arguments the d loop reads.)
+func.func @dots(%a: memref<64xf32>, %b: memref<4xf32>, %n: index) {
+  %out = memref.alloca() : memref<16xf32>
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -119,3 +121,26 @@ func.func @short(%a: memref<2xf32>) -> f32 {
 // CHECK-NEXT:    %[[X1:.*]] = memref.load %a[%[[I1]]] : memref<2xf32>
 // CHECK-NEXT:    %[[S1:.*]] = arith.addf %[[S0]], %[[X1]] : f32
 // CHECK-NEXT:    func.return %[[S1]] : f32
+
+// aliased: %a and %b may be the same memory, so storing to %b in post could
+// change what a later copy's inner loop reads from %a: no jam.
+func.func @aliased(%a: memref<8xf32>, %b: memref<8xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  scf.for %j = %c0 to %n step %c1 {
+    %zero = arith.constant 0.0 : f32
+    %s = scf.for %d = %c0 to %c2 step %c1 iter_args(%acc = %zero) -> (f32) {
+      %x = memref.load %a[%d] : memref<8xf32>
+      %t = arith.addf %acc, %x : f32
+      scf.yield %t : f32
+    }
+    memref.store %s, %b[%j] : memref<8xf32>
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @aliased
+// CHECK:         scf.for %j = %c0 to %n step %c1 {
+// CHECK-NOT:       scf.for
+// CHECK:           memref.store %{{.*}}, %b[%j] : memref<8xf32>
+// CHECK-NEXT:    }
