@@ -13,7 +13,8 @@ import pytest
 from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import kernel_info
-from vyre_xdsl.spirv import emit_spirv, samples
+import spirv_samples as samples
+from vyre_xdsl.spirv import emit_spirv
 
 DISPATCHES = 1000
 WARMUP = 100
