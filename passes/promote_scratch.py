@@ -29,7 +29,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from vyre_xdsl.loop_bounds import upper_bound
+from vyre_xdsl.loop_bounds import constant_index, upper_bound
 
 WORKGROUP_MEMORY_SPACE = 3
 
@@ -37,13 +37,6 @@ WORKGROUP_MEMORY_SPACE = 3
 def _is_lane_x(value: SSAValue) -> bool:
     owner = value.owner
     return isinstance(owner, gpu.ThreadIdOp) and owner.dimension.data == gpu.DimensionEnum.X
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 def lane_slice_offset(index: SSAValue, stride: int) -> SSAValue | None:
@@ -57,7 +50,7 @@ def lane_slice_offset(index: SSAValue, stride: int) -> SSAValue | None:
         if not isinstance(mul, arith.MuliOp):
             continue
         for lane, factor in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
-            if _is_lane_x(lane) and _constant(factor) == stride:
+            if _is_lane_x(lane) and constant_index(factor) == stride:
                 bound = upper_bound(offset)
                 if bound is not None and 0 <= bound < stride:
                     return offset

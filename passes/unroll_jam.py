@@ -36,13 +36,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl.errors import VyreError
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
+from vyre_xdsl.loop_bounds import constant_index
 
 
 def _loops_in(op: Operation) -> list[scf.ForOp]:
@@ -116,7 +110,7 @@ def jam_shape(loop: scf.ForOp) -> JamShape | None:
         return None
     # The fused inner loop uses one copy's bounds: they must not vary.
     for bound in (inner.lb, inner.ub, inner.step):
-        if bound.owner in pre and _constant(bound) is None:
+        if bound.owner in pre and constant_index(bound) is None:
             return None
     return JamShape(pre, inner, post)
 
@@ -212,7 +206,7 @@ def _jammed_body(loop: scf.ForOp, shape: JamShape, factor: int) -> Block:
 def effective_factor(loop: scf.ForOp, factor: int) -> int:
     """`factor`, but no more than a constant trip count (a short loop is
     unrolled completely instead of leaving it all to the remainder)."""
-    lower, upper = _constant(loop.lb), _constant(loop.ub)
+    lower, upper = constant_index(loop.lb), constant_index(loop.ub)
     if lower is not None and upper is not None:
         return min(factor, max(0, upper - lower))
     return factor
@@ -222,7 +216,7 @@ def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
     """Replace `loop` by a loop of `body` (factor iterations per step) plus,
     where the trip count may not divide, a remainder loop of the original;
     a loop of exactly `factor` iterations becomes `body` inline."""
-    lower, upper = _constant(loop.lb), _constant(loop.ub)
+    lower, upper = constant_index(loop.lb), constant_index(loop.ub)
     point = InsertPoint.before(loop)
     new_ops: list[Operation] = []
 
@@ -266,8 +260,8 @@ def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
 
 def _eligible(loop: scf.ForOp) -> bool:
     return (
-        _constant(loop.step) == 1
-        and _constant(loop.lb) is not None
+        constant_index(loop.step) == 1
+        and constant_index(loop.lb) is not None
         and "vyre.unrolled" not in loop.attributes
     )
 

@@ -196,8 +196,8 @@ def test_recurrence_exists_once():
     """Both decoders use the one skeleton; neither repeats the recurrence."""
     source = inspect.getsource(ref)
     assert source.count("positive_denominator(l)") == 1
-    assert source.count("def _online_softmax") == 1
+    assert source.count("def tiled_online_softmax") == 1
     for decoder in (ref.flash_attention_2, ref.mla_decode):
         body = inspect.getsource(decoder)
-        assert "_online_softmax(" in body
+        assert "tiled_online_softmax(" in body
         assert "tile_max" not in body and "positive_denominator" not in body

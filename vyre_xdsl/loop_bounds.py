@@ -15,7 +15,8 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 
-def _constant(value: SSAValue) -> int | None:
+def constant_index(value: SSAValue) -> int | None:
+    """The value of an integer `arith.constant`, else None."""
     op = value.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
         return op.value.value.data
@@ -24,7 +25,7 @@ def _constant(value: SSAValue) -> int | None:
 
 def upper_bound(value: SSAValue) -> int | None:
     """The largest value `value` (an index) can take, or None if unknown."""
-    if (constant := _constant(value)) is not None:
+    if (constant := constant_index(value)) is not None:
         return constant
     if isinstance(value, BlockArgument):
         loop = value.block.parent_op()
@@ -44,7 +45,7 @@ def upper_bound(value: SSAValue) -> int | None:
     if isinstance(op, arith.SubiOp):
         return _clipped_length(op)
     if isinstance(op, arith.DivUIOp):
-        top, divisor = upper_bound(op.lhs), _constant(op.rhs)
+        top, divisor = upper_bound(op.lhs), constant_index(op.rhs)
         return None if top is None or not divisor else top // divisor
     return None
 
@@ -73,11 +74,11 @@ def _remainder_trips(loop: scf.ForOp) -> int | None:
         if not isinstance(mul, arith.MuliOp):
             continue
         div = mul.lhs.owner
-        factor = _constant(mul.rhs)
+        factor = constant_index(mul.rhs)
         if (
             isinstance(div, arith.DivUIOp)
             and factor
-            and _constant(div.rhs) == factor
+            and constant_index(div.rhs) == factor
             and isinstance(span := div.lhs.owner, arith.SubiOp)
             and span.lhs == loop.ub
             and span.rhs == base
@@ -89,8 +90,8 @@ def _remainder_trips(loop: scf.ForOp) -> int | None:
 def _trip_count(loop: scf.ForOp) -> int | None:
     if (remainder := _remainder_trips(loop)) is not None:
         return remainder
-    top, step = upper_bound(loop.ub), _constant(loop.step)
-    bottom = _constant(loop.lb) or 0
+    top, step = upper_bound(loop.ub), constant_index(loop.step)
+    bottom = constant_index(loop.lb) or 0
     if top is None or not step:
         return None
     return max(0, -(-(top - bottom) // step))

@@ -7,7 +7,7 @@ items (and, where the contract allows it, over an independent second axis).
 So an executor that follows SEMANTICS.md op for op agrees with this oracle
 bit for bit.
 
-The tiled online-softmax recurrence exists once, in `_online_softmax`; each
+The tiled online-softmax recurrence exists once, in `tiled_online_softmax`; each
 decoder only supplies its two fragments (`compute_tile_scores`,
 `update_o_acc`).
 """
@@ -115,7 +115,7 @@ UpdateFragment = Callable[
 MaskFragment = Callable[[int, int], np.ndarray]
 
 
-def _online_softmax(
+def tiled_online_softmax(
     item_count: int,
     head_dim: int,
     seq_len: int,
@@ -124,8 +124,16 @@ def _online_softmax(
     update_o_acc: UpdateFragment,
     mask_of: MaskFragment | None = None,
 ) -> np.ndarray:
-    """The recurrence of SEMANTICS.md for all items at once; returns
-    out: f32[item_count, head_dim].  With `mask_of`, a masked pair leaves the
+    """The public oracle skeleton for new decoders: the recurrence of
+    SEMANTICS.md over `item_count` items with your two fragments (and an
+    optional mask), vectorised over items.
+
+    compute_tile_scores(tile_start, tile_len) -> f32[tile_len, item_count]
+    update_o_acc(o_acc, weight, rescale, tile_start, tile_len) -> o_acc, where
+        weight(j) -> f32[item_count] is the weight of key j of the tile
+    mask_of(tile_start, tile_len) -> bool[tile_len, item_count] (True keeps)
+
+    Returns out: f32[item_count, head_dim]. With `mask_of`, a masked pair leaves the
     tile max alone and has weight exactly 0 in the tile sum and the update.
     A tile whose pairs are all masked then changes nothing, so the kernel may
     skip it, provided `update_o_acc` adds nothing for a zero weight: guard
@@ -166,29 +174,6 @@ def _online_softmax(
             m = m_new
         denom = positive_denominator(l)
         return flush_tiny(o_acc / denom[:, None])
-
-
-def tiled_online_softmax(
-    item_count: int,
-    head_dim: int,
-    seq_len: int,
-    tile_size: int,
-    compute_tile_scores: ScoresFragment,
-    update_o_acc: UpdateFragment,
-    mask_of: MaskFragment | None = None,
-) -> np.ndarray:
-    """The public oracle skeleton for new decoders: the recurrence of
-    SEMANTICS.md over `item_count` items with your two fragments (and an
-    optional mask), vectorised over items.
-
-    compute_tile_scores(tile_start, tile_len) -> f32[tile_len, item_count]
-    update_o_acc(o_acc, weight, rescale, tile_start, tile_len) -> o_acc, where
-        weight(j) -> f32[item_count] is the weight of key j of the tile
-    mask_of(tile_start, tile_len) -> bool[tile_len, item_count] (True keeps)"""
-    return _online_softmax(
-        item_count, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
-        mask_of,
-    )
 
 
 # --------------------------------------------------------------------------
@@ -354,7 +339,7 @@ def flash_attention_2(
             wv = wv + term
         return rescale[:, None] * o_acc + wv
 
-    out = _online_softmax(
+    out = tiled_online_softmax(
         items, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
         mask_of if mask_mod is not None else None,
     )
@@ -432,6 +417,6 @@ def mla_decode(
             o_acc = o_acc + weight(j)[:, None] * v_val
         return o_acc
 
-    return _online_softmax(
+    return tiled_online_softmax(
         num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc
     )
