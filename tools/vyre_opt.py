@@ -34,6 +34,8 @@ EXIT_USAGE = 2  # bad command line, unreadable input
 
 
 class VyreOptMain(xDSLOptMain):
+    version_format = "vyre-opt (vyre-xdsl) built on xdsl version {xdsl_version}"
+
     def __init__(self, args: Sequence[str] | None = None):
         super().__init__(description="vyre modular optimizer driver", args=args)
 

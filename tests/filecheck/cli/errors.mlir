@@ -3,6 +3,7 @@
 // RUN: not vyre-opt %S/does-not-exist.mlir 2>&1 | filecheck %s --check-prefix=MISSING
 // RUN: not vyre-opt %s 2>&1 | filecheck %s --check-prefix=SYNTAX
 // RUN: not vyre-opt %s -t no-such-target 2>&1 | filecheck %s --check-prefix=TARGET
+// RUN: vyre-opt --version | filecheck %s --check-prefix=VERSION
 
 // PASS: error: Unrecognized passes: ['no-such-pass']
 // PASS-NOT: Traceback
@@ -10,6 +11,7 @@
 // MISSING-NOT: Traceback
 // TARGET: vyre-opt: error: argument -t/--target: invalid choice: 'no-such-target'
 // TARGET-NOT: Traceback
+// VERSION: vyre-opt (vyre-xdsl) built on xdsl version 0.74
 
 builtin.module {
   vyre.kernel @k items 4 workgroup_size 64 {
