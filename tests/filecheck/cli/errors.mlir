@@ -18,6 +18,6 @@ builtin.module {
     %q = vyre.buffer "q" binding 0 read [4, 2] memref<8xf32>
   }
 }
-// SYNTAX: {{.*}}errors.mlir:16:48: error: Expected ':'
+// SYNTAX: {{.*}}errors.mlir:18:48: error: Expected ':'
 // SYNTAX-NEXT: {{ *}}%q = vyre.buffer "q" binding 0 read [4, 2] memref<8xf32>
 // SYNTAX-NOT: Traceback
