@@ -135,3 +135,27 @@ builtin.module {
   %w = vyre.tile_weight %j : f32
 }
 // CHECK: error: 'vyre.tile_weight' op vyre.tile_weight is only valid inside the update region
+
+// -----
+
+// The scores and update regions yield nothing; only a mask yields a value.
+builtin.module {
+  vyre.kernel @k items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 4 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      %true = arith.constant true
+      vyre.yield %true : i1
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: error: 'vyre.tiled_online_softmax' op the scores and update regions end with a plain vyre.yield (no values); only the mask region yields an i1
