@@ -17,6 +17,18 @@ def fuzz_stats() -> collections.Counter:
     return _STATS
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "vyre_requires(problem): the test needs a tool (tests/requirements.py)"
+    )
+
+
+def pytest_runtest_setup(item):
+    from requirements import check_requirements
+
+    check_requirements(item)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not _STATS:
         return

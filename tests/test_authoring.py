@@ -13,24 +13,10 @@ import pytest
 import vyre_xdsl as vx
 from vyre_xdsl import reference
 from vyre_xdsl.dialects import vyre
+from requirements import needs_vulkan
 
 REPO = Path(__file__).resolve().parents[1]
 THIS_FILE = str(Path(__file__).resolve())
-
-
-def _vulkan_reason() -> str | None:
-    try:
-        from vyre_xdsl.vulkan import runtime
-
-        runtime._context(True)
-    except vx.VyreError as error:
-        return str(error)
-    return None
-
-
-needs_vulkan = pytest.mark.skipif(
-    (reason := _vulkan_reason()) is not None, reason=f"no Vulkan: {reason}"
-)
 
 
 def alibi(num_heads):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from xdsl.dialects import arith, builtin, gpu, math, memref, scf
 import vyre_xdsl as vx
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.kernel_info import kernel_info
+from requirements import MLIR_OPT, needs_mlir_opt
 
 REPO = Path(__file__).resolve().parent.parent
 LOWERED_DIALECTS = {"gpu", "arith", "scf", "math", "memref", "func", "builtin"}
@@ -228,23 +227,13 @@ def test_lowered_kernel_computes_the_oracle():
     np.testing.assert_array_equal(out["out"], vx.reference.flash_attention_2(q, k, v, tile_size=16))
 
 
-MLIR_OPT = shutil.which("mlir-opt-22")
-
-
-def _require_mlir_opt():
-    if MLIR_OPT is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install mlir-22-tools (mlir-opt-22)")
-        pytest.skip("mlir-opt-22 is not installed (apt-get install mlir-22-tools)")
-
-
 @pytest.mark.parametrize("build", [
     lambda: vx.flash_attention_2(seq_len=1000, head_dim=24, tile_size=48),
     lambda: vx.flash_attention_2(seq_len=3, head_dim=1, tile_size=64),
     lambda: vx.mla_decode(seq_len=301, num_heads=7, head_dim=12, kv_lora_rank=9, qk_rope_head_dim=5, tile_size=32),
 ], ids=["fa2-1000x24", "fa2-3x1", "mla-301"])
+@needs_mlir_opt
 def test_upstream_mlir_accepts_the_lowered_ir(build):
-    _require_mlir_opt()
     text = str(vx.lower_to_gpu(build()))
     result = subprocess.run([MLIR_OPT], input=text, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import vyre_xdsl as vx
 from vyre_xdsl.errors import VyreError
+from requirements import needs_vulkan
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -152,17 +153,7 @@ def test_mla_interpreter_matches_oracle_bit_exactly(case, fuzz_stats):
 
 # Vulkan: exact NaN pattern, close values ------------------------------------------
 
-def _vulkan_problem() -> str | None:
-    try:
-        from vyre_xdsl.vulkan import runtime
-
-        runtime._context(runtime._validation_requested(None))
-    except VyreError as error:
-        return str(error)
-    return None
-
-
-vulkan = pytest.mark.skipif(_vulkan_problem() is not None, reason="no Vulkan device")
+vulkan = needs_vulkan
 
 
 @vulkan

@@ -14,6 +14,7 @@ from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import kernel_info
 import spirv_samples as samples
+from requirements import needs_vulkan
 from vyre_xdsl.spirv import emit_spirv
 
 DISPATCHES = 1000
@@ -26,18 +27,8 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _vulkan_problem() -> str | None:
-    try:
-        from vyre_xdsl.vulkan import runtime
-
-        runtime._context(True)
-    except VyreError as error:
-        return str(error)
-    return None
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
-@pytest.mark.skipif(_vulkan_problem() is not None, reason="no Vulkan with validation")
+@needs_vulkan
 def test_soak_1000_dispatches_under_validation(fuzz_stats):
     from vyre_xdsl import vulkan
 
@@ -62,7 +53,7 @@ def test_soak_1000_dispatches_under_validation(fuzz_stats):
     assert growth < RSS_GROWTH_LIMIT, f"host memory grew {growth / 2**20:.1f} MiB"
 
 
-@pytest.mark.skipif(_vulkan_problem() is not None, reason="no Vulkan with validation")
+@needs_vulkan
 def test_failing_runs_leave_nothing_behind(monkeypatch, fuzz_stats):
     """Runs that raise at each stage (pipeline creation, descriptors,
     submit, map) still destroy every object they made."""

@@ -4,7 +4,6 @@ with spirv-dis, opcode numbers match the Khronos tools, errors name the op."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -12,13 +11,11 @@ import pytest
 from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 import spirv_samples as samples
+from requirements import SPIRV_AS, SPIRV_DIS, SPIRV_VAL, needs_as, needs_dis, needs_val
 from vyre_xdsl.spirv import disassemble, emit_spirv
 from vyre_xdsl.spirv.spec import INSTRUCTIONS
 
-SPIRV_VAL = shutil.which("spirv-val")
-SPIRV_DIS = shutil.which("spirv-dis")
-needs_val = pytest.mark.skipif(SPIRV_VAL is None, reason="spirv-val (Debian spirv-tools) not installed")
-needs_dis = pytest.mark.skipif(SPIRV_DIS is None, reason="spirv-dis (Debian spirv-tools) not installed")
+
 
 SAMPLES = ["BARRIER_EXCHANGE", "CMPF", "MISC", "NESTED_LOOPS"]
 
@@ -95,17 +92,15 @@ def test_disassembler_matches_spirv_dis(name, tmp_path):
 
 
 @needs_dis
+@needs_as
 def test_every_known_opcode_number_matches_spirv_as(tmp_path):
     """Assemble each instruction name we know with spirv-as and check the
     opcode number it gets (spirv-as does not validate operands)."""
-    spirv_as = shutil.which("spirv-as")
-    if spirv_as is None:
-        pytest.skip("spirv-as not installed")
     for opcode, (name, _) in INSTRUCTIONS.items():
         source = tmp_path / "one.spvasm"
         source.write_text(f"{_dummy(name)}\n")
         out = tmp_path / "one.spv"
-        result = subprocess.run([spirv_as, "--target-env", "spv1.3", str(source),
+        result = subprocess.run([SPIRV_AS, "--target-env", "spv1.3", str(source),
                                  "-o", str(out)], capture_output=True, text=True)
         assert result.returncode == 0, (name, result.stderr)
         data = out.read_bytes()

@@ -28,23 +28,13 @@ from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import kernel_info
 import spirv_samples as samples
+from requirements import needs_vulkan
 from vyre_xdsl.spirv import emit_spirv
 
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def _vulkan_available() -> str | None:
-    try:
-        from vyre_xdsl.vulkan import runtime
-
-        runtime._context(True)
-    except VyreError as error:
-        return str(error)
-    return None
-
-
-_REASON = _vulkan_available()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"no Vulkan: {_REASON}")
+pytestmark = needs_vulkan
 
 
 def _run(module, inputs: dict[str, np.ndarray], **kw) -> dict[str, np.ndarray]:

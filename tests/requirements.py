@@ -1,0 +1,55 @@
+"""Markers for tests that need a system tool (a Vulkan driver, spirv-val).
+
+On a developer's machine without the tool the test is skipped with the
+Debian package to install; under CI (CI set in the environment), where
+tools/setup.sh installs every tool, a missing tool fails the test instead,
+so a broken setup can never pass as skipped tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from vyre_xdsl.errors import VyreError
+
+
+def _vulkan_problem() -> str | None:
+    try:
+        from vyre_xdsl.vulkan import runtime
+
+        runtime._context(runtime._validation_requested(None))
+    except VyreError as error:
+        return str(error)
+    return None
+
+
+def requires(problem: str | None):
+    """A marker: the test needs a tool; `problem` says what is missing, if
+    anything (tests/conftest.py skips it, or fails it under CI)."""
+    return pytest.mark.vyre_requires(problem)
+
+
+def check_requirements(item) -> None:
+    """Called for every test before it runs (tests/conftest.py)."""
+    for marker in item.iter_markers("vyre_requires"):
+        problem = marker.args[0]
+        if problem is None:
+            continue
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs every tool the tests need, but: {problem}")
+        pytest.skip(problem)
+
+
+VULKAN_PROBLEM = _vulkan_problem()
+needs_vulkan = requires(None if VULKAN_PROBLEM is None else f"no Vulkan: {VULKAN_PROBLEM}")
+SPIRV_VAL = shutil.which("spirv-val")
+SPIRV_DIS = shutil.which("spirv-dis")
+needs_val = requires(None if SPIRV_VAL else "spirv-val not installed (Debian spirv-tools)")
+needs_dis = requires(None if SPIRV_DIS else "spirv-dis not installed (Debian spirv-tools)")
+SPIRV_AS = shutil.which("spirv-as")
+needs_as = requires(None if SPIRV_AS else "spirv-as not installed (Debian spirv-tools)")
+MLIR_OPT = shutil.which("mlir-opt-22")
+needs_mlir_opt = requires(None if MLIR_OPT else "mlir-opt-22 not installed (Debian mlir-22-tools)")
