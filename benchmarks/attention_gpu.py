@@ -106,6 +106,14 @@ def supports(function, parameter: str) -> bool:
     return parameter in inspect.signature(function).parameters
 
 
+def tile_size_of(optimize: str | None) -> tuple[int, str | None]:
+    """`tile=N/OPTIMIZE` -> (N, OPTIMIZE); a plain OPTIMIZE keeps tile 64."""
+    if optimize and optimize.startswith("tile="):
+        tile, _, rest = optimize.partition("/")
+        return int(tile.removeprefix("tile=")), rest or None
+    return 64, optimize
+
+
 def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng) -> list[Row]:
     import torch
     import torch.nn.functional as F
@@ -131,11 +139,12 @@ def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng) -
         kwargs["num_heads"] = groups
     if causal:
         kwargs["mask_mod"] = lambda q_idx, kv_idx: kv_idx <= q_idx
-    module = vx.flash_attention_2(**kwargs)
     inputs = {"q": q, "k": k, "v": v}
     for variant, optimize in variants:
         row = Row("fa2", label, variant, flops, torch_ms=torch_ms)
+        tile, optimize = tile_size_of(optimize)
         try:
+            module = vx.flash_attention_2(**kwargs, tile_size=tile)
             out, ms, each = run_ours(module, inputs, optimize, warmup, repeat)
         except Exception as error:  # report and go on: one variant failing is a result
             row.note = f"{type(error).__name__}: {error}"[:300]
@@ -244,7 +253,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=["fa2", "mla"], help="run one decoder's cases")
     parser.add_argument("--variants", default="none;default",
                         help="';'-separated optimize= choices of vx.lower_to_gpu: "
-                             "'none' (the seed's layout), 'default', or a pass pipeline")
+                             "'none' (the seed's layout), 'exact', 'default', or a pass "
+                             "pipeline; 'tile=N/CHOICE' builds FA2 with tile_size N")
     args = parser.parse_args(argv)
     print(device_report())
     rng = np.random.default_rng(0)

@@ -338,6 +338,9 @@ class BufferOp(IRDLOperation):
 @irdl_op_definition
 class ScratchOp(IRDLOperation):
     """A workgroup scratch array: one per workgroup, shared by its lanes.
+    Besides the skeleton's three (operands of vyre.tiled_online_softmax), a
+    decoder may declare its own and use them from its fragments (e.g. MLA's
+    absorbed `q_lat` and `o_lat`); each holds at most u32 elements.
 
         %o_acc = vyre.scratch "o_acc" : memref<2048xf32>
     """
@@ -361,6 +364,13 @@ class ScratchOp(IRDLOperation):
     def verify_(self) -> None:
         name = self.sym_name.data
         memref = _check_f32_vector(self.result, f"scratch '{name}'")
+        count = _element_count(memref)
+        if count > U32_MAX:
+            raise VerifyException(
+                f"scratch '{name}' holds {count} f32, which does not fit in u32 "
+                f"(max {U32_MAX}); shrink it (a per-lane scratch array holds "
+                f"workgroup_size * its per-lane length)"
+            )
         if not isinstance(memref.memory_space, NoneAttr):
             raise VerifyException(
                 f"scratch '{name}' must be in the default memory space; "
@@ -384,6 +394,8 @@ UPDATE_ARGS = (
     "o_acc",
 )
 MASK_ARGS = ("item", "lane", "kv_idx")
+PROLOGUE_ARGS = ("item", "lane", "q_scratch", "o_acc")
+EPILOGUE_ARGS = ("item", "lane", "o_acc")
 SHAPE_FIELDS = ("item_count", "seq_len", "head_dim", "tile_size", "tile_count")
 
 # Values of the `tile_classes` table: what a (query block, key tile) pair is.
@@ -400,6 +412,25 @@ def region_types(
         [index] * 4 + [q_scratch.type, score_tile.type],
         [index] * 4 + [f32, f32, score_tile.type, o_acc.type],
     )
+
+
+def hook_types(q_scratch: SSAValue, o_acc: SSAValue) -> tuple[list[Attribute], list[Attribute]]:
+    """The argument types of the `prologue` and `epilogue` regions."""
+    index = IndexType()
+    return [index, index, q_scratch.type, o_acc.type], [index, index, o_acc.type]
+
+
+def _is_trivial(region: Region) -> bool:
+    """A hook region that only yields (printed by omission)."""
+    return isinstance(region.block.first_op, YieldOp)
+
+
+def trivial_hook(arg_types: Sequence[Attribute], names: Sequence[str]) -> Region:
+    block = Block(arg_types=arg_types)
+    for arg, arg_name in zip(block.args, names, strict=True):
+        arg.name_hint = arg_name
+    block.add_op(YieldOp())
+    return Region(block)
 
 
 def tile_count_for(seq_len: int, tile_size: int) -> int:
@@ -438,6 +469,14 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
       update(%item, %lane, %tile_start, %tile_len, %m_new, %rescale,
              %score_tile, %o_acc)
       mask(%item, %lane, %kv_idx)            (optional; yields an i1)
+      prologue(%item, %lane, %q_scratch, %o_acc)
+      epilogue(%item, %lane, %o_acc)
+
+    The `prologue` runs once per item after the query row is loaded and
+    `o_acc` zeroed, before the first tile; the `epilogue` after the last
+    tile, before the output is written (a decoder that accumulates in
+    another space projects into `o_acc` there).  Both are printed only when
+    they do something; by default they only yield.
 
     With a `mask` region, key `kv_idx` counts for `item` only where the mask
     yields true: masked pairs enter neither the tile max, nor the tile sum,
@@ -450,9 +489,15 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     `exp2` (a unit property, set by vyre-use-exp2) says the scores are in
     log2 units: the recurrence then uses `math.exp2` where it uses `math.exp`.
 
+    `kv_splits P` (set by vyre-split-kv; flash-decoding) gives each item P
+    consecutive invocations of one workgroup: invocation `item * P + s`
+    runs the recurrence (prologue to epilogue) over the s-th of P contiguous
+    runs of tiles, and the P partial (m, l, o_acc) are merged in workgroup
+    memory.  The kernel then runs `item_count * P` invocations.
+
     Accessors: `shape()`, `has_mask`, `tile_class_table()`, `exp2`,
-    `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask`
-    (regions).
+    `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask/
+    prologue/epilogue` (regions).
     """
 
     name = "vyre.tiled_online_softmax"
@@ -473,9 +518,14 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     # Scores are in log2 units (log2(e) folded into them): the recurrence
     # uses exp2 (set by vyre-use-exp2).
     exp2 = opt_prop_def(UnitAttr)
+    # Each item's tiles are split over this many consecutive lanes, whose
+    # partial results are merged (set by vyre-split-kv).
+    kv_splits = opt_prop_def(IntegerAttr)
 
     scores = region_def("single_block")
     update = region_def("single_block")
+    prologue = region_def("single_block")
+    epilogue = region_def("single_block")
     mask = opt_region_def("single_block")
 
     traits = traits_def(HasParent(KernelOp))
@@ -506,6 +556,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         for region, names in named:
             for arg, arg_name in zip(region.block.args, names, strict=True):
                 arg.name_hint = arg_name
+        prologue_types, epilogue_types = hook_types(q_scratch, o_acc)
+        prologue = trivial_hook(prologue_types, PROLOGUE_ARGS)
+        epilogue = trivial_hook(epilogue_types, EPILOGUE_ARGS)
         values = {
             "item_count": item_count,
             "seq_len": seq_len,
@@ -521,12 +574,17 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         super().__init__(
             operands=[q, out, q_scratch, score_tile, o_acc],
             properties=properties,
-            regions=[scores, update, mask],
+            regions=[scores, update, prologue, epilogue, mask],
         )
 
     def shape(self) -> dict[str, int]:
         """item_count, seq_len, head_dim, tile_size, tile_count as ints."""
         return {field: _int(getattr(self, field)) for field in SHAPE_FIELDS}
+
+    @property
+    def splits(self) -> int:
+        """How many invocations share an item's tiles (1: the seed's one)."""
+        return 1 if self.kv_splits is None else _int(self.kv_splits)
 
     @property
     def has_mask(self) -> bool:
@@ -571,30 +629,66 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
         kernel = self.parent_op()
         assert isinstance(kernel, KernelOp)
-        if shape["item_count"] != _int(kernel.item_count):
-            raise VerifyException(
-                f"'item_count' is {shape['item_count']} but the enclosing kernel "
-                f"runs {_int(kernel.item_count)} items; make them equal"
-            )
         lanes = _int(kernel.workgroup_size)
+        self._verify_splits(shape, lanes)
+        if shape["item_count"] * self.splits != _int(kernel.item_count):
+            if self.splits == 1:
+                raise VerifyException(
+                    f"'item_count' is {shape['item_count']} but the enclosing kernel "
+                    f"runs {_int(kernel.item_count)} items; make them equal"
+                )
+            raise VerifyException(
+                f"with kv_splits {self.splits} the kernel runs item_count * "
+                f"kv_splits = {shape['item_count'] * self.splits} invocations, "
+                f"not {_int(kernel.item_count)}; set the kernel's items to that"
+            )
         self._verify_sizes(shape, lanes)
         scores_types, update_types = region_types(
             self.q_scratch, self.score_tile, self.o_acc
         )
+        prologue_types, epilogue_types = hook_types(self.q_scratch, self.o_acc)
         self._verify_region(self.scores, "scores", SCORES_ARGS, scores_types)
         self._verify_region(self.update, "update", UPDATE_ARGS, update_types)
-        for region in (self.scores, self.update):
+        self._verify_region(self.prologue, "prologue", PROLOGUE_ARGS, prologue_types)
+        self._verify_region(self.epilogue, "epilogue", EPILOGUE_ARGS, epilogue_types)
+        for region in (self.scores, self.update, self.prologue, self.epilogue):
             yielded = region.block.last_op
             if isinstance(yielded, YieldOp) and yielded.values:
                 raise VerifyException(
-                    "the scores and update regions end with a plain vyre.yield "
-                    "(no values); only the mask region yields an i1"
+                    "the scores, update, prologue and epilogue regions end with a "
+                    "plain vyre.yield (no values); only the mask region yields an i1"
                 )
         if self.has_mask:
             self._verify_mask(lanes)
         elif self.tile_classes is not None:
             raise VerifyException(
                 "'tile_classes' needs a mask region: without a mask every tile is full"
+            )
+
+    def _verify_splits(self, shape: dict[str, int], lanes: int) -> None:
+        splits = self.splits
+        if splits == 1:
+            return
+        if splits < 1 or lanes % splits:
+            raise VerifyException(
+                f"'kv_splits' is {splits}; it must divide the workgroup size "
+                f"({lanes}), so that an item's splits share a workgroup"
+            )
+        if splits > shape["tile_count"]:
+            raise VerifyException(
+                f"'kv_splits' is {splits} but there are only {shape['tile_count']} "
+                f"tiles to split; use at most {shape['tile_count']}"
+            )
+        if (shape["item_count"] * splits) % lanes:
+            raise VerifyException(
+                f"with kv_splits {splits}, item_count * kv_splits = "
+                f"{shape['item_count'] * splits} must be a multiple of the workgroup "
+                f"size ({lanes}): every lane takes part in the merge's barrier"
+            )
+        if self.has_mask:
+            raise VerifyException(
+                "'kv_splits' cannot be combined with a mask region (tile skipping "
+                "is decided per block of items, not per split)"
             )
 
     def _verify_mask(self, lanes: int) -> None:
@@ -724,6 +818,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
         if parser.parse_optional_keyword("exp2"):
             properties["exp2"] = UnitAttr()
+        if parser.parse_optional_keyword("kv_splits"):
+            properties["kv_splits"] = IntegerAttr(
+                parse_int_in_range(parser, "kv_splits"), i64
+            )
         attributes = parser.parse_optional_attr_dict_with_keyword()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(
@@ -739,9 +837,21 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         ):
             parser.parse_keyword(region_name)
             regions.append(_parse_region_with_args(parser, region_name, arg_types))
+        mask = None
         if parser.parse_optional_keyword("mask"):
             arg_types = [IndexType()] * len(MASK_ARGS)
-            regions.append(_parse_region_with_args(parser, "mask", arg_types))
+            mask = _parse_region_with_args(parser, "mask", arg_types)
+        for (hook, names), arg_types in zip(
+            (("prologue", PROLOGUE_ARGS), ("epilogue", EPILOGUE_ARGS)),
+            hook_types(resolved[2], resolved[4]),
+            strict=True,
+        ):
+            if parser.parse_optional_keyword(hook):
+                regions.append(_parse_region_with_args(parser, hook, arg_types))
+            else:
+                regions.append(trivial_hook(arg_types, names))
+        if mask is not None:
+            regions.append(mask)
         return cls.create(
             operands=resolved,
             properties=properties,
@@ -769,6 +879,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 printer.print_string(f" tile_classes [{values}]")
             if self.exp2 is not None:
                 printer.print_string(" exp2")
+            if self.kv_splits is not None:
+                printer.print_string(f" kv_splits {self.splits}")
             printer.print_op_attributes(self.attributes, print_keyword=True)
             printer._print_new_line()
             printer.print_string(": (")
@@ -777,6 +889,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         named = [("scores", self.scores), ("update", self.update)]
         if self.has_mask:
             named.append(("mask", self.mask))
+        for hook_name, hook in (("prologue", self.prologue), ("epilogue", self.epilogue)):
+            if not _is_trivial(hook):
+                named.append((hook_name, hook))
         for region_name, region in named:
             printer._print_new_line()
             printer.print_string(f"{region_name}(")

@@ -54,32 +54,25 @@ builtin.module {
         %28 = arith.constant 0 : index
         %29 = arith.constant 1 : index
         %30 = scf.for %j_1 = %28 to %tile_len_1 step %29 iter_args(%31 = %27) -> (f32) {
-          %32 = arith.constant 32 : index
-          %33 = arith.muli %lane_1, %32 : index
-          %34 = arith.addi %33, %j_1 : index
-          %35 = memref.load %score_tile_2[%34] : memref<2048xf32>
-          %36 = arith.subf %35, %m_new : f32
-          %37 = vyre.bounded_exp_arg %36 : f32
-          %38 = math.exp %37 : f32
+          %weight = vyre.tile_weight %j_1 : f32
           %t_1 = arith.addi %tile_start_1, %j_1 : index
-          %39 = arith.constant 16 : index
-          %40 = arith.muli %t_1, %39 : index
-          %41 = arith.addi %40, %d_1 : index
-          %42 = memref.load %v[%41] : memref<1600xf32>
-          %43 = arith.mulf %38, %42 : f32
-          %44 = arith.addf %31, %43 : f32
-          scf.yield %44 : f32
+          %32 = arith.constant 16 : index
+          %33 = arith.muli %t_1, %32 : index
+          %34 = arith.addi %33, %d_1 : index
+          %35 = memref.load %v[%34] : memref<1600xf32>
+          %36 = arith.mulf %weight, %35 : f32
+          %37 = arith.addf %31, %36 : f32
+          scf.yield %37 : f32
         }
-        %45 = arith.constant 16 : index
-        %46 = arith.muli %lane_1, %45 : index
-        %47 = arith.addi %46, %d_1 : index
-        %48 = memref.load %o_acc_1[%47] : memref<1024xf32>
-        %49 = arith.mulf %rescale, %48 : f32
-        %50 = arith.addf %49, %30 : f32
-        memref.store %50, %o_acc_1[%47] : memref<1024xf32>
+        %38 = arith.constant 16 : index
+        %39 = arith.muli %lane_1, %38 : index
+        %40 = arith.addi %39, %d_1 : index
+        %41 = memref.load %o_acc_1[%40] : memref<1024xf32>
+        %42 = arith.mulf %rescale, %41 : f32
+        %43 = arith.addf %42, %30 : f32
+        memref.store %43, %o_acc_1[%40] : memref<1024xf32>
       }
       vyre.yield
     }
   }
 }
-

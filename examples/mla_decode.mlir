@@ -90,49 +90,42 @@ builtin.module {
       %55 = arith.constant 0 : index
       %56 = arith.constant 1 : index
       scf.for %j_1 = %55 to %tile_len_1 step %56 {
-        %57 = arith.constant 32 : index
-        %58 = arith.muli %lane_1, %57 : index
-        %59 = arith.addi %58, %j_1 : index
-        %60 = memref.load %score_tile_2[%59] : memref<2048xf32>
-        %61 = arith.subf %60, %m_new : f32
-        %62 = vyre.bounded_exp_arg %61 : f32
-        %weight = math.exp %62 : f32
+        %weight = vyre.tile_weight %j_1 : f32
         %t_1 = arith.addi %tile_start_1, %j_1 : index
-        %63 = arith.constant 0 : index
-        %64 = arith.constant 16 : index
-        %65 = arith.constant 1 : index
-        scf.for %dim_1 = %63 to %64 step %65 {
-          %66 = arith.constant 16 : index
-          %67 = arith.muli %item_1, %66 : index
-          %68 = arith.addi %67, %dim_1 : index
-          %69 = arith.constant 0.000000e+00 : f32
-          %70 = arith.constant 0 : index
-          %71 = arith.constant 8 : index
-          %72 = arith.constant 1 : index
-          %73 = scf.for %r_1 = %70 to %71 step %72 iter_args(%74 = %69) -> (f32) {
-            %75 = arith.constant 64 : index
-            %76 = arith.muli %r_1, %75 : index
-            %77 = arith.addi %76, %68 : index
-            %78 = memref.load %w_uv[%77] : memref<512xf32>
-            %79 = arith.constant 8 : index
-            %80 = arith.muli %t_1, %79 : index
-            %81 = arith.addi %80, %r_1 : index
-            %82 = memref.load %kv_cache[%81] : memref<800xf32>
-            %83 = arith.mulf %78, %82 : f32
-            %84 = arith.addf %74, %83 : f32
-            scf.yield %84 : f32
+        %57 = arith.constant 0 : index
+        %58 = arith.constant 16 : index
+        %59 = arith.constant 1 : index
+        scf.for %dim_1 = %57 to %58 step %59 {
+          %60 = arith.constant 16 : index
+          %61 = arith.muli %item_1, %60 : index
+          %62 = arith.addi %61, %dim_1 : index
+          %63 = arith.constant 0.000000e+00 : f32
+          %64 = arith.constant 0 : index
+          %65 = arith.constant 8 : index
+          %66 = arith.constant 1 : index
+          %67 = scf.for %r_1 = %64 to %65 step %66 iter_args(%68 = %63) -> (f32) {
+            %69 = arith.constant 64 : index
+            %70 = arith.muli %r_1, %69 : index
+            %71 = arith.addi %70, %62 : index
+            %72 = memref.load %w_uv[%71] : memref<512xf32>
+            %73 = arith.constant 8 : index
+            %74 = arith.muli %t_1, %73 : index
+            %75 = arith.addi %74, %r_1 : index
+            %76 = memref.load %kv_cache[%75] : memref<800xf32>
+            %77 = arith.mulf %72, %76 : f32
+            %78 = arith.addf %68, %77 : f32
+            scf.yield %78 : f32
           }
-          %85 = arith.constant 16 : index
-          %86 = arith.muli %lane_1, %85 : index
-          %87 = arith.addi %86, %dim_1 : index
-          %88 = memref.load %o_acc_1[%87] : memref<1024xf32>
-          %89 = arith.mulf %weight, %73 : f32
-          %90 = arith.addf %88, %89 : f32
-          memref.store %90, %o_acc_1[%87] : memref<1024xf32>
+          %79 = arith.constant 16 : index
+          %80 = arith.muli %lane_1, %79 : index
+          %81 = arith.addi %80, %dim_1 : index
+          %82 = memref.load %o_acc_1[%81] : memref<1024xf32>
+          %83 = arith.mulf %weight, %67 : f32
+          %84 = arith.addf %82, %83 : f32
+          memref.store %84, %o_acc_1[%81] : memref<1024xf32>
         }
       }
       vyre.yield
     }
   }
 }
-

@@ -5,6 +5,12 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _absorb_mla():
+    from vyre_xdsl.passes.absorb_mla import AbsorbMlaPass
+
+    return AbsorbMlaPass
+
+
 def _inline_fragments():
     from vyre_xdsl.passes.inline_fragments import InlineFragmentsPass
 
@@ -35,10 +41,28 @@ def _unroll_jam():
     return UnrollJamPass
 
 
+def _split_kv():
+    from vyre_xdsl.passes.split_kv import SplitKvPass
+
+    return SplitKvPass
+
+
+def _stage_kv_tiles():
+    from vyre_xdsl.passes.stage_kv_tiles import StageKvTilesPass
+
+    return StageKvTilesPass
+
+
 def _use_exp2():
     from vyre_xdsl.passes.use_exp2 import UseExp2Pass
 
     return UseExp2Pass
+
+
+def _vectorize_loads():
+    from vyre_xdsl.passes.vectorize_loads import VectorizeLoadsPass
+
+    return VectorizeLoadsPass
 
 
 def _vyre_to_gpu():
@@ -48,11 +72,15 @@ def _vyre_to_gpu():
 
 
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "vyre-absorb-mla": _absorb_mla,
     "vyre-inline-fragments": _inline_fragments,
     "vyre-expand-stability": _expand_stability,
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
+    "vyre-split-kv": _split_kv,
+    "vyre-stage-kv-tiles": _stage_kv_tiles,
     "vyre-use-exp2": _use_exp2,
+    "vyre-vectorize-loads": _vectorize_loads,
     "vyre-to-gpu": _vyre_to_gpu,
 }

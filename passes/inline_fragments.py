@@ -4,7 +4,11 @@ This file is the one place in the repository where the online-softmax
 recurrence (tile max, rescale, tile sum, `l` update, the weight of a key,
 finalisation) is written.  The two fragment regions are spliced in where
 SEMANTICS.md puts them, their block arguments replaced by the loop values;
-`vyre.tile_weight` in the update region becomes the weight formula.
+`vyre.tile_weight` in the update region becomes the weight formula.  The
+`prologue` hook goes before the tile loop (after o_acc is zeroed), the
+`epilogue` hook after it (before the output is written).  With
+`kv_splits`, each of an item's invocations runs the recurrence over its own
+run of tiles and `SplitMerge` combines their partial results.
 
 With a `mask` region the tile loop branches on the query block's class of
 each tile (from the compile-time `tile_classes` table): empty tiles are
@@ -12,6 +16,12 @@ skipped (m and l pass through), full tiles run exactly the unmasked code,
 partial tiles evaluate the mask per key, and a masked key is left out of
 the tile max (the max is not updated), and its weight is exactly 0.0 (an
 `arith.select`, not a clamped exponent), in the tile sum and in the update.
+
+A key's weight is computed once, in the tile-sum loop, and stored over its
+score, where `vyre.tile_weight` loads it: an update that weighs every key
+once per output dimension then costs a load, not an exponent.  An update
+region that reads `%score_tile` itself gets the scores, and the weights
+are recomputed for it instead.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import gpu
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
@@ -73,24 +84,37 @@ def tile_weight(
     return b.select(keep, weight, b.f32(0.0))
 
 
+def update_reads_scores(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether the update region loads %score_tile itself (then the tile
+    must still hold the scores when it runs)."""
+    score_tile = op.update.block.args[vyre.UPDATE_ARGS.index("score_tile")]
+    return score_tile.first_use is not None
+
+
 def expand_tile_weights(
-    op: vyre.TiledOnlineSoftmaxOp, update: Region, masked: bool
+    op: vyre.TiledOnlineSoftmaxOp, update: Region, masked: bool, stored: bool
 ) -> None:
     """Replace every vyre.tile_weight in (a copy of) the update region by
-    the weight formula, over that region's own block arguments."""
+    the stored weight (`stored`) or the weight formula, over that region's
+    own block arguments."""
     args = dict(zip(vyre.UPDATE_ARGS, update.block.args, strict=True))
     tile_size = op.shape()["tile_size"]
     for weight_op in [w for w in update.walk() if isinstance(w, vyre.TileWeightOp)]:
         b = IRBuilder(InsertPoint.before(weight_op))
         keep = None
-        if masked:
+        if stored:
+            index = b.flat_index(args["lane"], tile_size, weight_op.j)
+            weight = b.load(args["score_tile"], index)
+            weight.name_hint = "weight"
+        elif masked:
             assert op.mask is not None
             kv_idx = b.addi(args["tile_start"], weight_op.j, "kv_idx")
             (keep,) = splice_copy(b, op.mask, [args["item"], args["lane"], kv_idx])
-        weight = tile_weight(
-            b, args["score_tile"], args["lane"], weight_op.j, args["m_new"], tile_size,
-            keep, exp2=op.exp2 is not None,
-        )
+        if not stored:
+            weight = tile_weight(
+                b, args["score_tile"], args["lane"], weight_op.j, args["m_new"],
+                tile_size, keep, exp2=op.exp2 is not None,
+            )
         weight_op.result.replace_all_uses_with(weight)
         weight_op.detach()
         weight_op.erase()
@@ -135,6 +159,87 @@ def period_of(rows: list) -> int:
     return max(len(rows), 1)
 
 
+@dataclass(frozen=True)
+class SplitMerge:
+    """Workgroup arrays where the `splits` invocations of an item leave their
+    partial (m, l, o_acc), and the merge that reads them (flash-decoding):
+
+        m* = max over s of m_s                 (in split order)
+        c_s = exp(bounded_exp_arg(m_s - m*))
+        out[d] = flush_tiny((sum over s of c_s * o_s[d])
+                            / positive_denominator(sum over s of c_s * l_s))
+
+    Invocation s of an item writes the output dims d = s, s + splits, ..."""
+
+    m: SSAValue
+    l: SSAValue
+    o: SSAValue
+
+    @staticmethod
+    def declare(b: IRBuilder, lanes: int, head_dim: int) -> SplitMerge:
+        arrays = [
+            b.emit(vyre.ScratchOp(name, size)).results[0]
+            for name, size in (
+                ("split_m", lanes), ("split_l", lanes), ("split_o", lanes * head_dim)
+            )
+        ]
+        return SplitMerge(*arrays)
+
+    def combine(self, b: IRBuilder, op, item, lane, split, splits, m_part, l_part) -> None:
+        head_dim = op.shape()["head_dim"]
+        b.store(m_part, self.m, lane)
+        b.store(l_part, self.l, lane)
+
+        def publish(b: IRBuilder, d, _):
+            index = b.flat_index(lane, head_dim, d)
+            b.store(b.load(op.o_acc, index), self.o, index)
+            return []
+
+        b.loop(0, head_dim, publish, hint="publish_d")
+        b.emit(gpu.BarrierOp())  # every split's partial is in place
+        first = b.subi(lane, split, "first_split")
+
+        def split_lane(b: IRBuilder, s) -> SSAValue:
+            return b.addi(first, s)
+
+        def max_step(b: IRBuilder, s, acc):
+            m_s = b.load(self.m, split_lane(b, s))
+            return [b.select(b.cmpf(m_s, acc[0], "ogt"), m_s, acc[0])]
+
+        (m_max,) = b.loop(0, splits, max_step, [b.f32(F32_MIN)], hint="max_s")
+        m_max.name_hint = "m_max"
+
+        def weight_of(b: IRBuilder, s) -> SSAValue:
+            m_s = b.load(self.m, split_lane(b, s))
+            exp = b.exp2 if op.exp2 is not None else b.exp
+            return exp(b.bounded_exp_arg(b.subf(m_s, m_max)))
+
+        def sum_step(b: IRBuilder, s, acc):
+            l_s = b.load(self.l, split_lane(b, s))
+            return [b.addf(acc[0], b.mulf(weight_of(b, s), l_s))]
+
+        (l_total,) = b.loop(0, splits, sum_step, [b.f32(0.0)], hint="sum_s")
+        denom = b.positive_denominator(l_total)
+
+        def write_dim(b: IRBuilder, d) -> None:
+            def o_step(b: IRBuilder, s, acc):
+                o_s = b.load(self.o, b.flat_index(split_lane(b, s), head_dim, d))
+                return [b.addf(acc[0], b.mulf(weight_of(b, s), o_s))]
+
+            (o,) = b.loop(0, splits, o_step, [b.f32(0.0)], hint="o_s")
+            b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, head_dim, d))
+
+        def own_dims(b: IRBuilder, c, _):
+            d = b.addi(b.muli(c, b.index(splits)), split, "d")
+            if head_dim % splits == 0:
+                write_dim(b, d)
+            else:
+                b.if_then(b.cmpi(d, b.index(head_dim), "ult"), lambda b: write_dim(b, d))
+            return []
+
+        b.loop(0, -(-head_dim // splits), own_dims, hint="final_c")
+
+
 class ExpandSkeleton(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(
@@ -147,9 +252,16 @@ class ExpandSkeleton(RewritePattern):
         assert isinstance(kernel, vyre.KernelOp)
         lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
+        splits = op.splits
+        if splits > 1:
+            merge = SplitMerge.declare(b, lanes, head_dim)
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
-        in_range = b.cmpi(item, b.index(shape["item_count"]), "ult")
+        if splits > 1:  # invocation item * splits + split
+            invocation = item
+            item = b.divui(invocation, b.index(splits), "item")
+            split = b.remui(invocation, b.index(splits), "split")
+        store_weights = not update_reads_scores(op)
         ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
 
         def score_index(b: IRBuilder, j) -> SSAValue:
@@ -196,12 +308,19 @@ class ExpandSkeleton(RewritePattern):
                 return []
 
             b.loop(0, head_dim, zero_accumulator, hint="zero_d")
+            splice_copy(b, op.prologue, [item, lane, op.q_scratch, op.o_acc])
             if op.has_mask:
                 bounds = block_bounds(b)
                 body = lambda b, t, carried: masked_tile(b, t, carried, bounds)  # noqa: E731
             else:
                 body = one_tile
+            if splits > 1:
+                m_part, l_part = split_tiles(b, body, [m0, l0])
+                splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+                merge.combine(b, op, item, lane, split, splits, m_part, l_part)
+                return
             (_, l_final) = b.loop(0, tile_count, body, [m0, l0], hint="tile_idx")
+            splice_copy(b, op.epilogue, [item, lane, op.o_acc])
             denom = b.positive_denominator(l_final)
 
             def write_output(b: IRBuilder, d, _):
@@ -210,6 +329,23 @@ class ExpandSkeleton(RewritePattern):
                 return []
 
             b.loop(0, head_dim, write_output, hint="final_d")
+
+        def split_tiles(b: IRBuilder, body, carried) -> list[SSAValue]:
+            """This invocation's run of ceil(tile_count / splits) tiles."""
+            per_split = -(-tile_count // splits)
+            first = b.muli(split, b.index(per_split), "first_tile")
+
+            def tile_of_split(b: IRBuilder, i, carried):
+                tile_idx = b.addi(first, i, "tile_idx")
+                if tile_count % splits == 0:
+                    return body(b, tile_idx, carried)
+                return b.if_else(
+                    b.cmpi(tile_idx, b.index(tile_count), "ult"),
+                    lambda b: body(b, tile_idx, carried),
+                    lambda b: list(carried),
+                )
+
+            return b.loop(0, per_split, tile_of_split, carried, hint="split_tile")
 
         def masked_tile(b: IRBuilder, tile_idx, carried, bounds):
             """Skip empty tiles, run full ones without mask code, mask the rest."""
@@ -242,10 +378,16 @@ class ExpandSkeleton(RewritePattern):
             m, l = carried
             m.name_hint, l.name_hint = "m", "l"
             tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
-            tile_end = b.minui(
-                b.addi(tile_start, b.index(tile_size)), b.index(shape["seq_len"]), "tile_end"
-            )
-            tile_len = b.subi(tile_end, tile_start, "tile_len")
+            if shape["seq_len"] % tile_size == 0:
+                # Every tile is full: a constant length lets later passes
+                # unroll the loops over a tile completely.
+                tile_len = b.index(tile_size)
+            else:
+                tile_end = b.minui(
+                    b.addi(tile_start, b.index(tile_size)), b.index(shape["seq_len"]),
+                    "tile_end",
+                )
+                tile_len = b.subi(tile_end, tile_start, "tile_len")
             scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
             splice_copy(b, op.scores, scores_args)
 
@@ -269,6 +411,8 @@ class ExpandSkeleton(RewritePattern):
                 weight = tile_weight(
                     b, op.score_tile, lane, j, m_new, tile_size, kept, op.exp2 is not None
                 )
+                if store_weights:
+                    b.store(weight, op.score_tile, score_index(b, j))
                 return [b.addf(acc[0], weight)]
 
             (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
@@ -278,18 +422,25 @@ class ExpandSkeleton(RewritePattern):
                 item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc
             ]
             update = op.update.clone()
-            expand_tile_weights(op, update, masked)
+            expand_tile_weights(op, update, masked, store_weights)
             splice_copy(b, update, update_args)
+            update.drop_all_references()  # its ops must not stay users of the kernel's values
             return [m_new, l_new]
 
-        b.if_then(in_range, per_item)
+        if (shape["item_count"] * splits) % lanes:
+            in_range = b.cmpi(item, b.index(shape["item_count"]), "ult")
+            b.if_then(in_range, per_item)
+        else:
+            # Every lane of every workgroup is an item: no guard, so that
+            # fragments may synchronise the workgroup (vyre-stage-kv-tiles).
+            per_item(b)
         rewriter.erase(op)
 
 
 @dataclass(frozen=True)
 class InlineFragmentsPass(ModulePass):
     """Expand every vyre.tiled_online_softmax into the scf loop nest of the
-    recurrence, with its `scores` and `update` fragments spliced in."""
+    recurrence, with its fragments and hooks spliced in."""
 
     name = "vyre-inline-fragments"
 

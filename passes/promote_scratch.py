@@ -8,9 +8,11 @@ such a `memref.alloc` in memory space 3 into a per-lane `memref.alloca` of
 data the lanes really share (and head_dim 128 fits the 48 KiB of an H200),
 and a GPU compiler can keep a private array in registers.
 
-Runs on lowered IR (after convert-vyre-to-gpu).  An array with any other
-access (another lane's slice, an unknown offset, a use that is not a load or
-store) stays in workgroup memory.
+Runs on lowered IR (after convert-vyre-to-gpu).  Every scratch array of
+the kernel qualifies: the skeleton's three and a decoder's own (e.g. MLA's
+absorbed `q_lat`/`o_lat`, `lane * kv_lora_rank + r`).  An array with any
+other access (another lane's slice, an unknown offset, a use that is not a
+load or store) stays in workgroup memory.
 """
 
 from __future__ import annotations

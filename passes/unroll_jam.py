@@ -39,6 +39,10 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
 
 
+# Marks a loop this pass made, so it is not unrolled again.
+UNROLLED_ATTR = "vyre.unrolled"
+
+
 def _loops_in(op: Operation) -> list[scf.ForOp]:
     return [inner for inner in op.walk() if isinstance(inner, scf.ForOp) and inner is not op]
 
@@ -144,7 +148,7 @@ def _new_body_block(like: Block) -> Block:
     return block
 
 
-def _unrolled_body(loop: scf.ForOp, factor: int) -> Block:
+def unrolled_body(loop: scf.ForOp, factor: int) -> Block:
     """A body running `factor` consecutive iterations of `loop`, in order."""
     block = _new_body_block(loop.body.block)
     copier = _Copier(block)
@@ -246,7 +250,7 @@ def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
         main_upper = add(arith.AddiOp(loop.lb, whole.result)).result
         needs_rest = True
     main = add(scf.ForOp(loop.lb, main_upper, step.result, loop.iter_args, Region(body)))
-    main.attributes["vyre.unrolled"] = IntegerAttr(factor, 64)
+    main.attributes[UNROLLED_ATTR] = IntegerAttr(factor, 64)
     results = main.results
     if needs_rest:
         rest_body = loop.body.clone()
@@ -262,7 +266,7 @@ def _eligible(loop: scf.ForOp) -> bool:
     return (
         constant_index(loop.step) == 1
         and constant_index(loop.lb) is not None
-        and "vyre.unrolled" not in loop.attributes
+        and UNROLLED_ATTR not in loop.attributes
     )
 
 
@@ -302,7 +306,7 @@ class UnrollJamPass(ModulePass):
                 transform(loop, factor, _jammed_body(loop, shape, factor))
         for loop in plain:
             if (factor := effective_factor(loop, self.factor)) > 1:
-                transform(loop, factor, _unrolled_body(loop, factor))
+                transform(loop, factor, unrolled_body(loop, factor))
         for loop in op.walk():
             if isinstance(loop, scf.ForOp):
-                loop.attributes.pop("vyre.unrolled", None)
+                loop.attributes.pop(UNROLLED_ATTR, None)

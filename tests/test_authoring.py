@@ -67,7 +67,10 @@ def run_variant(name, shape, backend):
     mods = VARIANTS[name]
     q, k, v = inputs(S, D, H, KV)
     module = vx.flash_attention_2(S, D, T, num_heads=H, num_kv_heads=KV, **mods)
-    out = vx.run(module, {"q": q, "k": k, "v": v}, backend=backend)["out"]
+    # "exact": the oracle's order of operations (the default level may split
+    # a kernel with few rows over several invocations: tests/test_split_kv.py)
+    lowered = vx.lower_to_gpu(module, optimize="exact")
+    out = vx.run(lowered, {"q": q, "k": k, "v": v}, backend=backend)["out"]
     want = reference.flash_attention_2(q, k, v, T, **mods)
     assert out.shape == q.shape
     return out, want

@@ -40,8 +40,9 @@ def fa2_inputs(seq_len, head_dim, seed=0):
 
 def run_fa2(q, k, v, tile_size):
     seq_len, head_dim = q.shape
-    module = lower_to_gpu(
-        vx.flash_attention_2(seq_len=seq_len, head_dim=head_dim, tile_size=tile_size)
+    module = lower_to_gpu(  # "exact": the oracle's order (see test_split_kv.py)
+        vx.flash_attention_2(seq_len=seq_len, head_dim=head_dim, tile_size=tile_size),
+        optimize="exact",
     )
     return run_lowered(module, {"q": q, "k": k, "v": v})["out"]
 
@@ -58,6 +59,8 @@ def mla_inputs(S, H, D, R, P, seed=0):
 
 
 def run_mla(q, kv, kr, wk, wv, tile_size):
+    """The seed's MLA decode, optimised bit-exactly ("exact": the default
+    level absorbs w_uk/w_uv, tests/test_absorb_mla.py)."""
     H, D = q.shape
     S, R = kv.shape
     module = lower_to_gpu(
@@ -68,7 +71,8 @@ def run_mla(q, kv, kr, wk, wv, tile_size):
             kv_lora_rank=R,
             qk_rope_head_dim=kr.shape[1],
             tile_size=tile_size,
-        )
+        ),
+        optimize="exact",
     )
     names = ("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
     return run_lowered(module, dict(zip(names, (q, kv, kr, wk, wv))))["out"]

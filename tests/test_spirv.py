@@ -178,8 +178,19 @@ def test_header_and_layout():
     assert "RelaxedPrecision" not in text
 
 
+def vx_lower(module, optimize):
+    import vyre_xdsl as vx
+
+    return vx.lower_to_gpu(module, optimize=optimize)
+
+
 def test_promoted_scratch_frees_shared_memory():
     from vyre_xdsl.vulkan.runtime import workgroup_memory_bytes
 
-    assert workgroup_memory_bytes(emit_spirv(_module("fa2_64"))) == 0
+    # The seed's three per-lane scratch arrays take 48 KiB of shared memory;
+    # optimised, they are private; a staged K/V tile (64 rows of 64 floats)
+    # is shared.
     assert workgroup_memory_bytes(emit_spirv(_module("fa2_64", "none"))) == 64 * 192 * 4
+    assert workgroup_memory_bytes(emit_spirv(_module("fa2_64", "exact"))) == 0
+    staged = vx_lower(_builders()["fa2_64"](), "vyre-stage-kv-tiles,vyre-to-gpu{optimize=exact}")
+    assert workgroup_memory_bytes(emit_spirv(staged)) == 64 * 64 * 4

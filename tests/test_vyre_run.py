@@ -34,7 +34,8 @@ def fa2_file(tmp_path_factory):
 def mla_lowered_file(tmp_path_factory):
     module = lower_to_gpu(
         vx.mla_decode(seq_len=9, num_heads=3, head_dim=2, kv_lora_rank=4,
-                      qk_rope_head_dim=1, tile_size=4)
+                      qk_rope_head_dim=1, tile_size=4),
+        optimize="exact",  # the seed's order of sums: bit-exact with the oracle
     )
     path = tmp_path_factory.mktemp("k") / "mla_lowered.mlir"
     path.write_text(str(module))

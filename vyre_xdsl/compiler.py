@@ -87,14 +87,20 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
     """A lowered copy of a vyre module: gpu/arith/scf/math/memref IR that
     verifies in xDSL and in upstream MLIR (docs/lowered-ir.md).
 
-    `optimize` is "default" (the fastest correct choice: private per-lane
-    scratch, unrolled and jammed loops; results bit-identical), "none" (the
-    seed's layout as it is), or a pass pipeline to run after the plain
-    lowering, e.g. "vyre-promote-scratch,vyre-unroll-jam{factor=8},cse"."""
+    `optimize` is "default" (the fastest correct choice; it may reorder
+    floating-point sums, within the tolerance in docs/performance.md),
+    "exact" (private per-lane scratch, unrolled and jammed loops, vectorised
+    loads; results bit-identical to "none"), "none" (the seed's layout as it
+    is), or a pass pipeline to run after the plain lowering, e.g.
+    "vyre-promote-scratch,vyre-unroll-jam{factor=8},cse" (a pipeline that
+    names `vyre-to-gpu` itself is run as it is, so vyre-level passes can go
+    first: "vyre-stage-kv-tiles,vyre-to-gpu{optimize=none},cse")."""
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
     if optimize in OPTIMISATION_LEVELS:
         pipeline = f"vyre-to-gpu{{optimize={optimize}}}"
+    elif "vyre-to-gpu" in optimize:
+        pipeline = optimize  # the whole pipeline, vyre-level passes first
     else:
         pipeline = f"vyre-to-gpu{{optimize=none}},{optimize}"
     if not isinstance(module, ModuleOp):

@@ -1,4 +1,5 @@
-"""The two decoders of SEMANTICS.md, each only its two fragments."""
+"""The two decoders of SEMANTICS.md, each only its two fragments, and the
+absorbed form of MLA decode that vyre-absorb-mla rewrites it into."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from vyre_xdsl import trace
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.trace import Traced
 from vyre_xdsl.skeleton import (
+    WORKGROUP_SIZE,
     Buffer,
     Fragment,
     check_dimensions,
@@ -186,19 +188,12 @@ def flash_attention_2(
     )
 
 
-def mla_decode(
-    seq_len: int,
-    num_heads: int,
-    head_dim: int,
-    kv_lora_rank: int,
-    qk_rope_head_dim: int,
-    tile_size: int = 64,
-) -> ModuleOp:
-    """Multi-head latent attention decode of one new token, one head per item:
-    K and V are decompressed on the fly from the latent `kv_cache` through
-    `w_uk`/`w_uv`; the first `qk_rope_head_dim` key dims add `kr_cache`."""
+def _check_mla_shape(
+    seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
+) -> tuple[int, ...]:
+    """The MLA shape as Python ints, or a VyreError naming the bad parameter."""
     (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
-     tile_size) = check_dimensions(
+     tile_size) = shape = check_dimensions(
         seq_len=seq_len,
         num_heads=num_heads,
         head_dim=head_dim,
@@ -220,6 +215,39 @@ def mla_decode(
         kv_lora_rank=kv_lora_rank,
         num_heads=num_heads,
         head_dim=head_dim,
+    )
+    return shape
+
+
+def _mla_buffers(
+    seq_len: int, num_heads: int, head_dim: int, kv_lora_rank: int, qk_rope_head_dim: int
+) -> list[Buffer]:
+    """The buffers of MLA decode (SEMANTICS.md, Decoder 2), in binding order."""
+    heads = (num_heads, head_dim)
+    return [
+        Buffer("q", heads),
+        Buffer("kv_cache", (seq_len, kv_lora_rank)),
+        Buffer("kr_cache", (seq_len, qk_rope_head_dim)),
+        Buffer("w_uk", (kv_lora_rank, num_heads * head_dim)),
+        Buffer("w_uv", (kv_lora_rank, num_heads * head_dim)),
+        Buffer("out", heads, "write"),
+    ]
+
+
+def mla_decode(
+    seq_len: int,
+    num_heads: int,
+    head_dim: int,
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    tile_size: int = 64,
+) -> ModuleOp:
+    """Multi-head latent attention decode of one new token, one head per item:
+    K and V are decompressed on the fly from the latent `kv_cache` through
+    `w_uk`/`w_uv`; the first `qk_rope_head_dim` key dims add `kr_cache`."""
+    (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
+     tile_size) = _check_mla_shape(
+        seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
     )
     uv_stride = num_heads * head_dim
     scale = f32_scale(head_dim)
@@ -291,21 +319,151 @@ def mla_decode(
 
         f.loop(0, f.tile_len, add_one_key, hint="j")
 
-    heads = (num_heads, head_dim)
     return tiled_online_softmax(
         "mla_decode",
-        [
-            Buffer("q", heads),
-            Buffer("kv_cache", (seq_len, kv_lora_rank)),
-            Buffer("kr_cache", (seq_len, qk_rope_head_dim)),
-            Buffer("w_uk", (kv_lora_rank, uv_stride)),
-            Buffer("w_uv", (kv_lora_rank, uv_stride)),
-            Buffer("out", heads, "write"),
-        ],
+        _mla_buffers(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim),
         item_count=num_heads,
         seq_len=seq_len,
         head_dim=head_dim,
         tile_size=tile_size,
         scores=scores,
         update=update,
+    )
+
+
+def mla_decode_absorbed(
+    seq_len: int,
+    num_heads: int,
+    head_dim: int,
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    tile_size: int = 64,
+) -> ModuleOp:
+    """MLA decode with `w_uk` and `w_uv` absorbed: what `vyre-absorb-mla`
+    turns `mla_decode` into.  The same attention, with the sums reordered
+    (so within a tolerance of `mla_decode`, not bit-identical):
+
+        q_lat[r] = sum over dim of q[dim] * w_uk[r*uv_stride + head*head_dim + dim]
+        s[j]     = bounded_score(scale * (sum over r of q_lat[r] * kv_cache[t, r]
+                                 + sum over dim < rope of q[dim] * kr_cache[t, dim]))
+        o_lat[r] = the online-softmax weighted sum of kv_cache[t, r]
+        o_acc[d] = sum over r of w_uv[r*uv_stride + head*head_dim + d] * o_lat[r]
+
+    A key costs kv_lora_rank + qk_rope_head_dim multiply-adds for its score
+    and kv_lora_rank for the update, instead of head_dim * kv_lora_rank each.
+    The two latent vectors are per-lane scratch (`q_lat`, `o_lat`, one
+    kv_lora_rank slice per lane).  The prologue computes `q_lat` and zeroes
+    `o_lat`; the update fragment folds the tile into `o_lat` the way
+    FlashAttention-2's folds it into `o_acc`; the epilogue projects `o_lat`
+    through `w_uv` into `o_acc`, which the skeleton then divides by the
+    softmax denominator.  `reference.mla_decode_absorbed` is its oracle, op
+    for op."""
+    (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
+     tile_size) = _check_mla_shape(
+        seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
+    )
+    for latent in ("q_lat", "o_lat"):
+        check_u32_size(
+            f"scratch {latent}", workgroup_size=WORKGROUP_SIZE, kv_lora_rank=kv_lora_rank
+        )
+    uv_stride = num_heads * head_dim
+    scale = f32_scale(head_dim)
+    rank, rope = kv_lora_rank, qk_rope_head_dim
+
+    def weight_index(b: Fragment, r, head, dim):
+        """`r*uv_stride + head*head_dim + dim`: w_uk/w_uv at (r, head, dim)."""
+        return b.addi(b.muli(r, b.index(uv_stride)), b.flat_index(head, head_dim, dim))
+
+    def absorb_query(f: Fragment) -> None:
+        """prologue: q_lat = W_uk q; o_lat = 0."""
+        w_uk = f.buffer("w_uk")
+        q_lat, o_lat = f.scratch("q_lat"), f.scratch("o_lat")
+
+        def one_rank(b: Fragment, r, _):
+            def step(b: Fragment, dim, acc):
+                q_d = b.load(f.q_scratch, b.q_index(dim))
+                w = b.load(w_uk, weight_index(b, r, f.item, dim))
+                return [b.addf(acc[0], b.mulf(q_d, w))]
+
+            (q_r,) = b.loop(0, head_dim, step, [b.f32(0.0)], hint="dim")
+            b.store(q_r, q_lat, b.scratch_index("q_lat", r))
+            b.store(b.f32(0.0), o_lat, b.scratch_index("o_lat", r))
+            return []
+
+        f.loop(0, rank, one_rank, hint="r")
+
+    def scores(f: Fragment) -> None:
+        kv_cache, kr_cache = f.buffer("kv_cache"), f.buffer("kr_cache")
+        q_lat = f.scratch("q_lat")
+
+        def score_one_key(b: Fragment, j, _):
+            t = b.addi(f.tile_start, j, "t")
+
+            def latent_step(b: Fragment, r, acc):
+                q_r = b.load(q_lat, b.scratch_index("q_lat", r))
+                c = b.load(kv_cache, b.flat_index(t, rank, r))
+                return [b.addf(acc[0], b.mulf(q_r, c))]
+
+            def rope_step(b: Fragment, dim, acc):
+                q_d = b.load(f.q_scratch, b.q_index(dim))
+                k_r = b.load(kr_cache, b.flat_index(t, rope, dim))
+                return [b.addf(acc[0], b.mulf(q_d, k_r))]
+
+            (dot,) = b.loop(0, rank, latent_step, [b.f32(0.0)], hint="r")
+            (dot,) = b.loop(0, rope, rope_step, [dot], hint="dim")
+            score = b.bounded_score(b.mulf(dot, b.f32(scale)))
+            b.store(score, f.score_tile, b.score_index(j))
+            return []
+
+        f.loop(0, f.tile_len, score_one_key, hint="j")
+
+    def update(f: Fragment) -> None:
+        """o_lat[r] = rescale * o_lat[r] + sum over j of weight(j) * kv[t_j, r]
+        (FlashAttention-2's order: the loop over r has a read-only inner
+        loop, so vyre-unroll-jam advances 32 ranks side by side)."""
+        kv_cache = f.buffer("kv_cache")
+        o_lat = f.scratch("o_lat")
+
+        def one_rank(b: Fragment, r, _):
+            def weigh_step(b: Fragment, j, acc):
+                t = b.addi(f.tile_start, j, "t")
+                c = b.load(kv_cache, b.flat_index(t, rank, r))
+                return [b.addf(acc[0], b.mulf(b.weight(j), c))]
+
+            (weighted,) = b.loop(0, f.tile_len, weigh_step, [b.f32(0.0)], hint="j")
+            index = b.scratch_index("o_lat", r)
+            b.store(b.addf(b.mulf(f.rescale, b.load(o_lat, index)), weighted), o_lat, index)
+            return []
+
+        f.loop(0, rank, one_rank, hint="r")
+
+    def project_output(f: Fragment) -> None:
+        """epilogue: o_acc = W_uv o_lat."""
+        w_uv = f.buffer("w_uv")
+        o_lat = f.scratch("o_lat")
+
+        def one_dim(b: Fragment, d, _):
+            def step(b: Fragment, r, acc):
+                w = b.load(w_uv, weight_index(b, r, f.item, d))
+                o = b.load(o_lat, b.scratch_index("o_lat", r))
+                return [b.addf(acc[0], b.mulf(w, o))]
+
+            (v,) = b.loop(0, rank, step, [b.f32(0.0)], hint="r")
+            b.store(v, f.o_acc, b.o_index(d))
+            return []
+
+        f.loop(0, head_dim, one_dim, hint="d")
+
+    return tiled_online_softmax(
+        "mla_decode",
+        _mla_buffers(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim),
+        item_count=num_heads,
+        seq_len=seq_len,
+        head_dim=head_dim,
+        tile_size=tile_size,
+        scores=scores,
+        update=update,
+        scratch={"q_lat": kv_lora_rank, "o_lat": kv_lora_rank},
+        prologue=absorb_query,
+        epilogue=project_output,
     )

@@ -30,6 +30,7 @@ __all__ = [
     "flush_tiny",
     "flash_attention_2",
     "mla_decode",
+    "mla_decode_absorbed",
     "tiled_online_softmax",
 ]
 
@@ -123,6 +124,9 @@ def tiled_online_softmax(
     compute_tile_scores: ScoresFragment,
     update_o_acc: UpdateFragment,
     mask_of: MaskFragment | None = None,
+    epilogue: Callable[[np.ndarray], np.ndarray] | None = None,
+    prologue: Callable[[], None] | None = None,
+    kv_splits: int = 1,
 ) -> np.ndarray:
     """The public oracle skeleton for new decoders: the recurrence of
     SEMANTICS.md over `item_count` items with your two fragments (and an
@@ -132,6 +136,12 @@ def tiled_online_softmax(
     update_o_acc(o_acc, weight, rescale, tile_start, tile_len) -> o_acc, where
         weight(j) -> f32[item_count] is the weight of key j of the tile
     mask_of(tile_start, tile_len) -> bool[tile_len, item_count] (True keeps)
+    prologue() before the first tile, epilogue(o_acc) -> o_acc after the
+        last (the kernel's hooks; a prologue resets a decoder's own state)
+    kv_splits: the kernel's `kv_splits` (vyre-split-kv): the recurrence
+        runs, prologue to epilogue, over each of kv_splits runs of
+        ceil(tile_count / kv_splits) tiles, and the partial results merge
+        as inline_fragments.SplitMerge does.
 
     Returns out: f32[item_count, head_dim]. With `mask_of`, a masked pair leaves the
     tile max alone and has weight exactly 0 in the tile sum and the update.
@@ -139,12 +149,15 @@ def tiled_online_softmax(
     skip it, provided `update_o_acc` adds nothing for a zero weight: guard
     `weight * value` (0 * inf and 0 * NaN are NaN), as flash_attention_2
     does."""
-    m = np.full(item_count, F32_MIN, dtype=np.float32)
-    l = np.zeros(item_count, dtype=np.float32)
-    o_acc = np.zeros((item_count, head_dim), dtype=np.float32)
     tile_count = -(-seq_len // tile_size)
-    with np.errstate(all="ignore"):
-        for tile_idx in range(tile_count):
+
+    def recurrence(tiles: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = np.full(item_count, F32_MIN, dtype=np.float32)
+        l = np.zeros(item_count, dtype=np.float32)
+        o_acc = np.zeros((item_count, head_dim), dtype=np.float32)
+        if prologue is not None:
+            prologue()
+        for tile_idx in tiles:
             tile_start = tile_idx * tile_size
             tile_end = min(tile_start + tile_size, seq_len)
             tile_len = tile_end - tile_start
@@ -172,8 +185,29 @@ def tiled_online_softmax(
             l = rescale * l + tile_sum
             o_acc = update_o_acc(o_acc, weight, rescale, tile_start, tile_len)
             m = m_new
-        denom = positive_denominator(l)
-        return flush_tiny(o_acc / denom[:, None])
+        if epilogue is not None:
+            o_acc = epilogue(o_acc)
+        return m, l, o_acc
+
+    with np.errstate(all="ignore"):
+        if kv_splits == 1:
+            _, l, o_acc = recurrence(range(tile_count))
+            return flush_tiny(o_acc / positive_denominator(l)[:, None])
+        per_split = -(-tile_count // kv_splits)
+        parts = [
+            recurrence(range(s * per_split, min((s + 1) * per_split, tile_count)))
+            for s in range(kv_splits)
+        ]
+        m_max = np.full(item_count, F32_MIN, dtype=np.float32)
+        for m, _, _ in parts:
+            m_max = np.where(m > m_max, m, m_max)
+        l_total = np.zeros(item_count, dtype=np.float32)
+        o_total = np.zeros((item_count, head_dim), dtype=np.float32)
+        for m, l, _ in parts:
+            l_total = l_total + _exp(bounded_exp_arg(m - m_max)) * l
+        for m, _, o_acc in parts:
+            o_total = o_total + _exp(bounded_exp_arg(m - m_max))[:, None] * o_acc
+        return flush_tiny(o_total / positive_denominator(l_total)[:, None])
 
 
 # --------------------------------------------------------------------------
@@ -256,6 +290,7 @@ def flash_attention_2(
     *,
     score_mod: Callable | None = None,
     mask_mod: Callable | None = None,
+    kv_splits: int = 1,
 ) -> np.ndarray:
     """FlashAttention-2 of SEMANTICS.md: q, k, v f32[seq_len, head_dim] ->
     out f32[seq_len, head_dim]; or q f32[num_heads, seq_len, head_dim] and
@@ -264,7 +299,8 @@ def flash_attention_2(
 
     `score_mod(score, q_idx, kv_idx[, head])` and `mask_mod(q_idx, kv_idx[,
     head])` are the same functions `vx.flash_attention_2` takes, evaluated on
-    numpy-backed traced values (f32 / i32 / bool, the kernel's rounding)."""
+    numpy-backed traced values (f32 / i32 / bool, the kernel's rounding).
+    `kv_splits` gives the order of a kernel split by vyre-split-kv."""
     from vyre_xdsl import trace
 
     three_d = isinstance(q, np.ndarray) and q.ndim == 3
@@ -341,7 +377,7 @@ def flash_attention_2(
 
     out = tiled_online_softmax(
         items, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
-        mask_of if mask_mod is not None else None,
+        mask_of if mask_mod is not None else None, kv_splits=kv_splits,
     )
     return out.reshape(q3.shape) if three_d else out
 
@@ -351,16 +387,8 @@ def flash_attention_2(
 # --------------------------------------------------------------------------
 
 
-def mla_decode(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-) -> np.ndarray:
-    """MLA decode of SEMANTICS.md: q f32[H, D], kv_cache f32[S, R],
-    kr_cache f32[S, P], w_uk/w_uv f32[R, H*D] -> out f32[H, D]."""
+def _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size):
+    """The MLA arguments checked (f32, 2-D, consistent shapes), or a VyreError."""
     q = _matrix("q", q, "[num_heads, head_dim]")
     kv_cache = _matrix("kv_cache", kv_cache, "[seq_len, kv_lora_rank]")
     kr_cache = _matrix("kr_cache", kr_cache, "[seq_len, qk_rope_head_dim]")
@@ -387,6 +415,25 @@ def mla_decode(
                 f"{name} must have shape [kv_lora_rank, num_heads * head_dim] = "
                 f"{(rank, num_heads * head_dim)}, got {w.shape}"
             )
+    return q, kv_cache, kr_cache, w_uk, w_uv, tile_size
+
+
+def mla_decode(
+    q: np.ndarray,
+    kv_cache: np.ndarray,
+    kr_cache: np.ndarray,
+    w_uk: np.ndarray,
+    w_uv: np.ndarray,
+    tile_size: int = 64,
+) -> np.ndarray:
+    """MLA decode of SEMANTICS.md: q f32[H, D], kv_cache f32[S, R],
+    kr_cache f32[S, P], w_uk/w_uv f32[R, H*D] -> out f32[H, D]."""
+    q, kv_cache, kr_cache, w_uk, w_uv, tile_size = _mla_arrays(
+        q, kv_cache, kr_cache, w_uk, w_uv, tile_size
+    )
+    num_heads, head_dim = q.shape
+    seq_len, rank = kv_cache.shape
+    rope = kr_cache.shape[1]
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
     wk = w_uk.reshape(rank, num_heads, head_dim)
     wv = w_uv.reshape(rank, num_heads, head_dim)
@@ -419,4 +466,77 @@ def mla_decode(
 
     return tiled_online_softmax(
         num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc
+    )
+
+
+def mla_decode_absorbed(
+    q: np.ndarray,
+    kv_cache: np.ndarray,
+    kr_cache: np.ndarray,
+    w_uk: np.ndarray,
+    w_uv: np.ndarray,
+    tile_size: int = 64,
+    kv_splits: int = 1,
+) -> np.ndarray:
+    """MLA decode with W_uk and W_uv absorbed, in the order of operations of
+    `vyre_xdsl.decoders.mla_decode_absorbed` (what vyre-absorb-mla makes of
+    `mla_decode`): the same arguments and result as `mla_decode`, equal to
+    it up to the rounding of reordered sums, and bit-exact with the kernel.
+
+    Per head: q_lat[r] = sum over dim of q[dim] * w_uk[r, head, dim] and
+    o_lat = 0 before the first tile; a key's score is
+    bounded_score((sum over r of q_lat[r] * kv_cache[t, r] + sum over
+    dim < rope of q[dim] * kr_cache[t, dim]) * scale); the update sets
+    o_lat[r] = rescale * o_lat[r] + (sum over j of weight(j) * kv_cache[t, r]),
+    and after the last tile o_acc[dim] = sum over r of w_uv[r, head, dim] *
+    o_lat[r].  `kv_splits` gives the order of a kernel split by
+    vyre-split-kv."""
+    q, kv_cache, kr_cache, w_uk, w_uv, tile_size = _mla_arrays(
+        q, kv_cache, kr_cache, w_uk, w_uv, tile_size
+    )
+    num_heads, head_dim = q.shape
+    seq_len, rank = kv_cache.shape
+    rope = kr_cache.shape[1]
+    scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
+    wk = w_uk.reshape(rank, num_heads, head_dim)
+    wv = w_uv.reshape(rank, num_heads, head_dim)
+    q_lat = np.zeros((num_heads, rank), dtype=np.float32)  # the prologue
+    for r in range(rank):
+        acc = np.zeros(num_heads, dtype=np.float32)
+        for dim in range(head_dim):
+            acc = acc + q[:, dim] * wk[r, :, dim]
+        q_lat[:, r] = acc
+    latent = {}  # o_lat, set by the prologue
+
+    def zero_latent() -> None:
+        latent["o"] = np.zeros((num_heads, rank), dtype=np.float32)
+
+    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
+        s = np.empty((tile_len, num_heads), dtype=np.float32)
+        for j in range(tile_len):
+            t = tile_start + j
+            dot = np.zeros(num_heads, dtype=np.float32)
+            for r in range(rank):
+                dot = dot + q_lat[:, r] * kv_cache[t, r]
+            for dim in range(rope):
+                dot = dot + q[:, dim] * kr_cache[t, dim]
+            s[j] = bounded_score(dot * scale)
+        return s
+
+    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
+        weighted = np.zeros((num_heads, rank), dtype=np.float32)
+        for j in range(tile_len):
+            weighted = weighted + weight(j)[:, None] * kv_cache[tile_start + j][None, :]
+        latent["o"] = rescale[:, None] * latent["o"] + weighted
+        return o_acc
+
+    def project_output(o_acc):
+        o_acc = np.zeros((num_heads, head_dim), dtype=np.float32)
+        for r in range(rank):
+            o_acc = o_acc + wv[r] * latent["o"][:, r, None]
+        return o_acc
+
+    return tiled_online_softmax(
+        num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
+        epilogue=project_output, prologue=zero_latent, kv_splits=kv_splits,
     )

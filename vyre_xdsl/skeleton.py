@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -45,10 +45,15 @@ class Fragment(IRBuilder):
 
     `scores` fragments see item, lane, tile_start, tile_len, q_scratch,
     score_tile; `update` fragments see item, lane, tile_start, tile_len,
-    m_new, rescale, score_tile, o_acc.  Region arguments are SSA values;
-    `f.traced(x)` (or `vx.wrap(x)`) makes a traced handle of one, so Python
-    operators and `vx.where`/`vx.exp`/... build IR; `load`, `store` and
-    index arguments accept traced integers.  Update fragments read a key's
+    m_new, rescale, score_tile, o_acc; `prologue` fragments item, lane,
+    q_scratch, o_acc; `epilogue` fragments item, lane, o_acc.  All see the
+    decoder's own per-lane
+    scratch arrays (`tiled_online_softmax(scratch=...)`) through
+    `f.scratch(name)` and `f.scratch_index(name, offset)`.  Region
+    arguments are SSA values; `f.traced(x)` (or `vx.wrap(x)`) makes a
+    traced handle of one, so Python operators and `vx.where`/`vx.exp`/...
+    build IR; `load`, `store` and index arguments accept traced integers.
+    Update fragments read a key's
     softmax weight with `f.weight(j)` (exactly 0 for a masked key; a kept
     key's weight is > 0).  With a mask, add `select(weight == 0, 0, weight *
     value)` rather than `weight * value`: 0 * inf is NaN, while a skipped
@@ -61,10 +66,12 @@ class Fragment(IRBuilder):
         buffers: dict[str, SSAValue],
         shape: dict[str, int],
         insertion_point: InsertPoint,
+        scratch: dict[str, tuple[SSAValue, int]] | None = None,
     ) -> None:
         super().__init__(insertion_point)
         self.args = dict(zip(arg_names, region_args, strict=True))
         self.buffers = buffers
+        self.scratch_arrays = dict(scratch or {})
         self.head_dim = shape["head_dim"]
         self.tile_size = shape["tile_size"]
         self.seq_len = shape["seq_len"]
@@ -86,6 +93,25 @@ class Fragment(IRBuilder):
                 f"{trace.user_location()})"
             )
         return self.buffers[name]
+
+    def scratch(self, name: str) -> SSAValue:
+        """The decoder's own scratch array `name` (whole: a lane owns
+        `scratch_index(name, offset)` for offset < its per-lane length)."""
+        if name not in self.scratch_arrays:
+            declared = ", ".join(self.scratch_arrays) or "none"
+            raise VyreError(
+                f"the fragment uses scratch array {name!r}, which the kernel does "
+                f"not declare (declare it with tiled_online_softmax(scratch="
+                f"{{{name!r}: per_lane_length}}); declared: {declared}) (at "
+                f"{trace.user_location()})"
+            )
+        return self.scratch_arrays[name][0]
+
+    def scratch_index(self, name: str, offset: Value) -> SSAValue:
+        """`lane * per_lane_length + offset`: this lane's element `offset` of
+        the decoder's scratch array `name`."""
+        self.scratch(name)
+        return self.flat_index(self.lane, self.scratch_arrays[name][1], offset)
 
     def traced(self, value: Value) -> Traced:
         """A traced handle of an SSA value (index values become i32 ints)."""
@@ -170,11 +196,28 @@ def tiled_online_softmax(
     q: str = "q",
     out: str = "out",
     mask: MaskFn | None = None,
+    scratch: Mapping[str, int] | None = None,
+    prologue: FragmentFn | None = None,
+    epilogue: FragmentFn | None = None,
 ) -> ModuleOp:
     """A verified module holding one `vyre.kernel` named `name`: storage
     `buffers` (bound in the order given), the three scratch arrays, and the
     skeleton with the `scores` and `update` fragments.  `q` names the buffer
     whose rows are the items' queries, `out` the output buffer.
+
+    `scratch` declares the decoder's own per-lane scratch arrays, name ->
+    per-lane length (e.g. `{"q_lat": kv_lora_rank}`): each holds
+    `workgroup_size * length` f32 and a lane owns `lane * length + offset`
+    (`f.scratch_index(name, offset)`), like the skeleton's three, so that
+    vyre-promote-scratch makes them private.  Both fragments may use them;
+    nothing initialises them.
+
+    `prologue` (sees item, lane, q_scratch, o_acc) runs once per item before
+    the first tile, after the query row is loaded and o_acc zeroed;
+    `epilogue` (sees item, lane, o_acc) after the last tile, before the
+    output `o_acc / denom` is written: a decoder that accumulates in its own
+    scratch (absorbed MLA) initialises it in one and projects into o_acc in
+    the other.
 
     `mask(item, kv_idx) -> bool` (traced integers; True keeps the pair) adds
     the mask region; it is also evaluated with numpy over every (item, key)
@@ -188,7 +231,25 @@ def tiled_online_softmax(
     check_u32_size(
         "scratch score_tile", workgroup_size=WORKGROUP_SIZE, tile_size=tile_size
     )
+    extra_scratch = dict(scratch or {})
+    for scratch_name, length in extra_scratch.items():
+        if scratch_name in ("q_scratch", "score_tile", "o_acc"):
+            raise VyreError(
+                f"scratch array {scratch_name!r} is the skeleton's own; give the "
+                f"decoder's scratch array another name"
+            )
+        (length,) = check_dimensions(**{f"scratch {scratch_name!r} length": length})
+        extra_scratch[scratch_name] = length
+        check_u32_size(
+            f"scratch {scratch_name}", workgroup_size=WORKGROUP_SIZE,
+            **{f"{scratch_name} length": length},
+        )
     names = [b.name for b in buffers]
+    clashes = sorted(set(names) & set(extra_scratch))
+    if clashes:
+        raise VyreError(
+            f"{clashes[0]!r} names both a buffer and a scratch array; rename one"
+        )
     for role, wanted in (("q", q), ("out", out)):
         if wanted not in names:
             raise VyreError(
@@ -220,6 +281,13 @@ def tiled_online_softmax(
             ("o_acc", head_dim),
         )
     }
+    own_scratch = {
+        scratch_name: (
+            body.emit(vyre.ScratchOp(scratch_name, WORKGROUP_SIZE * length)).results[0],
+            length,
+        )
+        for scratch_name, length in extra_scratch.items()
+    }
     classes = (
         classify_tiles(mask, item_count, seq_len, tile_size) if mask is not None else None
     )
@@ -241,12 +309,19 @@ def tiled_online_softmax(
     for region, arg_names, fill in (
         (skeleton.scores, vyre.SCORES_ARGS, scores),
         (skeleton.update, vyre.UPDATE_ARGS, update),
+        (skeleton.prologue, vyre.PROLOGUE_ARGS, prologue),
+        (skeleton.epilogue, vyre.EPILOGUE_ARGS, epilogue),
     ):
+        if fill is None:
+            continue  # the hook keeps its plain vyre.yield
         block = region.block
-        fragment = Fragment(block.args, arg_names, values, shape, InsertPoint.at_end(block))
+        terminator = block.last_op
+        point = InsertPoint.before(terminator) if terminator else InsertPoint.at_end(block)
+        fragment = Fragment(block.args, arg_names, values, shape, point, own_scratch)
         with trace.building(fragment):
             fill(fragment)
-        block.add_op(vyre.YieldOp())
+        if terminator is None:
+            block.add_op(vyre.YieldOp())
     if mask is not None:
         assert skeleton.mask is not None
         block = skeleton.mask.block

@@ -19,6 +19,7 @@ from vyre_xdsl.interp.lanes import LaneState
 from vyre_xdsl.interp.math import MathFunctions
 from vyre_xdsl.interp.memref import Buffer, MemRefFunctions
 from vyre_xdsl.interp.scf import ScfFunctions
+from vyre_xdsl.interp.vector import VectorFunctions
 
 __all__ = [
     "ArithFunctions",
@@ -29,6 +30,7 @@ __all__ = [
     "MathFunctions",
     "MemRefFunctions",
     "ScfFunctions",
+    "VectorFunctions",
     "check_supported",
     "execute",
     "make_interpreter",

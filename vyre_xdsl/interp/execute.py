@@ -3,7 +3,8 @@
 `execute` launches `grid_size` workgroups one after the other; within a
 workgroup, xDSL's Interpreter walks the kernel's IR once for all
 `workgroup_size` lanes, with this project's InterpreterFunctions (arith,
-math, memref, scf, gpu) computing on lane vectors under an active-lane mask.
+math, memref, scf, gpu, vector) computing on lane vectors under an
+active-lane mask.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from xdsl.dialects import gpu
+from xdsl.dialects import gpu, vector
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions
 from xdsl.ir import Operation
@@ -24,6 +25,7 @@ from vyre_xdsl.interp.lanes import LaneState
 from vyre_xdsl.interp.math import MathFunctions
 from vyre_xdsl.interp.memref import Buffer, MemRefFunctions
 from vyre_xdsl.interp.scf import ScfFunctions
+from vyre_xdsl.interp.vector import VectorFunctions
 from vyre_xdsl.kernel_info import KernelInfo
 
 FUNCTION_CLASSES: tuple[type[InterpreterFunctions], ...] = (
@@ -32,6 +34,7 @@ FUNCTION_CLASSES: tuple[type[InterpreterFunctions], ...] = (
     MemRefFunctions,
     ScfFunctions,
     GpuFunctions,
+    VectorFunctions,
 )
 
 
@@ -58,6 +61,13 @@ def check_supported(func: gpu.FuncOp) -> None:
                 f"the interpreter does not support the op {_location(op)} in "
                 f"kernel @{func.sym_name.data}; the lowered form "
                 f"(docs/lowered-ir.md) lists the ops it runs"
+            )
+        if isinstance(op, vector.LoadOp) and any(
+            not isinstance(use.operation, vector.ExtractOp) for use in op.result.uses
+        ):
+            raise VyreError(
+                f"the interpreter only extracts elements of a vector; the result "
+                f"of {_location(op)} in kernel @{func.sym_name.data} has other uses"
             )
 
 

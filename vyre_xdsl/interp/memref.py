@@ -22,7 +22,7 @@ from xdsl.interpreter import impl, register_impls
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
-from vyre_xdsl.interp.lanes import dtype_of, is_uniform
+from vyre_xdsl.interp.lanes import LaneState, dtype_of, is_uniform
 
 WORKGROUP_MEMORY_SPACE = 3
 
@@ -56,6 +56,41 @@ def _fill(dtype: np.dtype):
     # workgroup and private memory are undefined at launch: poison floats
     # with NaN so that a read before a write shows up in the output
     return np.nan if dtype.kind == "f" else 0
+
+
+def gather(state: LaneState, op, buf: Buffer, index):
+    """Each active lane's element `index` of `buf` (a lane vector, or a
+    scalar where every lane reads the same shared element)."""
+    mask = state.mask
+    data = buf.data
+    try:
+        if not buf.private:
+            if mask is None or is_uniform(index):
+                return data[index]
+            out = np.zeros(state.lane_count, dtype=data.dtype)
+            out[mask] = data[index[mask]]
+            return out
+        lanes = state.lane_ids
+        if mask is None:
+            return data[lanes, index]
+        out = np.zeros(state.lane_count, dtype=data.dtype)
+        index = np.broadcast_to(index, lanes.shape)
+        out[mask] = data[lanes[mask], index[mask]]
+        return out
+    except IndexError:
+        raise out_of_bounds(state, op, buf, index, mask) from None
+
+
+def out_of_bounds(state: LaneState, op, buf: Buffer, index, mask) -> VyreError:
+    index = np.asarray(index)
+    if mask is not None and index.ndim:
+        index = index[mask]
+    bad = index[index >= buf.size] if index.ndim else index
+    return VyreError(
+        f"{op.name}: index {int(np.max(bad))} is out of bounds for "
+        f"{buf.name} of {buf.size} elements "
+        f"(workgroup {state.describe_block()})"
+    )
 
 
 @register_impls
@@ -117,40 +152,11 @@ class MemRefFunctions(LaneFunctions):
     def run_dealloc(self, interpreter, op, args):
         return ()
 
-    def _out_of_bounds(self, op, buf: Buffer, index, mask) -> VyreError:
-        index = np.asarray(index)
-        if mask is not None and index.ndim:
-            index = index[mask]
-        bad = index[index >= buf.size] if index.ndim else index
-        return VyreError(
-            f"{op.name}: index {int(np.max(bad))} is out of bounds for "
-            f"{buf.name} of {buf.size} elements "
-            f"(workgroup {self.state.describe_block()})"
-        )
-
     @impl(memref.LoadOp)
     def run_load(self, interpreter, op: memref.LoadOp, args):
         buf: Buffer = args[0]
         index = args[1] if len(args) == 2 else self._linear_index(buf, args[1:])
-        state = self.state
-        mask = state.mask
-        data = buf.data
-        try:
-            if not buf.private:
-                if mask is None or is_uniform(index):
-                    return (data[index],)
-                out = np.zeros(state.lane_count, dtype=data.dtype)
-                out[mask] = data[index[mask]]
-                return (out,)
-            lanes = state.lane_ids
-            if mask is None:
-                return (data[lanes, index],)
-            out = np.zeros(state.lane_count, dtype=data.dtype)
-            index = np.broadcast_to(index, lanes.shape)
-            out[mask] = data[lanes[mask], index[mask]]
-            return (out,)
-        except IndexError:
-            raise self._out_of_bounds(op, buf, index, mask) from None
+        return (gather(self.state, op, buf, index),)
 
     @impl(memref.StoreOp)
     def run_store(self, interpreter, op: memref.StoreOp, args):
@@ -192,4 +198,4 @@ class MemRefFunctions(LaneFunctions):
                 )
             return ()
         except IndexError:
-            raise self._out_of_bounds(op, buf, index, mask) from None
+            raise out_of_bounds(self.state, op, buf, index, mask) from None

@@ -1,6 +1,6 @@
 """Drives the conversion of one lowered kernel (docs/lowered-ir.md) to a
 SPIR-V module. The per-op conversions live in one module per op family
-(`arith`, `math`, `memref`, `scf`, `gpu`); this file holds the state they
+(`arith`, `math`, `memref`, `scf`, `gpu`, `vector`); this file holds the state they
 share: the module builder, the SSA value -> id map and the type mapping."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class MemoryObject:
 
 class KernelEmitter:
     def __init__(self, module: ModuleOp, *, preserve_nan_inf: bool = False):
-        from vyre_xdsl.spirv import arith, gpu, math, memref, scf
+        from vyre_xdsl.spirv import arith, gpu, math, memref, scf, vector
 
         self.info: KernelInfo = kernel_info(module)
         self.func = self.info.func
@@ -52,9 +52,11 @@ class KernelEmitter:
         self.b = ModuleBuilder()
         self.values: dict[SSAValue, int] = {}
         self.memories: dict[SSAValue, MemoryObject] = {}
+        # (buffer, width) -> its vector view (spirv/vector.py)
+        self.vector_views: dict[tuple[SSAValue, int], MemoryObject] = {}
         self.interface: list[int] = []  # Input variables of the entry point
         self.handlers: dict[str, Handler] = {}
-        for family in (arith, math, memref, scf, gpu):
+        for family in (arith, math, memref, scf, gpu, vector):
             self.handlers.update(family.HANDLERS)
         self.fn: FunctionBuilder | None = None
 

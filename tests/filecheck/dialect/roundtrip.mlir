@@ -25,5 +25,5 @@
 // CHECK:          vyre.yield
 // CHECK-NEXT:   }
 // CHECK-NEXT:   update(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %m_new, %rescale, %{{.*}}, %{{.*}}) {
-// CHECK:          vyre.bounded_exp_arg
+// CHECK:          vyre.tile_weight
 // CHECK:          vyre.yield

@@ -18,6 +18,12 @@ builtin.module {
     } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %st2, %o) {
       "test.op"(%item2, %ts2, %tl2, %m_new, %rescale, %o) {fragment = "update"} : (index, index, index, f32, f32, memref<64xf32>) -> ()
       vyre.yield
+    } prologue(%item3, %lane3, %qs3, %o3) {
+      "test.op"(%item3, %lane3, %qs3, %o3) {fragment = "prologue"} : (index, index, memref<64xf32>, memref<64xf32>) -> ()
+      vyre.yield
+    } epilogue(%item4, %lane4, %o4) {
+      "test.op"(%item4, %o4) {fragment = "epilogue"} : (index, memref<64xf32>) -> ()
+      vyre.yield
     }
   }
 }
@@ -37,6 +43,8 @@ builtin.module {
 // CHECK-NEXT:      %[[L0:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK:           scf.for %zero_d =
 // CHECK:             memref.store {{.*}}, %o_acc[
+// The prologue runs once, before the first tile:
+// CHECK:           "test.op"(%[[ITEM]], %[[LANE]], %q_scratch, %o_acc) {fragment = "prologue"}
 // CHECK:           %{{.*}}, %[[L:.*]] = scf.for %tile_idx = {{.*}} iter_args(%m = %[[M0]], %l = %[[L0]]) -> (f32, f32) {
 // CHECK:             %tile_start = arith.muli %tile_idx,
 // CHECK:             %tile_end = arith.minui
@@ -56,17 +64,25 @@ builtin.module {
 // CHECK-NEXT:        %[[DIFF:.*]] = arith.subf %m, %m_new : f32
 // CHECK-NEXT:        %[[ARG:.*]] = vyre.bounded_exp_arg %[[DIFF]] : f32
 // CHECK-NEXT:        %rescale = math.exp %[[ARG]] : f32
-// CHECK:             %tile_sum = scf.for %sum_j =
-// CHECK:               arith.subf %{{.*}}, %m_new : f32
-// CHECK-NEXT:          vyre.bounded_exp_arg
-// CHECK-NEXT:          math.exp
-// CHECK-NEXT:          arith.addf
+// Each key's weight is computed once, and stored over its score for the
+// update (whose vyre.tile_weight ops become loads):
+// CHECK:             %tile_sum = scf.for %sum_j = {{.*}} iter_args(%[[SUM:.*]] = %{{.*}}) -> (f32) {
+// CHECK:               %[[SCORE_AT:.*]] = arith.addi %{{.*}}, %sum_j : index
+// CHECK-NEXT:          %[[SCORE:.*]] = memref.load %score_tile[%[[SCORE_AT]]]
+// CHECK-NEXT:          %[[SHIFTED:.*]] = arith.subf %[[SCORE]], %m_new : f32
+// CHECK-NEXT:          %[[EXP_ARG:.*]] = vyre.bounded_exp_arg %[[SHIFTED]] : f32
+// CHECK-NEXT:          %[[WEIGHT:.*]] = math.exp %[[EXP_ARG]] : f32
+// CHECK:               %[[WEIGHT_AT:.*]] = arith.addi %{{.*}}, %sum_j : index
+// CHECK-NEXT:          memref.store %[[WEIGHT]], %score_tile[%[[WEIGHT_AT]]]
+// CHECK-NEXT:          arith.addf %[[SUM]], %[[WEIGHT]] : f32
 // CHECK:             %[[RL:.*]] = arith.mulf %rescale, %l : f32
 // CHECK-NEXT:        %l_new = arith.addf %[[RL]], %tile_sum : f32
 // The update fragment comes after the l update:
 // CHECK-NEXT:        "test.op"(%[[ITEM]], %tile_start, %tile_len, %m_new, %rescale, %o_acc) {fragment = "update"}
 // CHECK-NEXT:        scf.yield %m_new, %l_new : f32, f32
-// CHECK:           %denom = vyre.positive_denominator %[[L]] : f32
+// The epilogue runs after the last tile, before the output is written:
+// CHECK:           "test.op"(%[[ITEM]], %o_acc) {fragment = "epilogue"}
+// CHECK-NEXT:      %denom = vyre.positive_denominator %[[L]] : f32
 // CHECK:           scf.for %final_d =
 // CHECK:             %[[O:.*]] = memref.load %o_acc[
 // CHECK-NEXT:        %[[RATIO:.*]] = arith.divf %[[O]], %denom : f32

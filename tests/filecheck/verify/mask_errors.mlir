@@ -158,4 +158,4 @@ builtin.module {
     }
   }
 }
-// CHECK: error: 'vyre.tiled_online_softmax' op the scores and update regions end with a plain vyre.yield (no values); only the mask region yields an i1
+// CHECK: error: 'vyre.tiled_online_softmax' op the scores, update, prologue and epilogue regions end with a plain vyre.yield (no values); only the mask region yields an i1

@@ -479,6 +479,12 @@ builtin.module {
     }, {
     ^bb0(%item2: index, %lane2: index, %ts2: index, %tl2: index, %m: f32, %r: f32, %c: memref<128xf32>, %d: memref<128xf32>):
       "vyre.yield"() : () -> ()
+    }, {
+    ^bb0(%item3: index, %lane3: index, %e: memref<128xf32>, %f: memref<128xf32>):
+      "vyre.yield"() : () -> ()
+    }, {
+    ^bb0(%item4: index, %lane4: index, %g: memref<128xf32>):
+      "vyre.yield"() : () -> ()
     }) : (memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>) -> ()
   }
 }
@@ -505,7 +511,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:500:40: error: region 'scores' takes 6 arguments, got 5
+// CHECK: {{.*}}verify_errors.mlir:506:40: error: region 'scores' takes 6 arguments, got 5
 
 // -----
 
@@ -515,7 +521,7 @@ builtin.module {
     %q = "vyre.buffer"() <{sym_name = "q", binding = 0 : i64, access = "readwrite", shape = array<i64: 8>}> : () -> memref<8xf32>
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:515:5: error: 'vyre.buffer' op buffer 'q' has access "readwrite"; use "read" for an input or "write" for an output
+// CHECK: {{.*}}verify_errors.mlir:521:5: error: 'vyre.buffer' op buffer 'q' has access "readwrite"; use "read" for an input or "write" for an output
 
 // -----
 
@@ -524,7 +530,7 @@ func.func @f(%x: i32) -> i32 {
   %y = vyre.bounded_score %x : i32
   func.return %y : i32
 }
-// CHECK: {{.*}}verify_errors.mlir:524:3: error: 'vyre.bounded_score' op takes an f32 score, got i32; the stability helpers are defined on f32 only (convert the value first)
+// CHECK: {{.*}}verify_errors.mlir:530:3: error: 'vyre.bounded_score' op takes an f32 score, got i32; the stability helpers are defined on f32 only (convert the value first)
 
 // -----
 
@@ -532,7 +538,7 @@ func.func @f(%x: i32) -> i32 {
 func.func @f() {
   vyre.yield
 }
-// CHECK: {{.*}}verify_errors.mlir:533:3: error: 'vyre.yield' op 'vyre.yield' expects parent op 'vyre.tiled_online_softmax'
+// CHECK: {{.*}}verify_errors.mlir:539:3: error: 'vyre.yield' op 'vyre.yield' expects parent op 'vyre.tiled_online_softmax'
 
 // -----
 
@@ -541,7 +547,7 @@ func.func @f() {
   %q = vyre.buffer "q" binding 0 read [8] : memref<8xf32>
   func.return
 }
-// CHECK: {{.*}}verify_errors.mlir:541:3: error: 'vyre.buffer' op 'vyre.buffer' expects parent op 'vyre.kernel'
+// CHECK: {{.*}}verify_errors.mlir:547:3: error: 'vyre.buffer' op 'vyre.buffer' expects parent op 'vyre.kernel'
 
 // -----
 
@@ -564,7 +570,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:553:5: error: 'vyre.scratch' op scratch 'q_scratch' must be in the default memory space; convert-vyre-to-gpu places it in workgroup memory
+// CHECK: {{.*}}verify_errors.mlir:559:5: error: 'vyre.scratch' op scratch 'q_scratch' must be in the default memory space; convert-vyre-to-gpu places it in workgroup memory
 
 // -----
 
@@ -574,7 +580,7 @@ builtin.module {
     %q = "vyre.buffer"() <{sym_name = "q", binding = -1 : i64, access = "read", shape = array<i64: 8>}> : () -> memref<8xf32>
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:574:5: error: 'vyre.buffer' op buffer 'q' has a negative binding
+// CHECK: {{.*}}verify_errors.mlir:580:5: error: 'vyre.buffer' op buffer 'q' has a negative binding
 
 // -----
 
@@ -597,7 +603,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:589:5: error: 'vyre.tiled_online_softmax' op operand 'q_scratch' must be a vyre.scratch
+// CHECK: {{.*}}verify_errors.mlir:595:5: error: 'vyre.tiled_online_softmax' op operand 'q_scratch' must be a vyre.scratch
 
 // -----
 
@@ -620,7 +626,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:606:3: error: 'vyre.kernel' op 'item_count' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value
+// CHECK: {{.*}}verify_errors.mlir:612:3: error: 'vyre.kernel' op 'item_count' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value
 
 // -----
 
@@ -643,4 +649,4 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:635:5: error: 'vyre.tiled_online_softmax' op 'seq_len' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value
+// CHECK: {{.*}}verify_errors.mlir:641:5: error: 'vyre.tiled_online_softmax' op 'seq_len' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value

@@ -1,0 +1,187 @@
+"""vyre-vectorize-loads: four scalar loads of neighbouring elements become
+one vector load.
+
+After vyre-unroll-jam, an invocation reads K and V one f32 at a time: one
+load instruction per multiply-add, and a GPU issues loads at a quarter of
+its FMA rate.  This pass merges the loads of `width` consecutive elements
+of a read-only kernel buffer, `base + 0 .. base + width-1` with `base` a
+provable multiple of `width`, into one `vector.load` and `vector.extract`s.
+Where such loads sit in copies of a loop body that are not unrolled yet (an
+innermost loop whose index steps through a buffer one element at a time,
+like the dot product over head_dim), the loop is first unrolled by `width`.
+
+Only loads move, and only of buffers the kernel never writes, so every
+value, and the order of every floating-point operation, is unchanged:
+results are bit-identical.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from math import gcd
+
+from xdsl.context import Context
+from xdsl.dialects import arith, gpu, memref, scf, vector
+from xdsl.dialects.builtin import (
+    DictionaryAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    VectorType,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.index_forms import is_multiple_of, linear_index
+from vyre_xdsl.kernel_info import BUFFERS_ATTR
+from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.passes.unroll_jam import UNROLLED_ATTR, transform, unrolled_body
+
+
+def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
+    """The arguments of a lowered vyre kernel that it only reads."""
+    buffers = func.attributes.get(BUFFERS_ATTR)
+    if buffers is None:
+        return set()
+    return {
+        arg
+        for arg, described in zip(func.body.block.args, buffers.data, strict=False)
+        if isinstance(described, DictionaryAttr)
+        and described.data.get("access") == StringAttr("read")
+    }
+
+
+def _vectorisable_loads(ops, buffers: set[SSAValue]) -> list[memref.LoadOp]:
+    return [
+        op for op in ops
+        if isinstance(op, memref.LoadOp) and op.memref in buffers and len(op.indices) == 1
+    ]
+
+
+def _steps_through_buffer(loop: scf.ForOp, buffers: set[SSAValue], width: int) -> bool:
+    """An innermost loop of `width`-divisible constant trip count that loads
+    buffer element `... + iv` (so `width` iterations read neighbours)."""
+    lower, upper = constant_index(loop.lb), constant_index(loop.ub)
+    if constant_index(loop.step) != 1 or lower is None or upper is None:
+        return False
+    if (upper - lower) % width or upper <= lower:
+        return False
+    if any(isinstance(op, scf.ForOp) for op in loop.body.walk()):
+        return False
+    iv = loop.body.block.args[0]
+    return any(
+        (iv, 1) in linear_index(load.indices[0]).terms
+        for load in _vectorisable_loads(loop.body.block.ops, buffers)
+    )
+
+
+@dataclass
+class _Group:
+    loads: dict[int, list[memref.LoadOp]]  # element within the vector -> loads
+
+
+def _groups(block: Block, buffers: set[SSAValue], width: int) -> list[_Group]:
+    """Loads of `block` that cover all `width` elements of an aligned window."""
+    windows: dict[tuple, _Group] = defaultdict(lambda: _Group(defaultdict(list)))
+    for load in _vectorisable_loads(block.ops, buffers):
+        form = linear_index(load.indices[0])
+        if not all(is_multiple_of_term(value, coeff, width) for value, coeff in form.terms):
+            continue
+        window, element = divmod(form.constant, width)
+        windows[(load.memref, form.terms, window)].loads[element].append(load)
+    return [g for g in windows.values() if len(g.loads) == width]
+
+
+def is_multiple_of_term(value: SSAValue, coefficient: int, width: int) -> bool:
+    """Whether `coefficient * value` is provably a multiple of `width`."""
+    return is_multiple_of(value, width // gcd(coefficient, width))
+
+
+def _position(op: Operation) -> int:
+    block = op.parent_block()
+    assert block is not None
+    return block.get_operation_index(op)
+
+
+def _defined_before(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` is available just before `op` (same block or above)."""
+    block = op.parent_block()
+    if isinstance(value, BlockArgument):
+        return True
+    owner = value.owner
+    if owner.parent_block() is not block:
+        return True
+    return _position(owner) < _position(op)
+
+
+def _vectorise(group: _Group, width: int) -> None:
+    loads = [load for element in sorted(group.loads) for load in group.loads[element]]
+    first = min(loads, key=_position)
+    new_ops: list[Operation] = []
+    base = group.loads[0][0].indices[0]
+    if not _defined_before(base, first):
+        # the element-0 index is computed later: step back from the first load's
+        first_element = next(e for e, ls in group.loads.items() if first in ls)
+        back = arith.ConstantOp(IntegerAttr(first_element, IndexType()))
+        start = arith.SubiOp(first.indices[0], back)
+        new_ops += [back, start]
+        base = start.result
+    load = vector.LoadOp(first.memref, [base], VectorType(first.res.type, [width]))
+    load.result.name_hint = f"{first.memref.name_hint or 'buffer'}_vec"
+    new_ops.append(load)
+    extracts = {}
+    for element in range(width):
+        extract = vector.ExtractOp(load.result, [element], first.res.type)
+        extracts[element] = extract
+        new_ops.append(extract)
+    Rewriter.insert_op(new_ops, InsertPoint.before(first))
+    for element, element_loads in group.loads.items():
+        for scalar in element_loads:
+            name = scalar.res.name_hint
+            scalar.res.replace_all_uses_with(extracts[element].result)
+            if name and not extracts[element].result.name_hint:
+                extracts[element].result.name_hint = name
+            Rewriter.erase_op(scalar)
+
+
+@dataclass(frozen=True)
+class VectorizeLoadsPass(ModulePass):
+    """Merge loads of `width` neighbouring elements of a read-only kernel
+    buffer into one vector load (unrolling the loop that steps through the
+    buffer where needed); results are bit-identical."""
+
+    name = "vyre-vectorize-loads"
+
+    width: int = 4
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.width < 2 or self.width & (self.width - 1) or self.width > 4:
+            raise VyreError(
+                f"vyre-vectorize-loads: width must be 2 or 4 (a SPIR-V vector "
+                f"of f32), got {self.width}"
+            )
+        for func in [f for f in op.walk() if isinstance(f, gpu.FuncOp)]:
+            buffers = read_only_buffers(func)
+            if not buffers:
+                continue
+            loops = [
+                loop for loop in func.walk()
+                if isinstance(loop, scf.ForOp)
+                and _steps_through_buffer(loop, buffers, self.width)
+            ]
+            for loop in loops:
+                transform(loop, self.width, unrolled_body(loop, self.width))
+            for loop in func.walk():
+                if isinstance(loop, scf.ForOp):
+                    loop.attributes.pop(UNROLLED_ATTR, None)
+            blocks = {inner.parent_block() for inner in func.walk()
+                      if isinstance(inner, memref.LoadOp)}
+            for block in blocks:
+                if block is None:
+                    continue
+                for group in _groups(block, buffers, self.width):
+                    _vectorise(group, self.width)

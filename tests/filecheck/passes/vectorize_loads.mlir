@@ -1,0 +1,97 @@
+// RUN: vyre-opt %s --split-input-file -p vyre-vectorize-loads | filecheck %s
+
+// A dot product over d < 8 of k[row*8 + d] (k is read-only): the d loop is
+// unrolled by 4, and each run of four neighbouring k elements becomes one
+// vector load whose elements feed the sums in their original order.  The
+// written buffer and a misaligned run are left alone.
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "dots"}> ({
+    "gpu.func"() <{function_type = (memref<64xf32>, memref<66xf32>, memref<8xf32>) -> (), kernel}> ({
+    ^bb0(%k: memref<64xf32>, %skewed: memref<66xf32>, %out: memref<8xf32>):
+      %row = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c8 = arith.constant 8 : index
+      %zero = arith.constant 0.0 : f32
+      %base = arith.muli %row, %c8 : index
+      %dot = scf.for %d = %c0 to %c8 step %c1 iter_args(%acc = %zero) -> (f32) {
+        %i = arith.addi %base, %d : index
+        %x = memref.load %k[%i] : memref<64xf32>
+        %s = arith.addf %acc, %x : f32
+        scf.yield %s : f32
+      }
+      %skew = arith.addi %base, %c2 : index
+      %y = memref.load %skewed[%skew] : memref<66xf32>
+      %o0 = memref.load %out[%c0] : memref<8xf32>
+      %o1 = memref.load %out[%c1] : memref<8xf32>
+      %total = arith.addf %dot, %y : f32
+      memref.store %total, %out[%row] : memref<8xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "dots", gpu.kernel, vyre.item_count = 8 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "k", binding = 0 : i32, access = "read", shape = array<i64: 64>}, {name = "skewed", binding = 1 : i32, access = "read", shape = array<i64: 66>}, {name = "out", binding = 2 : i32, access = "write", shape = array<i64: 8>}]} : () -> ()
+  }) : () -> ()
+}
+
+// CHECK-LABEL: "gpu.func"
+// CHECK:         %base = arith.muli %row, %c8 : index
+// CHECK:         %[[STEP:.*]] = arith.constant 4 : index
+// CHECK:         %dot = scf.for %d = %c0 to %{{.*}} step %[[STEP]] iter_args(%acc = %zero) -> (f32) {
+// CHECK-NEXT:      %i = arith.addi %base, %d : index
+// CHECK-NEXT:      %k_vec = vector.load %k[%i] : memref<64xf32>, vector<4xf32>
+// CHECK-NEXT:      %x = vector.extract %k_vec[0] : f32 from vector<4xf32>
+// CHECK-NEXT:      %[[X1:.*]] = vector.extract %k_vec[1] : f32 from vector<4xf32>
+// CHECK-NEXT:      %[[X2:.*]] = vector.extract %k_vec[2] : f32 from vector<4xf32>
+// CHECK-NEXT:      %[[X3:.*]] = vector.extract %k_vec[3] : f32 from vector<4xf32>
+// CHECK-NEXT:      %s = arith.addf %acc, %x : f32
+// CHECK:           %[[S1:.*]] = arith.addf %s, %[[X1]] : f32
+// CHECK:           %[[S2:.*]] = arith.addf %[[S1]], %[[X2]] : f32
+// CHECK:           %[[S3:.*]] = arith.addf %[[S2]], %[[X3]] : f32
+// CHECK-NEXT:      scf.yield %[[S3]] : f32
+// CHECK-NEXT:    }
+// CHECK:         %y = memref.load %skewed[%skew] : memref<66xf32>
+// CHECK-NEXT:    %o0 = memref.load %out[%c0] : memref<8xf32>
+// CHECK-NEXT:    %o1 = memref.load %out[%c1] : memref<8xf32>
+
+// -----
+
+// Loads out of order, with the first element's index computed last: the
+// vector load goes before the first of them, its index stepped back from it.
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "reversed"}> ({
+    "gpu.func"() <{function_type = (memref<64xf32>, memref<16xf32>) -> (), kernel}> ({
+    ^bb0(%v: memref<64xf32>, %out: memref<16xf32>):
+      %row = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      %c4 = arith.constant 4 : index
+      %base = arith.muli %row, %c4 : index
+      %i3 = arith.addi %base, %c3 : index
+      %x3 = memref.load %v[%i3] : memref<64xf32>
+      %i2 = arith.addi %base, %c2 : index
+      %x2 = memref.load %v[%i2] : memref<64xf32>
+      %i1 = arith.addi %base, %c1 : index
+      %x1 = memref.load %v[%i1] : memref<64xf32>
+      %c0 = arith.constant 0 : index
+      %i0 = arith.addi %base, %c0 : index
+      %x0 = memref.load %v[%i0] : memref<64xf32>
+      %a = arith.addf %x3, %x2 : f32
+      %b = arith.addf %x1, %x0 : f32
+      %s = arith.addf %a, %b : f32
+      memref.store %s, %out[%row] : memref<16xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "reversed", gpu.kernel, vyre.item_count = 16 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "v", binding = 0 : i32, access = "read", shape = array<i64: 64>}, {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 16>}]} : () -> ()
+  }) : () -> ()
+}
+
+// CHECK-LABEL: "gpu.func"
+// CHECK:         %i3 = arith.addi %base, %c3 : index
+// CHECK-NEXT:    %[[BACK:.*]] = arith.constant 3 : index
+// CHECK-NEXT:    %[[START:.*]] = arith.subi %i3, %[[BACK]] : index
+// CHECK-NEXT:    %v_vec = vector.load %v[%[[START]]] : memref<64xf32>, vector<4xf32>
+// CHECK-NEXT:    %x0 = vector.extract %v_vec[0]
+// CHECK-NEXT:    %x1 = vector.extract %v_vec[1]
+// CHECK-NEXT:    %x2 = vector.extract %v_vec[2]
+// CHECK-NEXT:    %x3 = vector.extract %v_vec[3]
+// CHECK-NOT:     memref.load
+// CHECK:         %a = arith.addf %x3, %x2 : f32

@@ -1,0 +1,116 @@
+"""vyre-split-kv (flash-decoding): an item's tiles over several invocations,
+merged in workgroup memory; exact against the split-order oracle, within
+tolerance of the one-pass oracle, on the interpreter and on Vulkan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from vyre_xdsl import reference
+from vyre_xdsl.compiler import apply_pipeline
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import kernel_info
+from tests.requirements import needs_vulkan
+
+# |split - one pass| / max|out|, measured at most 4e-7 on these shapes.
+TOLERANCE = 1e-5
+
+
+def _splits(module) -> int:
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    return op.splits
+
+
+def _exact(got, want):
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _close(got, want):
+    scale = max(float(np.max(np.abs(want))), 1e-30)
+    assert float(np.max(np.abs(got - want))) <= TOLERANCE * scale
+
+
+def _mla_inputs(seq, heads, dim, rank, rope, seed=2):
+    rng = np.random.default_rng(seed)
+    w = 1 / np.sqrt(rank)
+    return {
+        "q": rng.standard_normal((heads, dim)).astype(np.float32),
+        "kv_cache": rng.standard_normal((seq, rank)).astype(np.float32),
+        "kr_cache": rng.standard_normal((seq, rope)).astype(np.float32),
+        "w_uk": (rng.standard_normal((rank, heads * dim)) * w).astype(np.float32),
+        "w_uv": (rng.standard_normal((rank, heads * dim)) * w).astype(np.float32),
+    }
+
+
+@pytest.mark.parametrize("shape", [(256, 4, 16, 32, 8, 16), (300, 2, 8, 12, 4, 8)])
+def test_default_mla_is_absorbed_split_and_exact_with_its_oracle(shape):
+    *dims, tile = shape
+    module = vx.mla_decode(*dims, tile_size=tile)
+    split = apply_pipeline(module.clone(), "vyre-absorb-mla,vyre-split-kv")
+    splits = _splits(split)
+    assert splits > 1
+    inputs = _mla_inputs(*dims)
+    got = vx.run(module, inputs)["out"]  # optimize="default"
+    args = list(inputs.values())
+    _exact(got, reference.mla_decode_absorbed(*args, tile_size=tile, kv_splits=splits))
+    _close(got, reference.mla_decode(*args, tile_size=tile))
+
+
+@pytest.mark.parametrize("shape", [(128, 8, 16), (112, 6, 16), (64, 4, 8)])
+def test_few_fa2_rows_are_split_and_exact_with_the_split_oracle(shape):
+    seq, dim, tile = shape
+    module = vx.flash_attention_2(seq, dim, tile)
+    splits = _splits(apply_pipeline(module.clone(), "vyre-split-kv"))
+    assert splits > 1
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((seq, dim)).astype(np.float32) for _ in range(3))
+    q[3, 0] = np.nan  # a NaN row stays NaN, the others stay finite
+    got = vx.run(module, {"q": q, "k": k, "v": v})["out"]
+    _exact(got, reference.flash_attention_2(q, k, v, tile_size=tile, kv_splits=splits))
+    one_pass = reference.flash_attention_2(q, k, v, tile_size=tile)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(one_pass))
+    rows = ~np.isnan(one_pass).any(axis=1)
+    _close(got[rows], one_pass[rows])
+
+
+def test_automatic_choice():
+    def chosen(module):
+        return _splits(apply_pipeline(module, "vyre-split-kv"))
+
+    assert chosen(vx.mla_decode(4096, 16, 8, 8, 4)) == 64  # 16 items: as many as lanes
+    assert chosen(vx.flash_attention_2(512, 8)) == 8  # 512 rows -> 4096 invocations
+    assert chosen(vx.flash_attention_2(4096, 8)) == 1  # enough rows already
+    causal = vx.flash_attention_2(256, 8, mask_mod=lambda q, kv: kv <= q)
+    assert chosen(causal) == 1  # tile skipping is per block of rows
+
+
+def test_forced_split_that_cannot_be_done_is_an_error():
+    with pytest.raises(VyreError, match="cannot be split 8 ways: there are only 4 tiles"):
+        vx.lower_to_gpu(vx.flash_attention_2(64, 2, 16),
+                        optimize="vyre-split-kv{splits=8},vyre-to-gpu{optimize=none}")
+
+
+def test_split_mla_fits_lavapipe_at_the_issue_shape():
+    # The seed form runs 1000 keys in one invocation (over lavapipe's 65535
+    # loop iterations); split, each invocation has a few tiles.
+    lowered = vx.lower_to_gpu(vx.mla_decode(1000, 8, 64, 32, 16))
+    assert kernel_info(lowered).loop_iterations < 65535
+
+
+@needs_vulkan
+def test_split_mla_on_vulkan_at_the_issue_shape():
+    inputs = _mla_inputs(1000, 8, 64, 32, 16)
+    got = vx.run(vx.mla_decode(1000, 8, 64, 32, 16), inputs, backend="vulkan")["out"]
+    _close(got, reference.mla_decode(*inputs.values()))
+
+
+@needs_vulkan
+def test_split_fa2_on_vulkan():
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((256, 16)).astype(np.float32) for _ in range(3))
+    got = vx.run(vx.flash_attention_2(256, 16), {"q": q, "k": k, "v": v},
+                 backend="vulkan")["out"]
+    _close(got, reference.flash_attention_2(q, k, v))

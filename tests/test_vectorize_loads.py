@@ -1,0 +1,126 @@
+"""vyre-vectorize-loads: vector loads of neighbouring read-only elements,
+bit-identical results, and clear errors where a vector load cannot be
+emitted or run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from vyre_xdsl import reference
+from vyre_xdsl.compiler import parse_module
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import kernel_info
+from vyre_xdsl.spirv import emit_spirv
+from tests.requirements import needs_vulkan
+
+
+def _ops(module, name: str) -> list:
+    return [op for op in module.walk() if op.name == name]
+
+
+def _loaded_buffers(module, name: str) -> set[str]:
+    return {op.operands[0].name_hint for op in _ops(module, name)}
+
+
+def test_fa2_reads_q_k_v_as_vectors():
+    # 100 rows: a partial workgroup, so K and V are not staged in workgroup
+    # memory and every lane reads them from the buffers.
+    lowered = vx.lower_to_gpu(vx.flash_attention_2(100, 64), optimize="exact")
+    assert _loaded_buffers(lowered, "vector.load") == {"q", "k", "v"}
+    assert not {"q", "k", "v"} & _loaded_buffers(lowered, "memref.load")
+
+
+def test_unaligned_rows_stay_scalar():
+    # head_dim 6: row t starts at 6t, not a multiple of 4 for odd t.
+    lowered = vx.lower_to_gpu(vx.flash_attention_2(40, 6), optimize="exact")
+    assert not _ops(lowered, "vector.load")
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: vx.flash_attention_2(100, 16, 16),
+        lambda: vx.flash_attention_2(70, 8, 32, num_heads=4, num_kv_heads=2),
+        lambda: vx.flash_attention_2(
+            96, 12, 32, mask_mod=lambda q, kv: kv <= q, score_mod=lambda s, q, kv: s * 0.5
+        ),
+        lambda: vx.mla_decode(40, 4, 8, 12, 4, tile_size=16),
+    ],
+    ids=["fa2", "gqa", "masked", "mla"],
+)
+def test_exact_level_is_bit_identical_to_the_seed_layout(build):
+    module = build()
+    rng = np.random.default_rng(7)
+    info = kernel_info(vx.lower_to_gpu(module, optimize="none"))
+    inputs = {
+        b.name: rng.standard_normal(b.shape).astype(np.float32)
+        for b in info.buffers if not b.is_output
+    }
+    seed = vx.run(vx.lower_to_gpu(module, optimize="none"), inputs, backend="interpreter")
+    exact = vx.lower_to_gpu(module, optimize="exact")
+    assert _ops(exact, "vector.load")
+    got = vx.run(exact, inputs, backend="interpreter")
+    np.testing.assert_array_equal(got["out"].view(np.uint32), seed["out"].view(np.uint32))
+
+
+def test_fa2_vectorised_matches_oracle_bit_exactly_with_nan_and_inf():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((64, 8)).astype(np.float32) for _ in range(3))
+    q[5, 2] = np.nan
+    k[9, :] = np.inf
+    v[11, 3] = -np.inf
+    got = vx.run(vx.flash_attention_2(64, 8, 16), {"q": q, "k": k, "v": v},
+                 backend="interpreter")["out"]
+    want = reference.flash_attention_2(q, k, v, tile_size=16)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+_SKEWED = """
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "skewed"}> ({
+    "gpu.func"() <{function_type = (memref<68xf32>, memref<64xf32>) -> (), kernel}> ({
+    ^bb0(%k: memref<68xf32>, %out: memref<64xf32>):
+      %row = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c4 = arith.constant 4 : index
+      %at = arith.muli %row, %c4 : index
+      %kv = vector.load %BUFFER[%at] : memref<68xf32>, vector<4xf32>
+      %x = vector.extract %kv[0] : f32 from vector<4xf32>
+      USE
+      memref.store %x, %out[%row] : memref<64xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "skewed", gpu.kernel, vyre.item_count = 16 : i64,
+        vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>,
+        vyre.buffers = [{name = "k", binding = 0 : i32, access = "read", shape = array<i64: 68>},
+                        {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 64>}]} : () -> ()
+  }) : () -> ()
+}
+"""
+
+
+def test_vector_load_of_a_written_buffer_is_refused_by_the_emitter():
+    text = _SKEWED.replace("%BUFFER[%at] : memref<68xf32>", "%out[%at] : memref<64xf32>")
+    with pytest.raises(VyreError, match="'out' is written by the kernel"):
+        emit_spirv(parse_module(text.replace("USE", "")))
+
+
+def test_a_vector_used_whole_is_refused_by_the_interpreter():
+    module = parse_module(
+        _SKEWED.replace("BUFFER", "k").replace(
+            "USE", '"test.op"(%kv) : (vector<4xf32>) -> ()'
+        )
+    )
+    with pytest.raises(VyreError, match="only extracts elements of a vector"):
+        vx.run(module, {"k": np.zeros(68, np.float32)}, backend="interpreter")
+
+
+@needs_vulkan
+def test_vectorised_fa2_runs_on_vulkan_within_tolerance():
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((250, 32)).astype(np.float32) for _ in range(3))
+    lowered = vx.lower_to_gpu(vx.flash_attention_2(250, 32), optimize="exact")
+    assert b"k_vec4" in emit_spirv(lowered)
+    got = vx.run(lowered, {"q": q, "k": k, "v": v}, backend="vulkan")["out"]
+    want = reference.flash_attention_2(q, k, v)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
