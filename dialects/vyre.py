@@ -581,6 +581,13 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         """item_count, seq_len, head_dim, tile_size, tile_count as ints."""
         return {field: _int(getattr(self, field)) for field in SHAPE_FIELDS}
 
+    def score_stride(self) -> int:
+        """Elements of score_tile per lane: tile_size, or more after
+        vyre-retile shrank the tiles (lane l's scores start at l * stride)."""
+        kernel = self.parent_op()
+        lanes = _int(kernel.workgroup_size) if isinstance(kernel, KernelOp) else 64
+        return _element_count(self.score_tile.type) // lanes
+
     @property
     def splits(self) -> int:
         """How many invocations share an item's tiles (1: the seed's one)."""
@@ -756,6 +763,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"reduce {stride}",
             )
             count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
+            if role == "score_tile" and count > wanted and count % lanes == 0:
+                continue  # a wider lane slice (vyre-retile keeps the fragments' stride)
             if count != wanted:
                 raise VerifyException(
                     f"scratch '{role}' holds {count} f32 but workgroup_size * "

@@ -41,6 +41,12 @@ def _unroll_jam():
     return UnrollJamPass
 
 
+def _retile():
+    from vyre_xdsl.passes.retile import RetilePass
+
+    return RetilePass
+
+
 def _split_kv():
     from vyre_xdsl.passes.split_kv import SplitKvPass
 
@@ -78,6 +84,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
+    "vyre-retile": _retile,
     "vyre-split-kv": _split_kv,
     "vyre-stage-kv-tiles": _stage_kv_tiles,
     "vyre-use-exp2": _use_exp2,

@@ -70,13 +70,13 @@ def tile_weight(
     lane: SSAValue,
     j: SSAValue,
     m_new: SSAValue,
-    tile_size: int,
+    score_stride: int,
     keep: SSAValue | None = None,
     exp2: bool = False,
 ) -> SSAValue:
     """The weight of key j of the tile: `exp(bounded_exp_arg(s[j] - m_new))`,
     or exactly 0.0 where the mask does not `keep` the key."""
-    s = b.load(score_tile, b.flat_index(lane, tile_size, j))
+    s = b.load(score_tile, b.flat_index(lane, score_stride, j))
     exp = b.exp2 if exp2 else b.exp
     weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
     if keep is None:
@@ -98,12 +98,12 @@ def expand_tile_weights(
     the stored weight (`stored`) or the weight formula, over that region's
     own block arguments."""
     args = dict(zip(vyre.UPDATE_ARGS, update.block.args, strict=True))
-    tile_size = op.shape()["tile_size"]
+    stride = op.score_stride()
     for weight_op in [w for w in update.walk() if isinstance(w, vyre.TileWeightOp)]:
         b = IRBuilder(InsertPoint.before(weight_op))
         keep = None
         if stored:
-            index = b.flat_index(args["lane"], tile_size, weight_op.j)
+            index = b.flat_index(args["lane"], stride, weight_op.j)
             weight = b.load(args["score_tile"], index)
             weight.name_hint = "weight"
         elif masked:
@@ -113,7 +113,7 @@ def expand_tile_weights(
         if not stored:
             weight = tile_weight(
                 b, args["score_tile"], args["lane"], weight_op.j, args["m_new"],
-                tile_size, keep, exp2=op.exp2 is not None,
+                stride, keep, exp2=op.exp2 is not None,
             )
         weight_op.result.replace_all_uses_with(weight)
         weight_op.detach()
@@ -264,8 +264,10 @@ class ExpandSkeleton(RewritePattern):
         store_weights = not update_reads_scores(op)
         ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
 
+        score_stride = op.score_stride()
+
         def score_index(b: IRBuilder, j) -> SSAValue:
-            return b.flat_index(lane, tile_size, j)
+            return b.flat_index(lane, score_stride, j)
 
         def keep(b: IRBuilder, tile_start: SSAValue, j: SSAValue) -> SSAValue:
             assert op.mask is not None
@@ -409,7 +411,7 @@ class ExpandSkeleton(RewritePattern):
             def sum_step(b: IRBuilder, j, acc):
                 kept = keep(b, tile_start, j) if masked else None
                 weight = tile_weight(
-                    b, op.score_tile, lane, j, m_new, tile_size, kept, op.exp2 is not None
+                    b, op.score_tile, lane, j, m_new, score_stride, kept, op.exp2 is not None
                 )
                 if store_weights:
                     b.store(weight, op.score_tile, score_index(b, j))

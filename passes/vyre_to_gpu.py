@@ -7,9 +7,10 @@
            jammed (vyre-unroll-jam), loads of neighbouring elements merged
            into vector loads (vyre-vectorize-loads), common subexpressions
            and dead code removed
-  default  the fastest correct choice: `exact`, preceded by the vyre-level
-           rewrites that reorder floating-point sums (vyre-absorb-mla,
-           vyre-split-kv; the tolerance is in docs/performance.md)
+  default  the fastest correct choice: the vyre-level rewrites that reorder
+           floating-point sums (vyre-absorb-mla, vyre-retile, vyre-split-kv;
+           the tolerance is in docs/performance.md), then `exact` tuned by
+           `tuning` (unroll depth; vyre-stage-kv-tiles for masked kernels)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.convert_vyre_to_gpu import ConvertVyreToGpuPass
 from vyre_xdsl.passes.expand_stability import ExpandStabilityPass
@@ -39,19 +41,41 @@ OPTIMISATION_LEVELS = ("none", "exact", "default")
 def vyre_rewrites(level: str) -> tuple[ModulePass, ...]:
     """The vyre-level passes that run before the lowering at `level`: only
     `default` has them, as they change the order of floating-point
-    operations (within a documented tolerance).  vyre-stage-kv-tiles is not
-    in any level: on the H200 it made the unmasked cases slower
-    (docs/performance.md)."""
+    operations (within a documented tolerance)."""
     from vyre_xdsl.passes.absorb_mla import AbsorbMlaPass
+    from vyre_xdsl.passes.retile import RetilePass
     from vyre_xdsl.passes.split_kv import SplitKvPass
 
     _check_level(level)
     if level != "default":
         return ()
-    return (AbsorbMlaPass(), SplitKvPass())
+    return (AbsorbMlaPass(), RetilePass(), SplitKvPass())
 
 
-def optimisations(level: str) -> tuple[ModulePass, ...]:
+@dataclass(frozen=True)
+class Tuning:
+    """What `default` adds for a module's skeletons after the rewrites,
+    from measurements on the H200 (docs/performance.md): small tiles of
+    short rows unroll 64 deep (FA2 D=64 10% faster than 32), and a masked
+    kernel with small tiles stages its K/V tiles in shared memory (causal
+    D=64 30% faster; unmasked kernels were slower staged)."""
+
+    unroll_factor: int = 32
+    stage_tiles: bool = False
+
+
+def tuning(module: ModuleOp) -> Tuning:
+    skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+    small = bool(skeletons) and all(
+        s.shape()["tile_size"] <= 32 and s.shape()["head_dim"] <= 64 for s in skeletons
+    )
+    return Tuning(
+        unroll_factor=64 if small else 32,
+        stage_tiles=small and all(s.has_mask for s in skeletons),
+    )
+
+
+def optimisations(level: str, unroll_factor: int = 32) -> tuple[ModulePass, ...]:
     """The passes that follow the lowering at optimisation `level`."""
     from vyre_xdsl.passes.unroll_jam import UnrollJamPass
     from vyre_xdsl.passes.vectorize_loads import VectorizeLoadsPass
@@ -61,7 +85,7 @@ def optimisations(level: str) -> tuple[ModulePass, ...]:
         return ()
     return (
         PromoteScratchPass(),
-        UnrollJamPass(),
+        UnrollJamPass(unroll_factor),
         VectorizeLoadsPass(),
         CommonSubexpressionElimination(),
         DeadCodeElimination(),
@@ -87,8 +111,12 @@ class VyreToGpuPass(ModulePass):
     optimize: str = "default"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes = (
-            vyre_rewrites(self.optimize) + LOWERING + optimisations(self.optimize)
-        )
-        for lowering in passes:
+        from vyre_xdsl.passes.stage_kv_tiles import StageKvTilesPass
+
+        for rewrite in vyre_rewrites(self.optimize):
+            rewrite.apply(ctx, op)
+        tuned = tuning(op) if self.optimize == "default" else Tuning()
+        if tuned.stage_tiles:
+            StageKvTilesPass().apply(ctx, op)
+        for lowering in LOWERING + optimisations(self.optimize, tuned.unroll_factor):
             lowering.apply(ctx, op)

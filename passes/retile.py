@@ -1,0 +1,87 @@
+"""vyre-retile: run the skeleton over smaller key tiles.
+
+The tile size trades the work between tiles (the tile max, rescale and sum
+of every tile) against what one tile keeps live: its scores and, once the
+loops over a tile are unrolled, every key's partial sums.  A decoder picks
+it when it is built (`vx.flash_attention_2(tile_size=64)`); this pass
+changes it afterwards, to a divisor of the built size, so a kernel can be
+tuned for a device without being rebuilt:
+
+- the op's `tile_size` and `tile_count` change; the fragments do not (they
+  address the tile through tile_start and tile_len, and the lane's score
+  slice keeps its built stride, `score_stride()`);
+- a mask's `tile_classes` are refined: each new tile takes the class of the
+  built tile it lies in (an empty or full tile's parts are empty or full; a
+  partial tile's parts are evaluated key by key, which is always exact).
+
+The online softmax then rescales at other points, so results change within
+rounding (docs/performance.md); `vx.reference.*(tile_size=new)` gives them
+exactly.  `tile_size=0` (the default) chooses 32 for rows of at most 64
+dims built with larger tiles: measured on the H200, the unrolled 32-key tile
+ran FA2 at head_dim 64 10% (unmasked) to 33% (causal) faster, while at
+head_dim 128 it was slower (its rows already fill the registers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i8, i64
+from xdsl.passes import ModulePass
+
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import pass_error
+
+SMALL_TILE = 32
+SMALL_ROWS = 64  # head_dim up to which SMALL_TILE is chosen
+
+
+def retile(op: vyre.TiledOnlineSoftmaxOp, tile_size: int) -> None:
+    """Set `op`'s tile size to `tile_size`, a divisor of its own."""
+    shape = op.shape()
+    parts = shape["tile_size"] // tile_size
+    tile_count = vyre.tile_count_for(shape["seq_len"], tile_size)
+    if op.tile_classes is not None:
+        rows = [
+            [cls for cls in row for _ in range(parts)][:tile_count]
+            for row in op.tile_class_table()
+        ]
+        op.properties["tile_classes"] = DenseArrayBase.from_list(
+            i8, [cls for row in rows for cls in row]
+        )
+    op.properties["tile_size"] = IntegerAttr(tile_size, i64)
+    op.properties["tile_count"] = IntegerAttr(tile_count, i64)
+
+
+@dataclass(frozen=True)
+class RetilePass(ModulePass):
+    """Shrink the key tiles of every skeleton to `tile_size` (a divisor of
+    the built size; 0: choose)."""
+
+    name = "vyre-retile"
+
+    tile_size: int = 0
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
+            shape = skeleton.shape()
+            if skeleton.splits > 1:
+                raise pass_error(
+                    skeleton,
+                    "vyre-retile: run it before vyre-split-kv (the splits are runs of tiles)",
+                )
+            wanted = self.tile_size
+            if wanted == 0:
+                if shape["head_dim"] > SMALL_ROWS or shape["tile_size"] <= SMALL_TILE:
+                    continue
+                if shape["tile_size"] % SMALL_TILE:
+                    continue
+                wanted = SMALL_TILE
+            if wanted < 1 or shape["tile_size"] % wanted:
+                raise pass_error(
+                    skeleton,
+                    f"vyre-retile: tile_size {wanted} must be a positive divisor of the "
+                    f"built tile size {shape['tile_size']}",
+                )
+            retile(skeleton, wanted)
