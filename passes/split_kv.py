@@ -17,9 +17,10 @@ least `target_invocations` invocations (4096: 64 workgroups; measured on
 the H200, FA2 with 4096 rows ran 10% faster split 8 ways at head_dim 64
 and 35% slower at 128, MLA decode's 16 heads 15 times faster split 64
 ways), at most the workgroup size and the tile count, and with every
-workgroup full (the merge has a barrier).  A kernel that already has that many items, or has a mask (its
-tile skipping is decided per block of items), is left alone.  `splits=N`
-forces P = N and reports why a kernel cannot take it.
+workgroup full (the merge has a barrier).  A kernel that already has that
+many items, or has a mask (its tile skipping is decided per block of
+items), is left alone.  `splits=N` forces P = N and reports why a kernel
+cannot take it.
 """
 
 from __future__ import annotations
