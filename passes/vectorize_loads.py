@@ -4,15 +4,16 @@ one vector load.
 After vyre-unroll-jam, an invocation reads K and V one f32 at a time: one
 load instruction per multiply-add, and a GPU issues loads at a quarter of
 its FMA rate.  This pass merges the loads of `width` consecutive elements
-of a read-only kernel buffer, `base + 0 .. base + width-1` with `base` a
-provable multiple of `width`, into one `vector.load` and `vector.extract`s.
+of a read-only kernel buffer or of a workgroup array (a staged K/V tile),
+`base + 0 .. base + width-1` with `base` a provable multiple of `width`,
+into one `vector.load` and `vector.extract`s.
 Where such loads sit in copies of a loop body that are not unrolled yet (an
 innermost loop whose index steps through a buffer one element at a time,
 like the dot product over head_dim), the loop is first unrolled by `width`.
 
-Only loads move, and only of buffers the kernel never writes, so every
-value, and the order of every floating-point operation, is unchanged:
-results are bit-identical.
+Only loads move, and only of buffers the kernel never writes or across no
+store and no barrier, so every value, and the order of every
+floating-point operation, is unchanged: results are bit-identical.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from vyre_xdsl.kernel_info import BUFFERS_ATTR
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.passes.unroll_jam import UNROLLED_ATTR, transform, unrolled_body
 
+WORKGROUP_MEMORY_SPACE = 3
+
 
 def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
     """The arguments of a lowered vyre kernel that it only reads."""
@@ -53,6 +56,23 @@ def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
         if isinstance(described, DictionaryAttr)
         and described.data.get("access") == StringAttr("read")
     }
+
+
+def workgroup_arrays(func: gpu.FuncOp, width: int) -> set[SSAValue]:
+    """The kernel's workgroup-memory arrays of a multiple of `width`
+    elements (the emitter declares those read as vectors as vector arrays)."""
+    arrays = set()
+    for alloc in func.walk():
+        if not isinstance(alloc, memref.AllocOp):
+            continue
+        space = alloc.memref.type.memory_space
+        shape = alloc.memref.type.get_shape()
+        if (
+            isinstance(space, IntegerAttr) and space.value.data == WORKGROUP_MEMORY_SPACE
+            and len(shape) == 1 and shape[0] % width == 0
+        ):
+            arrays.add(alloc.memref)
+    return arrays
 
 
 def _vectorisable_loads(ops, buffers: set[SSAValue]) -> list[memref.LoadOp]:
@@ -85,14 +105,25 @@ class _Group:
 
 
 def _groups(block: Block, buffers: set[SSAValue], width: int) -> list[_Group]:
-    """Loads of `block` that cover all `width` elements of an aligned window."""
+    """Loads of `block` that cover all `width` elements of an aligned window,
+    with no barrier or store to their memref between them (such an op
+    starts a new run of loads)."""
     windows: dict[tuple, _Group] = defaultdict(lambda: _Group(defaultdict(list)))
-    for load in _vectorisable_loads(block.ops, buffers):
-        form = linear_index(load.indices[0])
+    barriers, stores = 0, defaultdict(int)
+    for op in block.ops:
+        if not (isinstance(op, memref.LoadOp) and op.memref in buffers and len(op.indices) == 1):
+            for inner in op.walk():
+                if isinstance(inner, gpu.BarrierOp):
+                    barriers += 1
+                elif isinstance(inner, memref.StoreOp):
+                    stores[inner.memref] += 1
+            continue
+        form = linear_index(op.indices[0])
         if not all(is_multiple_of_term(value, coeff, width) for value, coeff in form.terms):
             continue
         window, element = divmod(form.constant, width)
-        windows[(load.memref, form.terms, window)].loads[element].append(load)
+        run = (barriers, stores[op.memref])
+        windows[(op.memref, form.terms, window, run)].loads[element].append(op)
     return [g for g in windows.values() if len(g.loads) == width]
 
 
@@ -165,7 +196,7 @@ class VectorizeLoadsPass(ModulePass):
                 f"of f32), got {self.width}"
             )
         for func in [f for f in op.walk() if isinstance(f, gpu.FuncOp)]:
-            buffers = read_only_buffers(func)
+            buffers = read_only_buffers(func) | workgroup_arrays(func, self.width)
             if not buffers:
                 continue
             loops = [

@@ -124,3 +124,27 @@ def test_vectorised_fa2_runs_on_vulkan_within_tolerance():
     got = vx.run(lowered, {"q": q, "k": k, "v": v}, backend="vulkan")["out"]
     want = reference.flash_attention_2(q, k, v)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+STAGED = "vyre-stage-kv-tiles,vyre-to-gpu{optimize=exact}"
+
+
+@needs_vulkan
+@pytest.mark.parametrize("mods", [{}, dict(mask_mod=lambda q, kv: kv <= q)],
+                         ids=["plain", "causal"])
+def test_staged_tiles_are_read_as_vectors_bit_exactly(mods, tmp_path):
+    from vyre_xdsl.vulkan.runtime import workgroup_memory_bytes
+
+    module = vx.flash_attention_2(128, 16, 32, num_heads=2, **mods)
+    lowered = vx.lower_to_gpu(module, optimize=STAGED)
+    assert "kv_tile" in _loaded_buffers(lowered, "vector.load")
+    binary = emit_spirv(lowered)
+    assert workgroup_memory_bytes(binary) == 32 * 16 * 4  # one tile, as 128 vec4
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((2, 128, 16)).astype(np.float32) for _ in range(3))
+    inputs = {"q": q, "k": k, "v": v}
+    seed = vx.run(vx.lower_to_gpu(module, optimize="none"), inputs)["out"]
+    np.testing.assert_array_equal(vx.run(lowered, inputs)["out"].view(np.uint32),
+                                  seed.view(np.uint32))
+    got = vx.run(lowered, inputs, backend="vulkan")["out"]
+    np.testing.assert_allclose(got, seed, rtol=1e-5, atol=1e-6)

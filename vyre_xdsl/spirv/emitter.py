@@ -40,6 +40,9 @@ class MemoryObject:
     element_type: int  # SPIR-V type id of one element
     prefix: tuple[int, ...]  # constant ids before the element index
     shape: tuple[int, ...]
+    # >1: an array of vectors of this width (spirv/vector.py); element i is
+    # component i % width of vector i / width
+    vector_width: int = 1
 
 
 class KernelEmitter:

@@ -3,7 +3,8 @@
 - kernel arguments: one StorageBuffer variable per buffer (set 0, binding from
   `vyre.buffers`), a Block struct holding a runtime array of f32 with
   ArrayStride 4 and Offset 0; read buffers are NonWritable.
-- `memref.alloc` in memory space 3: a Workgroup array, one per workgroup.
+- `memref.alloc` in memory space 3: a Workgroup array, one per workgroup
+  (an array of vectors where it is read with vector.load).
   Other allocs and allocas: a Function array (private to the lane); the
   vyre-promote-scratch pass decides which scratch arrays are private.
 """
@@ -67,8 +68,16 @@ def _alloc(e, op: Operation) -> None:
     for dim in shape:
         count *= dim
     b = e.b
+    width = 1
     if _memory_space(ty) == WORKGROUP_SPACE:
-        array = b.type_array(element, count)
+        # Read as vectors somewhere: an array of vectors (a Workgroup
+        # variable has no second, vector-typed view as a buffer binding has).
+        width = vector_read_width(result)
+        if width > 1 and count % width == 0:
+            array = b.type_array(b.type_vector(element, width), count // width)
+        else:
+            width = 1
+            array = b.type_array(element, count)
         var = b.global_variable(b.type_pointer(StorageClass.Workgroup, array),
                                 StorageClass.Workgroup)
         sc = StorageClass.Workgroup
@@ -78,7 +87,22 @@ def _alloc(e, op: Operation) -> None:
         sc = StorageClass.Function
     if result.name_hint:
         b.name(var, result.name_hint)
-    e.memories[result] = MemoryObject(var, sc, element, (), shape)
+    e.memories[result] = MemoryObject(var, sc, element, (), shape, width)
+
+
+def vector_read_width(value: SSAValue) -> int:
+    """The width of the vector.loads of `value` (1 if none)."""
+    widths = {
+        use.operation.results[0].type.get_shape()[0]
+        for use in value.uses
+        if use.operation.name == "vector.load"
+    }
+    if len(widths) > 1:
+        raise VyreError(
+            f"{value.name_hint or 'a workgroup array'} is read as vectors of "
+            f"several widths ({sorted(widths)}); the emitter supports one"
+        )
+    return widths.pop() if widths else 1
 
 
 def _memory(e, value: SSAValue, op: Operation) -> MemoryObject:
@@ -106,6 +130,12 @@ def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
             term = fn.op(Op.IMul, uint, term, e.b.constant_uint(stride))
         index = term if index is None else fn.op(Op.IAdd, uint, index, term)
     pointer_type = e.b.type_pointer(memory.storage_class, memory.element_type)
+    if memory.vector_width > 1:
+        width = e.b.constant_uint(memory.vector_width)
+        vector = fn.op(Op.UDiv, uint, index, width)
+        component = fn.op(Op.UMod, uint, index, width)
+        return fn.op(Op.AccessChain, pointer_type, memory.variable, *memory.prefix,
+                     vector, component)
     return fn.op(Op.AccessChain, pointer_type, memory.variable, *memory.prefix, index)
 
 

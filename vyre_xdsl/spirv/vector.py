@@ -1,11 +1,13 @@
 """vector -> SPIR-V: vector loads through a vector view of a storage buffer.
 
 `vector.load %buf[%i] : memref<Nxf32>, vector<4xf32>` (made by
-vyre-vectorize-loads) reads elements i .. i+3.  A storage buffer is an array
-of f32; the load goes through a second variable bound to the same binding, a
-runtime array of vec4 (ArrayStride 16), at element i / 4, so `i` must be a
-provable multiple of 4.  Only read-only buffers get a view (an aliased view
-of a written buffer would need the Aliased decoration and coherent order).
+vyre-vectorize-loads) reads elements i .. i+3, at vector i / 4, so `i` must
+be a provable multiple of 4.  A storage buffer is an array of f32; the load
+goes through a second variable bound to the same binding, a runtime array
+of vec4 (ArrayStride 16).  Only read-only buffers get a view (an aliased
+view of a written buffer would need the Aliased decoration and coherent
+order).  A workgroup array read as vectors is itself an array of vec4
+(spirv/memref.py), its scalar accesses going to vector components.
 """
 
 from __future__ import annotations
@@ -75,10 +77,16 @@ def _load(e, op: Operation) -> None:
             f"'{op.name}': its index is not provably a multiple of {width}; "
             f"a vector view of a buffer only addresses aligned elements"
         )
-    view = _view(e, op, buffer, vector_type, width)
+    memory = e.memories.get(buffer)
+    if memory is not None and memory.vector_width == width:
+        view = memory  # a workgroup array of vectors
+        storage_class = memory.storage_class
+    else:
+        view = _view(e, op, buffer, vector_type, width)
+        storage_class = StorageClass.StorageBuffer
     fn = e.fn
     element = fn.op(Op.UDiv, e.uint, e.value(indices[0]), e.b.constant_uint(width))
-    pointer_type = e.b.type_pointer(StorageClass.StorageBuffer, vector_type)
+    pointer_type = e.b.type_pointer(storage_class, vector_type)
     pointer = fn.op(Op.AccessChain, pointer_type, view.variable, *view.prefix, element)
     e.bind(op.results[0], fn.op(Op.Load, vector_type, pointer))
 

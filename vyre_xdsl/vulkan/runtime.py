@@ -294,7 +294,7 @@ def device_report() -> str:
 
 def workgroup_memory_bytes(spirv: bytes) -> int:
     """Bytes of Workgroup-storage variables declared by a SPIR-V module
-    (arrays of 32-bit scalars, as the vyre emitter declares them)."""
+    (arrays of 32-bit scalars or vectors, as the vyre emitter declares them)."""
     words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
     constants: dict[int, int] = {}
     sizes: dict[int, int] = {}
@@ -309,6 +309,8 @@ def workgroup_memory_bytes(spirv: bytes) -> int:
             constants[ops[1]] = ops[2]
         elif opcode in (21, 22):  # OpTypeInt / OpTypeFloat
             sizes[ops[0]] = ops[1] // 8
+        elif opcode == 23:  # OpTypeVector
+            sizes[ops[0]] = sizes.get(ops[1], 4) * ops[2]
         elif opcode == 28:  # OpTypeArray
             sizes[ops[0]] = sizes.get(ops[1], 4) * constants.get(ops[2], 0)
         elif opcode == 32:  # OpTypePointer

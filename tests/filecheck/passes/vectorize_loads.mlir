@@ -95,3 +95,53 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-NEXT:    %x3 = vector.extract %v_vec[3]
 // CHECK-NOT:     memref.load
 // CHECK:         %a = arith.addf %x3, %x2 : f32
+
+// -----
+
+// A workgroup array is read as vectors too, but not across a barrier (or a
+// store to it) that lies between the loads.
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "shared"}> ({
+    "gpu.func"() <{function_type = (memref<16xf32>) -> (), kernel}> ({
+    ^bb0(%out: memref<16xf32>):
+      %tile = memref.alloc() : memref<64xf32, 3 : i64>
+      %row = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      %c4 = arith.constant 4 : index
+      %base = arith.muli %row, %c4 : index
+      %i1 = arith.addi %base, %c1 : index
+      %i2 = arith.addi %base, %c2 : index
+      %i3 = arith.addi %base, %c3 : index
+      %x0 = memref.load %tile[%base] : memref<64xf32, 3 : i64>
+      %x1 = memref.load %tile[%i1] : memref<64xf32, 3 : i64>
+      %x2 = memref.load %tile[%i2] : memref<64xf32, 3 : i64>
+      %x3 = memref.load %tile[%i3] : memref<64xf32, 3 : i64>
+      "gpu.barrier"() : () -> ()
+      %y0 = memref.load %tile[%base] : memref<64xf32, 3 : i64>
+      %y1 = memref.load %tile[%i1] : memref<64xf32, 3 : i64>
+      "gpu.barrier"() : () -> ()
+      %y2 = memref.load %tile[%i2] : memref<64xf32, 3 : i64>
+      %y3 = memref.load %tile[%i3] : memref<64xf32, 3 : i64>
+      %a = arith.addf %x0, %x1 : f32
+      %b = arith.addf %x2, %x3 : f32
+      %c = arith.addf %y0, %y3 : f32
+      %d = arith.addf %y1, %y2 : f32
+      %s = arith.addf %a, %b : f32
+      %t = arith.addf %c, %d : f32
+      %u = arith.addf %s, %t : f32
+      memref.store %u, %out[%row] : memref<16xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "shared", gpu.kernel, vyre.item_count = 16 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "out", binding = 0 : i32, access = "write", shape = array<i64: 16>}]} : () -> ()
+  }) : () -> ()
+}
+
+// CHECK-LABEL: "gpu.func"
+// CHECK:         %tile_vec = vector.load %tile[%base] : memref<64xf32, 3 : i64>, vector<4xf32>
+// CHECK-NEXT:    %x0 = vector.extract %tile_vec[0]
+// CHECK:         "gpu.barrier"() : () -> ()
+// CHECK-NEXT:    %y0 = memref.load %tile[%base]
+// CHECK-NEXT:    %y1 = memref.load %tile[%i1]
+// CHECK-NEXT:    "gpu.barrier"() : () -> ()
+// CHECK-NEXT:    %y2 = memref.load %tile[%i2]
