@@ -10,7 +10,7 @@
   default  the fastest correct choice: the vyre-level rewrites that reorder
            floating-point sums (vyre-absorb-mla, vyre-retile, vyre-split-kv;
            the tolerance is in docs/performance.md), then `exact` tuned by
-           `tuning` (unroll depth; vyre-stage-kv-tiles for masked kernels)
+           `tuning` (vyre-stage-kv-tiles where it pays, unroll depth)
 """
 
 from __future__ import annotations
@@ -55,24 +55,38 @@ def vyre_rewrites(level: str) -> tuple[ModulePass, ...]:
 @dataclass(frozen=True)
 class Tuning:
     """What `default` adds for a module's skeletons after the rewrites,
-    from measurements on the H200 (docs/performance.md): small tiles of
-    short rows unroll 64 deep (FA2 D=64 10% faster than 32), and a masked
-    kernel with small tiles stages its K/V tiles in shared memory (causal
-    D=64 30% faster; unmasked kernels were slower staged)."""
+    from measurements on the H200 (docs/performance.md): K/V tiles staged
+    in shared memory (read as vec4) where a tile takes at most 16 KiB or the
+    grid is small (at D=128 a 32 KiB tile slowed the 2048-workgroup case
+    from 27 to 42 ms and sped the 64-workgroup case from 5.5 to 2.4 ms),
+    unrolled 64 deep where staged and masked or with long rows."""
 
     unroll_factor: int = 32
     stage_tiles: bool = False
 
 
+STAGE_TILE_BYTES = 16 * 1024
+SMALL_GRID = 2 * 132  # workgroups; two per SM of an H200
+
+
 def tuning(module: ModuleOp) -> Tuning:
     skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
-    small = bool(skeletons) and all(
-        s.shape()["tile_size"] <= 32 and s.shape()["head_dim"] <= 64 for s in skeletons
-    )
-    return Tuning(
-        unroll_factor=64 if small else 32,
-        stage_tiles=small and all(s.has_mask for s in skeletons),
-    )
+    if not skeletons or any(s.splits > 1 for s in skeletons):
+        return Tuning()
+    kernels = {s.parent_op() for s in skeletons}
+    workgroups = sum(-(-k.item_count.value.data // k.workgroup_size.value.data)
+                     for k in kernels)
+
+    def stages(s: vyre.TiledOnlineSoftmaxOp) -> bool:
+        shape = s.shape()
+        return 4 * shape["tile_size"] * shape["head_dim"] <= STAGE_TILE_BYTES or (
+            workgroups <= SMALL_GRID
+        )
+
+    if not all(stages(s) for s in skeletons):
+        return Tuning()
+    deep = all(s.has_mask or s.shape()["head_dim"] > 64 for s in skeletons)
+    return Tuning(unroll_factor=64 if deep else 32, stage_tiles=True)
 
 
 def optimisations(level: str, unroll_factor: int = 32) -> tuple[ModulePass, ...]:
