@@ -253,11 +253,10 @@ class ExpandSkeleton(RewritePattern):
         lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
         splits = op.splits
-        if splits > 1:
-            merge = SplitMerge.declare(b, lanes, head_dim)
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
         if splits > 1:  # invocation item * splits + split
+            merge = SplitMerge.declare(b, lanes, head_dim)
             invocation = item
             item = b.divui(invocation, b.index(splits), "item")
             split = b.remui(invocation, b.index(splits), "split")

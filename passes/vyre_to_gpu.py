@@ -70,6 +70,7 @@ SMALL_GRID = 2 * 132  # workgroups; two per SM of an H200
 
 
 def tuning(module: ModuleOp) -> Tuning:
+    """The default's choices for `module` (vyre IR, after vyre_rewrites)."""
     skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
     if not skeletons or any(s.splits > 1 for s in skeletons):
         return Tuning()

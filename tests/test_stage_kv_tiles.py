@@ -74,3 +74,21 @@ def test_staged_gqa_runs_on_vulkan_within_tolerance():
     want = np.stack([reference.flash_attention_2(q[h], k[h // 2], v[h // 2], tile_size=32)
                      for h in range(4)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_default_tuning_follows_the_h200_measurements():
+    from vyre_xdsl.compiler import apply_pipeline
+    from vyre_xdsl.passes.vyre_to_gpu import Tuning, tuning
+
+    def tuned(module):
+        return tuning(apply_pipeline(module, "vyre-absorb-mla,vyre-retile,vyre-split-kv"))
+
+    causal = dict(mask_mod=lambda q, kv: kv <= q)
+    # rows of 64 dims: 8 KiB tiles of 32 keys, staged; deeper with a mask
+    assert tuned(vx.flash_attention_2(4096, 64, num_heads=32)) == Tuning(32, True)
+    assert tuned(vx.flash_attention_2(4096, 64, num_heads=32, **causal)) == Tuning(64, True)
+    # rows of 128: a 32 KiB tile only pays off on a small grid
+    assert tuned(vx.flash_attention_2(4096, 128, num_heads=32)) == Tuning(32, False)
+    assert tuned(vx.flash_attention_2(4096, 128)) == Tuning(64, True)
+    # split kernels (MLA decode) keep the plain choice
+    assert tuned(vx.mla_decode(4096, 16, 128, 512, 64)) == Tuning()
