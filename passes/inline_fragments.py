@@ -253,10 +253,10 @@ class ExpandSkeleton(RewritePattern):
         lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
         splits = op.splits
+        merge = SplitMerge.declare(b, lanes, head_dim) if splits > 1 else None
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
         if splits > 1:  # invocation item * splits + split
-            merge = SplitMerge.declare(b, lanes, head_dim)
             invocation = item
             item = b.divui(invocation, b.index(splits), "item")
             split = b.remui(invocation, b.index(splits), "split")
@@ -318,6 +318,7 @@ class ExpandSkeleton(RewritePattern):
             if splits > 1:
                 m_part, l_part = split_tiles(b, body, [m0, l0])
                 splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+                assert merge is not None
                 merge.combine(b, op, item, lane, split, splits, m_part, l_part)
                 return
             (_, l_final) = b.loop(0, tile_count, body, [m0, l0], hint="tile_idx")
