@@ -15,7 +15,7 @@ from vyre_xdsl.compiler import (
     make_context,
     parse_module,
 )
-from vyre_xdsl.decoders import flash_attention_2, mla_decode
+from vyre_xdsl.decoders import flash_attention_2, mla_decode, mla_decode_absorbed
 from vyre_xdsl.run import run
 from vyre_xdsl.skeleton import (
     Buffer,
@@ -69,6 +69,7 @@ __all__ = [
     "lower_to_gpu",
     "make_context",
     "mla_decode",
+    "mla_decode_absorbed",
     "parse_module",
     "reference",
     "run",
