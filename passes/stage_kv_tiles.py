@@ -35,9 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects import arith, gpu, memref
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -45,7 +45,7 @@ from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import linear_index
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.loop_bounds import constant_index, loop_of
 
 STAGE_NAME = "kv_tile"
 _UNIFORM_OPS = (
@@ -83,15 +83,6 @@ def workgroup_uniform(value: SSAValue, args: FragmentArgs, lanes: int) -> bool:
     return False
 
 
-def _loop_of(value: SSAValue) -> scf.ForOp | None:
-    """The scf.for whose induction variable `value` is."""
-    if isinstance(value, BlockArgument) and value.index == 0:
-        loop = value.block.parent_op()
-        if isinstance(loop, scf.ForOp):
-            return loop
-    return None
-
-
 @dataclass(frozen=True)
 class TileRead:
     """A load of `(row_base + tile_start + key) * row_length + column + offset`."""
@@ -113,7 +104,7 @@ def tile_read(load: memref.LoadOp, args: FragmentArgs, lanes: int) -> TileRead |
         return None
     row_base, key, column = [], None, None
     for value, coefficient in terms.items():
-        loop = _loop_of(value)
+        loop = loop_of(value)
         if workgroup_uniform(value, args, lanes):
             if coefficient % row_length:
                 return None
@@ -134,7 +125,7 @@ def tile_read(load: memref.LoadOp, args: FragmentArgs, lanes: int) -> TileRead |
             return None
     low = high = form.constant
     if column is not None:
-        loop = _loop_of(column)
+        loop = loop_of(column)
         assert loop is not None
         low += constant_index(loop.lb)
         high += constant_index(loop.ub) - 1
@@ -181,7 +172,7 @@ def _clone_slice(b: IRBuilder, value: SSAValue, block: Block, cloned: dict) -> S
     if isinstance(value, BlockArgument) or value.owner.parent_block() is None:
         return value
     op = value.owner
-    if not _defined_inside(op, block):
+    if not block.is_ancestor(op):
         return value
     operands = [_clone_slice(b, operand, block, cloned) for operand in op.operands]
     copy = op.clone({old: new for old, new in zip(op.operands, operands)})
@@ -189,16 +180,6 @@ def _clone_slice(b: IRBuilder, value: SSAValue, block: Block, cloned: dict) -> S
     for old, new in zip(op.results, copy.results):
         cloned[old] = new
     return cloned[value]
-
-
-def _defined_inside(op: Operation, block: Block) -> bool:
-    parent = op.parent_block()
-    while parent is not None:
-        if parent is block:
-            return True
-        owner = parent.parent_op()
-        parent = owner.parent_block() if owner is not None else None
-    return False
 
 
 def _emit_copy(

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith
 from xdsl.ir import BlockArgument, SSAValue
 
-from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.loop_bounds import constant_index, loop_of
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,10 @@ def known_multiple(value: SSAValue) -> int:
     if (known := constant_index(value)) is not None:
         return abs(known)
     if isinstance(value, BlockArgument):
-        loop = value.block.parent_op()
-        if isinstance(loop, scf.ForOp) and value.index == 0:
-            return gcd(known_multiple(loop.lb), known_multiple(loop.step)) or 1
-        return 1
+        loop = loop_of(value)
+        if loop is None:
+            return 1
+        return gcd(known_multiple(loop.lb), known_multiple(loop.step)) or 1
     op = value.owner
     if isinstance(op, arith.AddiOp | arith.SubiOp):
         return gcd(known_multiple(op.lhs), known_multiple(op.rhs)) or 0

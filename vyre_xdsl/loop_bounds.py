@@ -23,16 +23,25 @@ def constant_index(value: SSAValue) -> int | None:
     return None
 
 
+def loop_of(value: SSAValue) -> scf.ForOp | None:
+    """The scf.for whose induction variable `value` is, else None."""
+    if isinstance(value, BlockArgument) and value.index == 0:
+        loop = value.block.parent_op()
+        if isinstance(loop, scf.ForOp):
+            return loop
+    return None
+
+
 def upper_bound(value: SSAValue) -> int | None:
     """The largest value `value` (an index) can take, or None if unknown."""
     if (constant := constant_index(value)) is not None:
         return constant
     if isinstance(value, BlockArgument):
-        loop = value.block.parent_op()
-        if isinstance(loop, scf.ForOp) and value.index == 0:
-            top = upper_bound(loop.ub)
-            return None if top is None else top - 1
-        return None
+        loop = loop_of(value)
+        if loop is None:
+            return None
+        top = upper_bound(loop.ub)
+        return None if top is None else top - 1
     op = value.owner
     if isinstance(op, arith.MinUIOp):
         bounds = [b for b in (upper_bound(op.lhs), upper_bound(op.rhs)) if b is not None]
