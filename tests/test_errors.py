@@ -56,11 +56,32 @@ def test_flash_attention_2_bad_shapes(change, names):
     (dict(num_heads=2**16, head_dim=2**16, qk_rope_head_dim=1), ["num_heads", "head_dim"]),
     (dict(tile_size=2**26), ["tile_size", "reduce tile_size"]),
 ], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_mla_decode_bad_shapes(change, names):
+@pytest.mark.parametrize("builder", [vx.mla_decode, vx.mla_decode_absorbed],
+                         ids=["seed", "absorbed"])
+def test_mla_decode_bad_shapes(change, names, builder):
     with pytest.raises(VyreError) as info:
-        vx.mla_decode(**{**MLA, **change})
+        builder(**{**MLA, **change})
     for name in names:
         assert name in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("kv_splits, message", [
+    (0, "kv_splits must be > 0"), (-2, "kv_splits must be > 0"),
+    (1.5, "kv_splits must be an int"), (None, "kv_splits must be an int"),
+])
+def test_oracle_rejects_bad_kv_splits(kv_splits, message):
+    q = np.ones((8, 4), np.float32)
+    with pytest.raises(VyreError, match=message):
+        vx.reference.flash_attention_2(q, q, q, kv_splits=kv_splits)
+
+
+@pytest.mark.parametrize("role", ["scores", "update", "prologue", "epilogue"])
+def test_a_fragment_callback_must_be_a_function(role):
+    fragments = {"scores": lambda f: None, "update": lambda f: None, role: 3}
+    with pytest.raises(VyreError, match=f"{role} must be a function"):
+        vx.tiled_online_softmax(
+            "k", [vx.Buffer("q", (4, 2)), vx.Buffer("out", (4, 2), "write")],
+            item_count=4, seq_len=4, head_dim=2, **fragments)
 
 
 def test_numpy_integer_shapes_are_accepted():
@@ -364,3 +385,14 @@ def test_vyre_run_errors(args, code, message):
     assert got == code, (got, err)
     assert "error:" in err and message in err, err
     assert "Traceback" not in err and "internal error" not in err, err
+
+
+@pytest.mark.parametrize("optimize, message", [
+    (None, "optimize must be a level"),
+    (3, "optimize must be a level"),
+    ("cse{", "Error parsing pass pipeline specification"),
+    ("no-such-pass", "Unrecognized passes"),
+])
+def test_lower_to_gpu_rejects_a_bad_optimize(optimize, message):
+    with pytest.raises(VyreError, match=message):
+        vx.lower_to_gpu(vx.flash_attention_2(seq_len=4, head_dim=2), optimize=optimize)

@@ -21,7 +21,12 @@ from pathlib import Path
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_spec
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from vyre_xdsl.diagnostics import LocatingParser, describe, first_invalid_op, located
@@ -236,7 +241,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except VyreError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
-    except Exception as error:  # xDSL reports unknown passes as ValueError
+    except (Exception, ArgSpecParseError) as error:
+        # xDSL reports unknown passes as ValueError, and a malformed pipeline
+        # as an ArgSpecParseError (a BaseException)
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     sys.exit(tool.run())

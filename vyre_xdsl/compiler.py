@@ -5,8 +5,13 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import PassPipeline
-from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.passes import PassPipeline, parse_pipeline
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
@@ -54,6 +59,15 @@ def is_vyre_module(module: ModuleOp) -> bool:
     return any(isinstance(op, vyre.KernelOp) for op in module.walk())
 
 
+def _pass_names(pipeline: str) -> list[str]:
+    """The pass names of a pipeline string ([] if it does not parse: running
+    it then reports why)."""
+    try:
+        return [spec.name for spec in parse_pipeline(pipeline)]
+    except ArgSpecParseError:  # apply_pipeline words it
+        return []
+
+
 def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     """Run a comma-separated pass pipeline (vyre and xDSL passes) in place."""
     from xdsl.transforms import get_all_passes
@@ -61,7 +75,9 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     available = {**get_all_passes(), **ALL_PASSES}
     try:
         passes = PassPipeline.parse_spec(available, pipeline)
-    except Exception as error:  # xDSL reports unknown passes as plain exceptions
+    except (Exception, ArgSpecParseError) as error:
+        # xDSL reports unknown passes as plain exceptions, and bad syntax as
+        # an ArgSpecParseError (a BaseException)
         raise VyreError(f"bad pass pipeline {pipeline!r}: {error}") from None
     try:
         passes.apply(make_context(), module)
@@ -97,9 +113,14 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
     first: "vyre-stage-kv-tiles,vyre-to-gpu{optimize=none},cse")."""
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
+    if not isinstance(optimize, str):
+        raise VyreError(
+            f"optimize must be a level ({', '.join(OPTIMISATION_LEVELS)}) or a pass "
+            f"pipeline string, got {type(optimize).__name__}"
+        )
     if optimize in OPTIMISATION_LEVELS:
         pipeline = f"vyre-to-gpu{{optimize={optimize}}}"
-    elif "vyre-to-gpu" in optimize:
+    elif "vyre-to-gpu" in _pass_names(optimize):
         pipeline = optimize  # the whole pipeline, vyre-level passes first
     else:
         pipeline = f"vyre-to-gpu{{optimize=none}},{optimize}"

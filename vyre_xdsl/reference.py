@@ -15,6 +15,7 @@ decoder only supplies its two fragments (`compute_tile_scores`,
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -149,6 +150,7 @@ def tiled_online_softmax(
     skip it, provided `update_o_acc` adds nothing for a zero weight: guard
     `weight * value` (0 * inf and 0 * NaN are NaN), as flash_attention_2
     does."""
+    kv_splits = _positive("kv_splits", kv_splits)
     tile_count = -(-seq_len // tile_size)
 
     def recurrence(tiles: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -387,7 +389,25 @@ def flash_attention_2(
 # --------------------------------------------------------------------------
 
 
-def _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size):
+class MlaArrays(NamedTuple):
+    """The checked MLA arguments (weights as [rank, head, dim]), their
+    dimensions and the score scale 1/sqrt(head_dim) in f32."""
+
+    q: np.ndarray
+    kv_cache: np.ndarray
+    kr_cache: np.ndarray
+    wk: np.ndarray
+    wv: np.ndarray
+    tile_size: int
+    num_heads: int
+    head_dim: int
+    seq_len: int
+    rank: int
+    rope: int
+    scale: np.float32
+
+
+def _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size) -> MlaArrays:
     """The MLA arguments checked (f32, 2-D, consistent shapes), or a VyreError."""
     q = _matrix("q", q, "[num_heads, head_dim]")
     kv_cache = _matrix("kv_cache", kv_cache, "[seq_len, kv_lora_rank]")
@@ -415,7 +435,12 @@ def _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size):
                 f"{name} must have shape [kv_lora_rank, num_heads * head_dim] = "
                 f"{(rank, num_heads * head_dim)}, got {w.shape}"
             )
-    return q, kv_cache, kr_cache, w_uk, w_uv, tile_size
+    return MlaArrays(
+        q, kv_cache, kr_cache,
+        w_uk.reshape(rank, num_heads, head_dim), w_uv.reshape(rank, num_heads, head_dim),
+        tile_size, num_heads, head_dim, seq_len, rank, rope,
+        np.float32(1.0) / np.sqrt(np.float32(head_dim)),
+    )
 
 
 def mla_decode(
@@ -428,15 +453,11 @@ def mla_decode(
 ) -> np.ndarray:
     """MLA decode of SEMANTICS.md: q f32[H, D], kv_cache f32[S, R],
     kr_cache f32[S, P], w_uk/w_uv f32[R, H*D] -> out f32[H, D]."""
-    q, kv_cache, kr_cache, w_uk, w_uv, tile_size = _mla_arrays(
-        q, kv_cache, kr_cache, w_uk, w_uv, tile_size
+    a = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
+    q, kv_cache, kr_cache, wk, wv, tile_size = a.q, a.kv_cache, a.kr_cache, a.wk, a.wv, a.tile_size
+    num_heads, head_dim, seq_len, rank, rope, scale = (
+        a.num_heads, a.head_dim, a.seq_len, a.rank, a.rope, a.scale
     )
-    num_heads, head_dim = q.shape
-    seq_len, rank = kv_cache.shape
-    rope = kr_cache.shape[1]
-    scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
-    wk = w_uk.reshape(rank, num_heads, head_dim)
-    wv = w_uv.reshape(rank, num_heads, head_dim)
 
     def decompress(w: np.ndarray, t: int) -> np.ndarray:
         """sum over r in order of w[r, head, dim] * kv_cache[t, r]: [H, D]."""
@@ -491,15 +512,11 @@ def mla_decode_absorbed(
     and after the last tile o_acc[dim] = sum over r of w_uv[r, head, dim] *
     o_lat[r].  `kv_splits` gives the order of a kernel split by
     vyre-split-kv."""
-    q, kv_cache, kr_cache, w_uk, w_uv, tile_size = _mla_arrays(
-        q, kv_cache, kr_cache, w_uk, w_uv, tile_size
+    a = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
+    q, kv_cache, kr_cache, wk, wv, tile_size = a.q, a.kv_cache, a.kr_cache, a.wk, a.wv, a.tile_size
+    num_heads, head_dim, seq_len, rank, rope, scale = (
+        a.num_heads, a.head_dim, a.seq_len, a.rank, a.rope, a.scale
     )
-    num_heads, head_dim = q.shape
-    seq_len, rank = kv_cache.shape
-    rope = kr_cache.shape[1]
-    scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
-    wk = w_uk.reshape(rank, num_heads, head_dim)
-    wv = w_uv.reshape(rank, num_heads, head_dim)
     q_lat = np.zeros((num_heads, rank), dtype=np.float32)  # the prologue
     for r in range(rank):
         acc = np.zeros(num_heads, dtype=np.float32)

@@ -223,6 +223,12 @@ def tiled_online_softmax(
     the mask region; it is also evaluated with numpy over every (item, key)
     pair at build time to classify each (block of 64 items, key tile) as
     empty, full or partial (`tile_classes`)."""
+    for role, fn in (("scores", scores), ("update", update), ("prologue", prologue),
+                     ("epilogue", epilogue), ("mask", mask)):
+        if (fn is not None or role in ("scores", "update")) and not callable(fn):
+            raise VyreError(
+                f"{role} must be a function (a fragment callback), got {type(fn).__name__}"
+            )
     item_count, seq_len, head_dim, tile_size = check_dimensions(
         item_count=item_count, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size
     )
