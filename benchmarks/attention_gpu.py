@@ -114,11 +114,15 @@ def tile_size_of(optimize: str | None) -> tuple[int, str | None]:
     return 64, optimize
 
 
-def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng) -> list[Row]:
+def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng,
+             match="") -> list[Row]:
+
+    label = f"B={batch} H={heads} N={seq} D={dim}" + (" causal" if causal else "")
+    if match not in f"fa2 {label}":
+        return []
     import torch
     import torch.nn.functional as F
 
-    label = f"B={batch} H={heads} N={seq} D={dim}" + (" causal" if causal else "")
     flops = 4.0 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
     rows = []
     groups = batch * heads  # batch and heads are both independent (q, k, v) groups
@@ -155,7 +159,11 @@ def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng) -
     return rows
 
 
-def mla_case(seq, heads, dim, rank, rope, *, variants, warmup, repeat, rng) -> list[Row]:
+def mla_case(seq, heads, dim, rank, rope, *, variants, warmup, repeat, rng,
+             match="") -> list[Row]:
+    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}"
+    if match not in f"mla {label}":
+        return []
     import torch
 
     ins = dict(
@@ -182,7 +190,6 @@ def mla_case(seq, heads, dim, rank, rope, *, variants, warmup, repeat, rng) -> l
         torch_ms = torch_time_ms(eager, warmup, repeat)
     # Work of the decompressing formulation (K and V decompression + attention).
     flops = 2.0 * seq * rank * heads * dim * 2 + 4.0 * heads * seq * dim
-    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}"
     module = vx.mla_decode(seq_len=seq, num_heads=heads, head_dim=dim, kv_lora_rank=rank,
                            qk_rope_head_dim=rope)
     rows = []
@@ -251,6 +258,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="small shapes only (smoke test)")
     parser.add_argument("--only", choices=["fa2", "mla"], help="run one decoder's cases")
+    parser.add_argument("--match", default="",
+                        help="run only the cases whose name ('fa2 B=1 H=32 N=4096 D=128', "
+                             "'mla S=4096 ...') contains this text")
     parser.add_argument("--variants", default="none;default",
                         help="';'-separated optimize= choices of vx.lower_to_gpu: "
                              "'none' (the seed's layout), 'exact', 'default', or a pass "
@@ -264,7 +274,8 @@ def main(argv=None) -> int:
             variants.append(("default", None))
         else:
             variants.append((name, name))
-    common = dict(variants=variants, warmup=args.warmup, repeat=args.repeat, rng=rng)
+    common = dict(variants=variants, warmup=args.warmup, repeat=args.repeat, rng=rng,
+                  match=args.match)
     rows: list[Row] = []
     started = time.perf_counter()
     print(HEADER)

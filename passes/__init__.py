@@ -29,6 +29,12 @@ def _convert_vyre_to_gpu():
     return ConvertVyreToGpuPass
 
 
+def _interleave_scratch():
+    from vyre_xdsl.passes.interleave_scratch import InterleaveScratchPass
+
+    return InterleaveScratchPass
+
+
 def _promote_scratch():
     from vyre_xdsl.passes.promote_scratch import PromoteScratchPass
 
@@ -82,6 +88,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-inline-fragments": _inline_fragments,
     "vyre-expand-stability": _expand_stability,
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,
+    "vyre-interleave-scratch": _interleave_scratch,
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
     "vyre-retile": _retile,

@@ -41,9 +41,9 @@ def _is_lane_x(value: SSAValue) -> bool:
     return isinstance(owner, gpu.ThreadIdOp) and owner.dimension.data == gpu.DimensionEnum.X
 
 
-def lane_slice_offset(index: SSAValue, stride: int) -> SSAValue | None:
-    """`offset` if `index` is `thread_id.x * stride + offset` with
-    `offset < stride` provably, else None."""
+def lane_slice(index: SSAValue, stride: int) -> tuple[SSAValue, SSAValue] | None:
+    """`(lane, offset)` if `index` is `lane * stride + offset`, with lane
+    the thread_id.x and `offset < stride` provably, else None."""
     add = index.owner
     if not isinstance(add, arith.AddiOp):
         return None
@@ -55,11 +55,11 @@ def lane_slice_offset(index: SSAValue, stride: int) -> SSAValue | None:
             if _is_lane_x(lane) and constant_index(factor) == stride:
                 bound = upper_bound(offset)
                 if bound is not None and 0 <= bound < stride:
-                    return offset
+                    return lane, offset
     return None
 
 
-def _lanes_per_workgroup(op: Operation) -> int | None:
+def lanes_per_workgroup(op: Operation) -> int | None:
     func = op.parent_op()
     while func is not None and not isinstance(func, gpu.FuncOp):
         func = func.parent_op()
@@ -72,41 +72,58 @@ def _lanes_per_workgroup(op: Operation) -> int | None:
     return x if y == z == 1 else None
 
 
+@dataclass(frozen=True)
+class LaneSliceAccess:
+    """A load or store of a lane's own slice: `index = lane * stride + offset`."""
+
+    op: memref.LoadOp | memref.StoreOp
+    lane: SSAValue
+    offset: SSAValue
+
+
+def lane_slice_accesses(alloc: memref.AllocOp) -> tuple[int, list[LaneSliceAccess]] | None:
+    """The slice length and every access of the one-dimensional workgroup
+    array `alloc`, if each lane only ever touches its own slice; else None."""
+    memref_type = alloc.memref.type
+    space = memref_type.memory_space
+    if not (isinstance(space, IntegerAttr) and space.value.data == WORKGROUP_MEMORY_SPACE):
+        return None
+    lanes = lanes_per_workgroup(alloc)
+    shape = memref_type.get_shape()
+    if lanes is None or len(shape) != 1 or shape[0] % lanes:
+        return None
+    stride = shape[0] // lanes
+    accesses = []
+    for use in alloc.memref.uses:
+        access = use.operation
+        if not (
+            isinstance(access, memref.LoadOp) and use.index == 0
+            or isinstance(access, memref.StoreOp) and use.index == 1
+        ):
+            return None
+        found = lane_slice(access.indices[0], stride)
+        if found is None:
+            return None
+        accesses.append(LaneSliceAccess(access, *found))
+    return stride, accesses
+
+
 class PromoteLaneSlices(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.AllocOp, rewriter: PatternRewriter):
-        memref_type = op.memref.type
-        space = memref_type.memory_space
-        if not (isinstance(space, IntegerAttr) and space.value.data == WORKGROUP_MEMORY_SPACE):
+        found = lane_slice_accesses(op)
+        if found is None:
             return
-        lanes = _lanes_per_workgroup(op)
-        shape = memref_type.get_shape()
-        if lanes is None or len(shape) != 1 or shape[0] % lanes:
-            return
-        stride = shape[0] // lanes
-        offsets: list[tuple[Operation, SSAValue]] = []
-        for use in op.memref.uses:
-            access = use.operation
-            if isinstance(access, memref.LoadOp) and use.index == 0:
-                index = access.indices[0]
-            elif isinstance(access, memref.StoreOp) and use.index == 1:
-                index = access.indices[0]
-            else:
-                return
-            offset = lane_slice_offset(index, stride)
-            if offset is None:
-                return
-            offsets.append((access, offset))
-        private = memref.AllocaOp.get(memref_type.element_type, shape=[stride])
+        stride, accesses = found
+        private = memref.AllocaOp.get(op.memref.type.element_type, shape=[stride])
         private.memref.name_hint = op.memref.name_hint
         rewriter.replace(op, private)
-        for access, offset in offsets:
-            if isinstance(access, memref.LoadOp):
-                rewriter.replace(access, memref.LoadOp.get(private.memref, [offset]))
+        for access in accesses:
+            if isinstance(access.op, memref.LoadOp):
+                new = memref.LoadOp.get(private.memref, [access.offset])
             else:
-                rewriter.replace(
-                    access, memref.StoreOp.get(access.value, private.memref, [offset])
-                )
+                new = memref.StoreOp.get(access.op.value, private.memref, [access.offset])
+            rewriter.replace(access.op, new)
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,16 @@ tuned for a device without being rebuilt:
 
 The online softmax then rescales at other points, so results change within
 rounding (docs/performance.md); `vx.reference.*(tile_size=new)` gives them
-exactly.  `tile_size=0` (the default) chooses 32 for rows of at most 64
-dims built with larger tiles: measured on the H200, the unrolled 32-key tile
-ran FA2 at head_dim 64 about 10% faster (unmasked and causal), and its
-staged tile (8 KiB) is what made staging pay off; at head_dim 128 tiles are
-kept (its rows already fill the registers).
+exactly.  `tile_size=0` (the default) chooses from measurements on the H200
+(docs/performance.md), for kernels that vyre-split-kv does not split (MLA
+decode ran 45% slower over 16-key tiles):
+- rows of at most 64 dims: 16 keys (32 keys were about 10% faster than 64,
+  unmasked and causal, and made staging pay off; 16 keys, unrolled 64 deep,
+  another 2-11%, 4% causal);
+- longer rows: 8 keys, or 4 on a grid of at most two workgroups per SM
+  (head_dim 128: 26.9 -> 15.7 ms at 32 heads, 2.4 -> 1.7 ms at one head:
+  the scores of a short tile leave registers for the query row and the
+  accumulator).
 """
 
 from __future__ import annotations
@@ -34,8 +39,37 @@ from xdsl.passes import ModulePass
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import pass_error
 
-SMALL_TILE = 32
-SMALL_ROWS = 64  # head_dim up to which SMALL_TILE is chosen
+SHORT_ROW_TILE = 16  # keys per tile for rows of at most SHORT_ROWS dims
+SHORT_ROWS = 64
+LONG_ROW_TILE = 8  # keys per tile for longer rows
+LONG_ROW_SMALL_GRID_TILE = 4  # ... on a small grid
+SMALL_GRID = 2 * 132  # workgroups; two per SM of an H200
+
+
+def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
+    """How many workgroups `op`'s kernel dispatches."""
+    kernel = op.parent_op()
+    assert isinstance(kernel, vyre.KernelOp)
+    return -(-kernel.item_count.value.data // kernel.workgroup_size.value.data)
+
+
+def automatic_tile_size(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
+    """The measured choice for `op` (module docstring), or None to keep
+    its tiles."""
+    from vyre_xdsl.passes.split_kv import TARGET_INVOCATIONS, automatic_splits
+
+    kernel = op.parent_op()
+    assert isinstance(kernel, vyre.KernelOp)
+    if automatic_splits(op, kernel.workgroup_size.value.data, TARGET_INVOCATIONS) > 1:
+        return None
+    if op.shape()["head_dim"] <= SHORT_ROWS:
+        wanted = SHORT_ROW_TILE
+    elif grid_workgroups(op) <= SMALL_GRID:
+        wanted = LONG_ROW_SMALL_GRID_TILE
+    else:
+        wanted = LONG_ROW_TILE
+    built = op.shape()["tile_size"]
+    return wanted if built > wanted and built % wanted == 0 else None
 
 
 def retile(op: vyre.TiledOnlineSoftmaxOp, tile_size: int) -> None:
@@ -74,11 +108,9 @@ class RetilePass(ModulePass):
                 )
             wanted = self.tile_size
             if wanted == 0:
-                if shape["head_dim"] > SMALL_ROWS or shape["tile_size"] <= SMALL_TILE:
+                wanted = automatic_tile_size(skeleton)
+                if wanted is None:
                     continue
-                if shape["tile_size"] % SMALL_TILE:
-                    continue
-                wanted = SMALL_TILE
             if wanted < 1 or shape["tile_size"] % wanted:
                 raise pass_error(
                     skeleton,

@@ -48,6 +48,7 @@ from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import constant_index, loop_of
 
 STAGE_NAME = "kv_tile"
+SHARED_MEMORY_BYTES = 49152  # Vulkan maxComputeSharedMemorySize of the H200 and most GPUs
 _UNIFORM_OPS = (
     arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivUIOp, arith.RemUIOp,
     arith.MinUIOp, arith.MaxUIOp,
@@ -231,7 +232,7 @@ class StageKvTilesPass(ModulePass):
 
     name = "vyre-stage-kv-tiles"
 
-    shared_memory_bytes: int = 49152
+    shared_memory_bytes: int = SHARED_MEMORY_BYTES
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.shared_memory_bytes < 0:

@@ -10,7 +10,8 @@
   default  the fastest correct choice: the vyre-level rewrites that reorder
            floating-point sums (vyre-absorb-mla, vyre-retile, vyre-split-kv;
            the tolerance is in docs/performance.md), then `exact` tuned by
-           `tuning` (vyre-stage-kv-tiles where it pays, unroll depth)
+           `tuning` (vyre-stage-kv-tiles where it pays, unroll depth, and
+           vyre-interleave-scratch where registers are short)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from vyre_xdsl.passes.convert_vyre_to_gpu import ConvertVyreToGpuPass
 from vyre_xdsl.passes.expand_stability import ExpandStabilityPass
 from vyre_xdsl.passes.inline_fragments import InlineFragmentsPass
 from vyre_xdsl.passes.promote_scratch import PromoteScratchPass
+from vyre_xdsl.passes.retile import SHORT_ROWS, SMALL_GRID, grid_workgroups
 
 LOWERING = (InlineFragmentsPass(), ExpandStabilityPass(), ConvertVyreToGpuPass())
 
@@ -55,50 +57,76 @@ def vyre_rewrites(level: str) -> tuple[ModulePass, ...]:
 @dataclass(frozen=True)
 class Tuning:
     """What `default` adds for a module's skeletons after the rewrites,
-    from measurements on the H200 (docs/performance.md): K/V tiles staged
-    in shared memory (read as vec4) where a tile takes at most 16 KiB or the
-    grid is small (at D=128 a 32 KiB tile slowed the 2048-workgroup case
-    from 27 to 42 ms and sped the 64-workgroup case from 5.5 to 2.4 ms),
-    unrolled 64 deep where staged and masked or with long rows."""
+    from measurements on the H200 (docs/performance.md):
+    - K/V tiles staged in shared memory (read as vec4) where a tile takes
+      at most 16 KiB or the grid is small (at head_dim 128 a 32 KiB tile
+      slowed the 2048-workgroup case from 27 to 42 ms);
+    - unrolled 64 deep where masked (causal: 6.8 -> 5.2 ms), with rows of
+      at most 64 dims (tiles of 16 keys: 5.53 -> 5.46 ms) or split (MLA
+      decode: 1.69 -> 1.49 ms); 32 deep for longer rows;
+    - on a small grid with rows longer than 64 dims, the query row left in
+      workgroup memory, lane-minor (vyre-interleave-scratch: 2.2 -> 1.7 ms
+      at one head of 128 dims; on 2048 workgroups it halved the speed)."""
 
     unroll_factor: int = 32
     stage_tiles: bool = False
+    interleave: tuple[str, ...] = ()
 
 
 STAGE_TILE_BYTES = 16 * 1024
-SMALL_GRID = 2 * 132  # workgroups; two per SM of an H200
+DEEP_UNROLL = 64
 
 
 def tuning(module: ModuleOp) -> Tuning:
     """The default's choices for `module` (vyre IR, after vyre_rewrites)."""
     skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
-    if not skeletons or any(s.splits > 1 for s in skeletons):
+    if not skeletons:
         return Tuning()
-    kernels = {s.parent_op() for s in skeletons}
-    workgroups = sum(-(-k.item_count.value.data // k.workgroup_size.value.data)
-                     for k in kernels)
+    if any(s.splits > 1 for s in skeletons):
+        return Tuning(unroll_factor=DEEP_UNROLL)
+    workgroups = sum(grid_workgroups(s) for s in skeletons)
+    small_grid = workgroups <= SMALL_GRID
 
     def stages(s: vyre.TiledOnlineSoftmaxOp) -> bool:
         shape = s.shape()
-        return 4 * shape["tile_size"] * shape["head_dim"] <= STAGE_TILE_BYTES or (
-            workgroups <= SMALL_GRID
-        )
+        return 4 * shape["tile_size"] * shape["head_dim"] <= STAGE_TILE_BYTES or small_grid
 
     if not all(stages(s) for s in skeletons):
         return Tuning()
-    deep = all(s.has_mask or s.shape()["head_dim"] > 64 for s in skeletons)
-    return Tuning(unroll_factor=64 if deep else 32, stage_tiles=True)
+    long_rows = all(s.shape()["head_dim"] > SHORT_ROWS for s in skeletons)
+    deep = not long_rows or all(s.has_mask for s in skeletons)
+    return Tuning(
+        unroll_factor=DEEP_UNROLL if deep else 32,
+        stage_tiles=True,
+        interleave=("q_scratch",) if small_grid and long_rows else (),
+    )
 
 
-def optimisations(level: str, unroll_factor: int = 32) -> tuple[ModulePass, ...]:
+def scratch_bytes(module: ModuleOp, names: tuple[str, ...]) -> int:
+    """The workgroup memory that the scratch arrays `names` take, per kernel
+    at most."""
+    per_kernel: dict[vyre.KernelOp, int] = {}
+    for scratch in module.walk():
+        if isinstance(scratch, vyre.ScratchOp) and scratch.sym_name.data in names:
+            kernel = scratch.parent_op()
+            (count,) = scratch.result.type.get_shape()
+            per_kernel[kernel] = per_kernel.get(kernel, 0) + 4 * count
+    return max(per_kernel.values(), default=0)
+
+
+def optimisations(
+    level: str, unroll_factor: int = 32, interleave: tuple[str, ...] = ()
+) -> tuple[ModulePass, ...]:
     """The passes that follow the lowering at optimisation `level`."""
+    from vyre_xdsl.passes.interleave_scratch import InterleaveScratchPass
     from vyre_xdsl.passes.unroll_jam import UnrollJamPass
     from vyre_xdsl.passes.vectorize_loads import VectorizeLoadsPass
 
     _check_level(level)
     if level == "none":
         return ()
-    return (
+    kept = (InterleaveScratchPass(interleave),) if interleave else ()
+    return kept + (
         PromoteScratchPass(),
         UnrollJamPass(unroll_factor),
         VectorizeLoadsPass(),
@@ -126,12 +154,14 @@ class VyreToGpuPass(ModulePass):
     optimize: str = "default"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from vyre_xdsl.passes.stage_kv_tiles import StageKvTilesPass
+        from vyre_xdsl.passes.stage_kv_tiles import SHARED_MEMORY_BYTES, StageKvTilesPass
 
         for rewrite in vyre_rewrites(self.optimize):
             rewrite.apply(ctx, op)
         tuned = tuning(op) if self.optimize == "default" else Tuning()
         if tuned.stage_tiles:
-            StageKvTilesPass().apply(ctx, op)
-        for lowering in LOWERING + optimisations(self.optimize, tuned.unroll_factor):
+            kept = scratch_bytes(op, tuned.interleave)
+            StageKvTilesPass(SHARED_MEMORY_BYTES - kept).apply(ctx, op)
+        optimising = optimisations(self.optimize, tuned.unroll_factor, tuned.interleave)
+        for lowering in LOWERING + optimising:
             lowering.apply(ctx, op)

@@ -32,7 +32,7 @@ def test_retiled_kernel_is_exact_at_the_new_tile_size(mods, shape):
     assert np.max(np.abs(got - built_order)) <= 1e-5 * np.max(np.abs(built_order))
 
 
-def test_default_retiles_short_rows_only():
+def test_default_tiles_follow_the_h200_measurements():
     from vyre_xdsl.compiler import apply_pipeline
     from vyre_xdsl.dialects import vyre
 
@@ -41,9 +41,14 @@ def test_default_retiles_short_rows_only():
                  if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
         return op.shape()["tile_size"]
 
-    assert chosen(vx.flash_attention_2(256, 64)) == 32
-    assert chosen(vx.flash_attention_2(256, 128)) == 64
-    assert chosen(vx.flash_attention_2(256, 64, tile_size=16)) == 16
+    assert chosen(vx.flash_attention_2(4096, 64, num_heads=32)) == 16
+    assert chosen(vx.flash_attention_2(4096, 64, tile_size=8)) == 8
+    assert chosen(vx.flash_attention_2(4096, 128, num_heads=32)) == 8
+    assert chosen(vx.flash_attention_2(4096, 128)) == 4  # 64 workgroups
+    assert chosen(vx.flash_attention_2(4096, 128, 12, num_heads=32)) == 12  # 8 does not divide
+    # kernels that vyre-split-kv splits keep their tiles
+    assert chosen(vx.flash_attention_2(256, 64)) == 64
+    assert chosen(vx.mla_decode(4096, 16, 128, 512, 64)) == 64
 
 
 def test_a_tile_size_that_does_not_divide_is_an_error():

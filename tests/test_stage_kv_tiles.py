@@ -84,11 +84,13 @@ def test_default_tuning_follows_the_h200_measurements():
         return tuning(apply_pipeline(module, "vyre-absorb-mla,vyre-retile,vyre-split-kv"))
 
     causal = dict(mask_mod=lambda q, kv: kv <= q)
-    # rows of 64 dims: 8 KiB tiles of 32 keys, staged; deeper with a mask
-    assert tuned(vx.flash_attention_2(4096, 64, num_heads=32)) == Tuning(32, True)
+    # rows of 64 dims: 4 KiB tiles of 16 keys, staged, unrolled 64 deep
+    assert tuned(vx.flash_attention_2(4096, 64, num_heads=32)) == Tuning(64, True)
     assert tuned(vx.flash_attention_2(4096, 64, num_heads=32, **causal)) == Tuning(64, True)
-    # rows of 128: a 32 KiB tile only pays off on a small grid
-    assert tuned(vx.flash_attention_2(4096, 128, num_heads=32)) == Tuning(32, False)
-    assert tuned(vx.flash_attention_2(4096, 128)) == Tuning(64, True)
-    # split kernels (MLA decode) keep the plain choice
-    assert tuned(vx.mla_decode(4096, 16, 128, 512, 64)) == Tuning()
+    # rows of 128: tiles of 8 keys (4 KiB), staged; on a small grid tiles of
+    # 4 keys and the query row in workgroup memory
+    assert tuned(vx.flash_attention_2(4096, 128, num_heads=32)) == Tuning(32, True)
+    assert tuned(vx.flash_attention_2(4096, 128)) == Tuning(32, True, ("q_scratch",))
+    # split kernels (MLA decode) are not staged, and unrolled deeper
+    assert tuned(vx.mla_decode(4096, 16, 128, 512, 64)) == Tuning(64)
+

@@ -438,7 +438,8 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
             f"kernel @{info.name} needs {shared} bytes of workgroup memory but "
             f"Vulkan device {ctx.name!r} allows maxComputeSharedMemorySize = "
             f"{limits.maxComputeSharedMemorySize}; use a smaller head_dim or "
-            f"tile_size, or lower with the vyre-promote-scratch pass (the default)"
+            f"tile_size, or lower with optimize='exact' (it keeps no scratch in "
+            f"workgroup memory; the default is tuned for 48 KiB)"
         )
     wg = info.workgroup_size
     invocations = wg[0] * wg[1] * wg[2]
