@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import gpu
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import gpu, scf
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -82,6 +82,19 @@ def tile_weight(
     if keep is None:
         return weight
     return b.select(keep, weight, b.f32(0.0))
+
+
+MAX_TRIPS_ATTR = "vyre.max_trips"
+
+
+def mark_tile_loops(tile_len: SSAValue, tile_size: int) -> None:
+    """Record on every loop up to `tile_len` (a tile's length, the last tile
+    possibly shorter) that it runs at most `tile_size` times, so that
+    vyre-unroll-jam does not jam more iterations than a tile has."""
+    for use in tile_len.uses:
+        loop = use.operation
+        if isinstance(loop, scf.ForOp) and loop.ub is tile_len:
+            loop.attributes[MAX_TRIPS_ATTR] = IntegerAttr(tile_size, i64)
 
 
 def update_reads_scores(op: vyre.TiledOnlineSoftmaxOp) -> bool:
@@ -427,6 +440,7 @@ class ExpandSkeleton(RewritePattern):
             expand_tile_weights(op, update, masked, store_weights)
             splice_copy(b, update, update_args)
             update.drop_all_references()  # its ops must not stay users of the kernel's values
+            mark_tile_loops(tile_len, tile_size)
             return [m_new, l_new]
 
         if (shape["item_count"] * splits) % lanes:

@@ -37,6 +37,7 @@ from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.passes.inline_fragments import MAX_TRIPS_ATTR
 
 
 # Marks a loop this pass made, so it is not unrolled again.
@@ -208,11 +209,16 @@ def _jammed_body(loop: scf.ForOp, shape: JamShape, factor: int) -> Block:
 
 
 def effective_factor(loop: scf.ForOp, factor: int) -> int:
-    """`factor`, but no more than a constant trip count (a short loop is
-    unrolled completely instead of leaving it all to the remainder)."""
+    """`factor`, but no more than a constant trip count, or than the most
+    trips vyre-inline-fragments recorded for a loop over a tile (a short
+    loop is unrolled completely instead of leaving it all to the
+    remainder)."""
     lower, upper = constant_index(loop.lb), constant_index(loop.ub)
     if lower is not None and upper is not None:
         return min(factor, max(0, upper - lower))
+    most = loop.attributes.get(MAX_TRIPS_ATTR)
+    if isinstance(most, IntegerAttr):
+        return min(factor, most.value.data)
     return factor
 
 

@@ -59,6 +59,8 @@ builtin.module {
 // CHECK-NEXT:          %[[NAN:.*]] = arith.cmpf uno, %[[TM]], %[[TM]] : f32
 // CHECK-NEXT:          %[[NEXT:.*]] = arith.select %[[NAN]], %[[TM]], %[[BIG]] : f32
 // CHECK-NEXT:          scf.yield %[[NEXT]] : f32
+// A loop over a tile runs at most tile_size times (for vyre-unroll-jam):
+// CHECK-NEXT:        } {vyre.max_trips = 2 : i64}
 // CHECK:             %[[NEW:.*]] = arith.cmpf ogt, %tile_max, %m : f32
 // CHECK-NEXT:        %m_new = arith.select %[[NEW]], %tile_max, %m : f32
 // CHECK-NEXT:        %[[DIFF:.*]] = arith.subf %m, %m_new : f32

@@ -31,7 +31,7 @@ builtin.module {
 // CHECK:      %score_tile = vyre.scratch "score_tile" : memref<4096xf32>
 // CHECK:      item_count 128 seq_len 128 head_dim 1 tile_size 8 tile_count 16 tile_classes [2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]
 
-// Chosen for rows of at most 64 dims: 32.
-// AUTO:       tile_size 32 tile_count 4 tile_classes [2, 2, 0, 0, 1, 1, 2, 2]
+// Chosen for rows of at most 64 dims: 16.
+// AUTO:       tile_size 16 tile_count 8 tile_classes [2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
 
 // BAD: retile.mlir:15:5: error: vyre-retile: tile_size 12 must be a positive divisor of the built tile size 64
