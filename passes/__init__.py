@@ -47,6 +47,12 @@ def _unroll_jam():
     return UnrollJamPass
 
 
+def _resize_workgroup():
+    from vyre_xdsl.passes.resize_workgroup import ResizeWorkgroupPass
+
+    return ResizeWorkgroupPass
+
+
 def _retile():
     from vyre_xdsl.passes.retile import RetilePass
 
@@ -91,6 +97,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-interleave-scratch": _interleave_scratch,
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
+    "vyre-resize-workgroup": _resize_workgroup,
     "vyre-retile": _retile,
     "vyre-split-kv": _split_kv,
     "vyre-stage-kv-tiles": _stage_kv_tiles,

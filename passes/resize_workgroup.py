@@ -1,0 +1,131 @@
+"""vyre-resize-workgroup{size=N}: run a kernel in workgroups of N lanes.
+
+The seed's kernels run 64 lanes per workgroup, and a workgroup runs on one
+SM.  Smaller workgroups spread a small grid over more SMs (one head of 4096
+rows is 64 workgroups of 64 on an H200's 132 SMs, 128 of 32); larger ones
+share each staged K/V tile among more rows.  A lane still computes one
+item with the same code, so results are bit-identical; only what the lanes
+of a workgroup share changes:
+
+- the per-lane scratch arrays (`lane * stride + offset`) are resized to
+  `N * stride`;
+- a mask's `tile_classes`, kept per block of `workgroup_size` items, are
+  recomputed for blocks of N: a tile is empty (or full) for a new block
+  where it was for every old block the new one overlaps, else partial (a
+  partial tile is evaluated key by key, which is always exact).
+
+N must divide or be a multiple of the workgroup size.  Runs on vyre IR,
+before vyre-split-kv (a split kernel merges its partials within a
+workgroup).  Measured on the H200 (docs/performance.md), workgroups of 32
+ran one head of 4096 rows 8-11% slower than 64 (128 SMs busy instead of 64,
+but each staged tile serves half the rows), and 16 slower still: `default`
+keeps 64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, ModuleOp, f32, i8, i64
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import pass_error
+
+# Each fragment region's block arguments that are the skeleton's scratch.
+_SCRATCH_ARGS = ("q_scratch", "score_tile", "o_acc")
+
+
+def merged_class(classes: list[int]) -> int:
+    """The class of a tile for a block made of blocks with these classes."""
+    if all(c == vyre.TILE_EMPTY for c in classes):
+        return vyre.TILE_EMPTY
+    if all(c == vyre.TILE_FULL for c in classes):
+        return vyre.TILE_FULL
+    return vyre.TILE_PARTIAL
+
+
+def resized_classes(table: list[list[int]], lanes: int, size: int, items: int):
+    """The tile-class rows for blocks of `size` items, from rows for blocks
+    of `lanes` (each new block takes the classes of the blocks it covers)."""
+    blocks = -(-items // size)
+    rows = []
+    for block in range(blocks):
+        first, last = block * size // lanes, ((block + 1) * size - 1) // lanes
+        covered = table[first : min(last, len(table) - 1) + 1]
+        rows.append([merged_class(list(column)) for column in zip(*covered, strict=True)])
+    return rows
+
+
+def resize(kernel: vyre.KernelOp, size: int) -> None:
+    """Give `kernel` workgroups of `size` lanes (a divisor or a multiple of
+    its own)."""
+    lanes = kernel.workgroup_size.value.data
+    resized: dict[str, MemRefType] = {}
+    for scratch in [op for op in kernel.body.walk() if isinstance(op, vyre.ScratchOp)]:
+        (count,) = scratch.result.type.get_shape()
+        new_type = MemRefType(f32, [count // lanes * size])
+        resized[scratch.sym_name.data] = new_type
+        _retype(scratch.result, new_type)
+    for skeleton in [op for op in kernel.body.walk() if isinstance(op, vyre.TiledOnlineSoftmaxOp)]:
+        for region, names in (
+            (skeleton.scores, vyre.SCORES_ARGS),
+            (skeleton.update, vyre.UPDATE_ARGS),
+            (skeleton.prologue, vyre.PROLOGUE_ARGS),
+            (skeleton.epilogue, vyre.EPILOGUE_ARGS),
+        ):
+            for name in _SCRATCH_ARGS:
+                if name in names:
+                    arg = region.block.args[names.index(name)]
+                    _retype(arg, resized[scratch_name(skeleton, name)])
+        if skeleton.tile_classes is not None:
+            items = skeleton.shape()["item_count"]
+            rows = resized_classes(skeleton.tile_class_table(), lanes, size, items)
+            skeleton.properties["tile_classes"] = DenseArrayBase.from_list(
+                i8, [cls for row in rows for cls in row]
+            )
+    kernel.properties["workgroup_size"] = IntegerAttr(size, i64)
+
+
+def _retype(value, new_type: MemRefType) -> None:
+    name = value.name_hint
+    Rewriter.replace_value_with_new_type(value, new_type).name_hint = name
+
+
+def scratch_name(skeleton: vyre.TiledOnlineSoftmaxOp, role: str) -> str:
+    """The name of the vyre.scratch that is `skeleton`'s operand `role`."""
+    owner = getattr(skeleton, role).owner
+    assert isinstance(owner, vyre.ScratchOp)
+    return owner.sym_name.data
+
+
+@dataclass(frozen=True)
+class ResizeWorkgroupPass(ModulePass):
+    """Run kernels in workgroups of `size` lanes; bit-identical."""
+
+    name = "vyre-resize-workgroup"
+
+    size: int
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, vyre.KernelOp)]:
+            skeletons = [s for s in kernel.body.walk()
+                         if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+            lanes = kernel.workgroup_size.value.data
+            if any(s.splits > 1 for s in skeletons):
+                raise pass_error(
+                    kernel,
+                    f"vyre-resize-workgroup: kernel @{kernel.sym_name.data} is split "
+                    f"(vyre-split-kv); resize it before splitting",
+                )
+            size = self.size
+            if size < 1 or (lanes % size and size % lanes):
+                raise pass_error(
+                    kernel,
+                    f"vyre-resize-workgroup: size {size} must be a positive divisor or "
+                    f"multiple of the workgroup size {lanes} of @{kernel.sym_name.data}",
+                )
+            if size != lanes:
+                resize(kernel, size)
