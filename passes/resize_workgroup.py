@@ -16,10 +16,11 @@ of a workgroup share changes:
 
 N must divide or be a multiple of the workgroup size.  Runs on vyre IR,
 before vyre-split-kv (a split kernel merges its partials within a
-workgroup).  Measured on the H200 (docs/performance.md), workgroups of 32
-ran one head of 4096 rows 8-11% slower than 64 (128 SMs busy instead of 64,
-but each staged tile serves half the rows), and 16 slower still: `default`
-keeps 64.
+workgroup).  Measured on the H200 (docs/performance.md): workgroups of 32
+ran one head of 4096 rows 8-11% slower than 64 (128 SMs busy instead of
+64, but each staged tile serves half the rows), 16 slower still; on 2048
+workgroups, 128 lanes were 2-6% faster and 256 slower.  `default` keeps
+64 until a run confirms 128.
 """
 
 from __future__ import annotations
