@@ -116,7 +116,6 @@ def tile_size_of(optimize: str | None) -> tuple[int, str | None]:
 
 def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng,
              match="") -> list[Row]:
-
     label = f"B={batch} H={heads} N={seq} D={dim}" + (" causal" if causal else "")
     if match not in f"fa2 {label}":
         return []

@@ -45,6 +45,7 @@ from vyre_xdsl.dialects import vyre
 from vyre_xdsl.ir_builder import IRBuilder
 
 F32_MIN = -3.4028234663852886e38  # the most negative finite f32, not -inf
+MAX_TRIPS_ATTR = "vyre.max_trips"  # on a loop over a tile: at most tile_size trips
 
 
 def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
@@ -82,9 +83,6 @@ def tile_weight(
     if keep is None:
         return weight
     return b.select(keep, weight, b.f32(0.0))
-
-
-MAX_TRIPS_ATTR = "vyre.max_trips"
 
 
 def mark_tile_loops(tile_len: SSAValue, tile_size: int) -> None:
