@@ -453,11 +453,8 @@ def mla_decode(
 ) -> np.ndarray:
     """MLA decode of SEMANTICS.md: q f32[H, D], kv_cache f32[S, R],
     kr_cache f32[S, P], w_uk/w_uv f32[R, H*D] -> out f32[H, D]."""
-    a = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-    q, kv_cache, kr_cache, wk, wv, tile_size = a.q, a.kv_cache, a.kr_cache, a.wk, a.wv, a.tile_size
-    num_heads, head_dim, seq_len, rank, rope, scale = (
-        a.num_heads, a.head_dim, a.seq_len, a.rank, a.rope, a.scale
-    )
+    (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
+     scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
 
     def decompress(w: np.ndarray, t: int) -> np.ndarray:
         """sum over r in order of w[r, head, dim] * kv_cache[t, r]: [H, D]."""
@@ -512,11 +509,8 @@ def mla_decode_absorbed(
     and after the last tile o_acc[dim] = sum over r of w_uv[r, head, dim] *
     o_lat[r].  `kv_splits` gives the order of a kernel split by
     vyre-split-kv."""
-    a = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-    q, kv_cache, kr_cache, wk, wv, tile_size = a.q, a.kv_cache, a.kr_cache, a.wk, a.wv, a.tile_size
-    num_heads, head_dim, seq_len, rank, rope, scale = (
-        a.num_heads, a.head_dim, a.seq_len, a.rank, a.rope, a.scale
-    )
+    (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
+     scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
     q_lat = np.zeros((num_heads, rank), dtype=np.float32)  # the prologue
     for r in range(rank):
         acc = np.zeros(num_heads, dtype=np.float32)
