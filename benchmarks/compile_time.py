@@ -8,8 +8,9 @@ MLIR needs three things our lowered IR does not carry, added textually: a
 `spirv.target_env` on the module (SPIR-V 1.3, Shader), a
 `spirv.entry_point_abi` with the workgroup size on the gpu.func, and
 `--convert-math-to-spirv` before `--convert-gpu-to-spirv` (math ops are not
-part of the gpu conversion). The resulting spirv.module is cut out, given a
-VCE triple by `spirv-lower-abi-attrs` (entry point) and `spirv-update-vce`, and serialized."""
+part of the gpu conversion). Each resulting spirv.module (one per kernel of
+a program) is given a VCE triple by `spirv-lower-abi-attrs` (entry point)
+and `spirv-update-vce`, cut out and serialized."""
 
 from __future__ import annotations
 
@@ -46,27 +47,45 @@ def instruction_count(binary: bytes) -> int:
     return count
 
 
-def _spirv_module(text: str) -> str:
-    start = text.index("spirv.module")
-    depth = 0
-    for end in range(text.index("{", start), len(text)):
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        if depth == 0:
-            return text[start:end + 1]
-    raise ValueError("unbalanced spirv.module")
+def _spirv_modules(text: str) -> list[str]:
+    """Each top-level `spirv.module` of `text` (one per gpu.module)."""
+    modules, start = [], text.find("spirv.module")
+    while start >= 0:
+        depth = 0
+        for end in range(text.index("{", start), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        else:
+            raise ValueError("unbalanced spirv.module")
+        modules.append(text[start:end + 1])
+        start = text.find("spirv.module", end)
+    return modules
 
 
-def mlir_compile(lowered_text: str, workgroup: tuple[int, int, int], tmp: str):
-    """(seconds, binary) through upstream MLIR, or (None, reason)."""
+def _with_entry_point_abis(text: str, workgroups: list[tuple[int, int, int]]) -> str:
+    """The workgroup size of each kernel on its gpu.func, in module order."""
+    parts = text.split("gpu.kernel,")
+    if len(parts) != len(workgroups) + 1:
+        raise ValueError(f"{len(parts) - 1} gpu.kernel markers for {len(workgroups)} kernels")
+    out = parts[0]
+    for workgroup, rest in zip(workgroups, parts[1:]):
+        abi = ("spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = "
+               f"[{', '.join(map(str, workgroup))}]>")
+        out += f"gpu.kernel, {abi},{rest}"
+    return out
+
+
+def mlir_compile(lowered_text: str, workgroups: list[tuple[int, int, int]], tmp: str):
+    """(seconds, [binary per kernel]) through upstream MLIR, or (None, reason)."""
     opt, translate = shutil.which("mlir-opt-22"), shutil.which("mlir-translate-22")
     if not opt or not translate:
         return None, "mlir-opt-22 / mlir-translate-22 not installed (Debian mlir-22-tools)"
     text = lowered_text.replace(
         "attributes {gpu.container_module}",
         "attributes {gpu.container_module, " + TARGET_ENV + "}", 1)
-    abi = f"spirv.entry_point_abi = #spirv.entry_point_abi<workgroup_size = [{', '.join(map(str, workgroup))}]>"
-    text = text.replace("gpu.kernel,", f"gpu.kernel, {abi},", 1)
-    src, mid, spv = (os.path.join(tmp, n) for n in ("in.mlir", "spv.mlir", "out.spv"))
+    text = _with_entry_point_abis(text, workgroups)
+    src, mid = (os.path.join(tmp, n) for n in ("in.mlir", "spv.mlir"))
     with open(src, "w") as f:
         f.write(text)
     start = time.perf_counter()
@@ -80,15 +99,27 @@ def mlir_compile(lowered_text: str, workgroup: tuple[int, int, int], tmp: str):
                            mid], capture_output=True, text=True)
     if step.returncode:
         return None, "spirv-update-vce failed: " + step.stderr.strip()[:400]
-    with open(mid, "w") as f:
-        f.write(_spirv_module(step.stdout))
-    step = subprocess.run([translate, "--no-implicit-module", "--serialize-spirv", mid,
-                           "-o", spv], capture_output=True, text=True)
-    if step.returncode:
-        return None, "mlir-translate-22 --serialize-spirv failed: " + step.stderr.strip()[:400]
-    seconds = time.perf_counter() - start
-    with open(spv, "rb") as f:
-        return seconds, f.read()
+    binaries = []
+    for index, module in enumerate(_spirv_modules(step.stdout)):
+        part, spv = (os.path.join(tmp, f"{n}{index}") for n in ("part.mlir", "out.spv"))
+        with open(part, "w") as f:
+            f.write(module)
+        serialized = subprocess.run([translate, "--no-implicit-module", "--serialize-spirv",
+                                     part, "-o", spv], capture_output=True, text=True)
+        if serialized.returncode:
+            return None, ("mlir-translate-22 --serialize-spirv failed: "
+                          + serialized.stderr.strip()[:400])
+        with open(spv, "rb") as f:
+            binaries.append(f.read())
+    return time.perf_counter() - start, binaries
+
+
+def spirv_val(val: str, blob: bytes, tmp: str) -> bool:
+    path = os.path.join(tmp, "check.spv")
+    with open(path, "wb") as f:
+        f.write(blob)
+    return subprocess.run([val, "--target-env", "vulkan1.1", path],
+                          capture_output=True).returncode == 0
 
 
 def main() -> None:
@@ -114,25 +145,26 @@ def main() -> None:
             for key, dt in (("build", t1 - t0), ("lower", t2 - t1), ("emit", t3 - t2)):
                 best[key] = min(best[key], dt)
         ours = sum(best.values())
-        from vyre_xdsl.kernel_info import kernel_info
-        wg = kernel_info(lowered).workgroup_size
+        from vyre_xdsl.kernel_info import program_info
+        # one workgroup size per kernel (flash-decoding lowers to a program)
+        workgroups = [k.workgroup_size for k in program_info(lowered).kernels]
         with tempfile.TemporaryDirectory() as tmp:
-            mlir_times, mlir_binary, reason = [], None, None
+            mlir_times, mlir_binaries, reason = [], None, None
             for _ in range(args.repeat if optimize == "none" else 0):
-                seconds, out = mlir_compile(str(lowered), wg, tmp)
+                seconds, out = mlir_compile(str(lowered), workgroups, tmp)
                 if seconds is None:
                     reason = out
                     break
                 mlir_times.append(seconds)
-                mlir_binary = out
+                mlir_binaries = out
             valid = {}
-            for label, blob in (("vyre", binary), ("mlir", mlir_binary)):
-                if blob is not None and val:
-                    path = os.path.join(tmp, label + ".spv")
-                    with open(path, "wb") as f:
-                        f.write(blob)
-                    valid[label] = subprocess.run([val, "--target-env", "vulkan1.1", path],
-                                                  capture_output=True).returncode == 0
+            for label, blobs in (("vyre", [binary]), ("mlir", mlir_binaries)):
+                if blobs is not None and val:
+                    valid[label] = all(spirv_val(val, blob, tmp) for blob in blobs)
+        # MLIR makes one SPIR-V module per kernel, we make one for the program
+        mlir_count = (sum(instruction_count(b) for b in mlir_binaries)
+                      if mlir_binaries else None)
+        mlir_bytes = sum(len(b) for b in mlir_binaries) if mlir_binaries else None
         row = {
             "case": name,
             "optimize": optimize,
@@ -141,8 +173,8 @@ def main() -> None:
             "vyre_instructions": instruction_count(binary), "vyre_bytes": len(binary),
             "vyre_spirv_val": valid.get("vyre"),
             "mlir_s": min(mlir_times) if mlir_times else None,
-            "mlir_instructions": instruction_count(mlir_binary) if mlir_binary else None,
-            "mlir_bytes": len(mlir_binary) if mlir_binary else None,
+            "mlir_instructions": mlir_count,
+            "mlir_bytes": mlir_bytes,
             "mlir_spirv_val": valid.get("mlir"),
             "mlir_failure": reason,
         }

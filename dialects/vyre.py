@@ -55,7 +55,10 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 U32_MAX = 2**32 - 1
-ACCESS_MODES = ("read", "write")
+# read: an input; write: an output; temp: a buffer the program allocates to
+# pass values from one kernel of a module to a later one (neither passed in
+# nor returned)
+ACCESS_MODES = ("read", "write", "temp")
 
 
 def _int(attr: IntegerAttr) -> int:
@@ -228,12 +231,56 @@ class KernelOp(IRDLOperation):
                         f"binding {binding}; give each buffer its own binding"
                     )
                 bindings[binding] = name
+        self._verify_program_buffers()
+
+    def _verify_program_buffers(self) -> None:
+        """The kernels of one module run as a program over one set of
+        buffers: a name means the same buffer (binding, access, shape) in
+        each, and a binding belongs to one name."""
+        parent = self.parent_block()
+        if parent is None:
+            return
+        mine = {b.sym_name.data: b for b in self.buffers}
+        for other in parent.ops:
+            if other is self or not isinstance(other, KernelOp):
+                continue
+            for theirs in other.buffers:
+                name = theirs.sym_name.data
+                here = mine.get(name)
+                if here is None:
+                    clash = next(
+                        (b for b in mine.values() if _int(b.binding) == _int(theirs.binding)),
+                        None,
+                    )
+                    if clash is not None:
+                        raise VerifyException(
+                            f"buffer '{clash.sym_name.data}' uses binding "
+                            f"{_int(theirs.binding)}, which kernel "
+                            f"@{other.sym_name.data} gives to buffer '{name}'; the "
+                            f"kernels of a module share their buffers, so give each "
+                            f"name its own binding"
+                        )
+                    continue
+                ours = (_int(here.binding), here.access.data, here.logical_shape)
+                other_side = (
+                    _int(theirs.binding), theirs.access.data, theirs.logical_shape
+                )
+                if ours != other_side:
+                    raise VerifyException(
+                        f"buffer '{name}' is binding {ours[0]} {ours[1]} "
+                        f"{list(ours[2])} here but binding {other_side[0]} "
+                        f"{other_side[1]} {list(other_side[2])} in kernel "
+                        f"@{other.sym_name.data}; the kernels of a module share "
+                        f"their buffers, so declare it the same way in each"
+                    )
 
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
     """A storage buffer of the kernel: a flat f32 array bound at `binding`,
-    read-only (`read`) or written (`write`), with its logical shape.
+    read-only (`read`), written (`write`, an output) or `temp` (allocated
+    by the runtime, zeroed, passing values between the kernels of one
+    module: a kernel may read and write it), with its logical shape.
 
         %q = vyre.buffer "q" binding 0 read [64, 32] : memref<2048xf32>
     """
@@ -279,7 +326,8 @@ class BufferOp(IRDLOperation):
         if self.access.data not in ACCESS_MODES:
             raise VerifyException(
                 f"buffer '{name}' has access \"{self.access.data}\"; use \"read\" "
-                f"for an input or \"write\" for an output"
+                f"for an input, \"write\" for an output or \"temp\" for a buffer "
+                f"that passes values between kernels"
             )
         if _int(self.binding) < 0:
             raise VerifyException(f"buffer '{name}' has a negative binding")
@@ -495,6 +543,12 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     runs of tiles, and the P partial (m, l, o_acc) are merged in workgroup
     memory.  The kernel then runs `item_count * P` invocations.
 
+    `partials(%m, %l)` (with kv_splits; set by vyre-split-kv{merge=kernel})
+    leaves the merge to a later kernel (`vyre.merge_splits`): invocation i
+    stores its m and l at `m[i]`, `l[i]` and its o_acc, not divided, as row
+    i of `out`, which then holds item_count * P rows.  Nothing is shared
+    between an item's invocations, so P need not divide the workgroup.
+
     Accessors: `shape()`, `has_mask`, `tile_class_table()`, `exp2`,
     `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask/
     prologue/epilogue` (regions).
@@ -507,6 +561,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     q_scratch = operand_def(MemRefType)
     score_tile = operand_def(MemRefType)
     o_acc = operand_def(MemRefType)
+    # (m, l) buffers of a split whose merge is another kernel's
+    partials = var_operand_def(MemRefType)
 
     item_count = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
@@ -572,7 +628,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         if tile_classes is not None:
             properties["tile_classes"] = DenseArrayBase.from_list(i8, list(tile_classes))
         super().__init__(
-            operands=[q, out, q_scratch, score_tile, o_acc],
+            operands=[q, out, q_scratch, score_tile, o_acc, []],
             properties=properties,
             regions=[scores, update, prologue, epilogue, mask],
         )
@@ -592,6 +648,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     def splits(self) -> int:
         """How many invocations share an item's tiles (1: the seed's one)."""
         return 1 if self.kv_splits is None else _int(self.kv_splits)
+
+    @property
+    def merges_in_kernel(self) -> bool:
+        """Whether its split partials are left for a vyre.merge_splits kernel."""
+        return len(self.partials) > 0
 
     @property
     def has_mask(self) -> bool:
@@ -674,17 +735,26 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
 
     def _verify_splits(self, shape: dict[str, int], lanes: int) -> None:
         splits = self.splits
+        if self.merges_in_kernel:
+            self._verify_partials(shape)
         if splits == 1:
             return
-        if splits < 1 or lanes % splits:
+        if self.has_mask:
             raise VerifyException(
-                f"'kv_splits' is {splits}; it must divide the workgroup size "
-                f"({lanes}), so that an item's splits share a workgroup"
+                "'kv_splits' cannot be combined with a mask region (tile skipping "
+                "is decided per block of items, not per split)"
             )
         if splits > shape["tile_count"]:
             raise VerifyException(
                 f"'kv_splits' is {splits} but there are only {shape['tile_count']} "
                 f"tiles to split; use at most {shape['tile_count']}"
+            )
+        if self.merges_in_kernel:
+            return  # no workgroup merge: any split count
+        if splits < 1 or lanes % splits:
+            raise VerifyException(
+                f"'kv_splits' is {splits}; it must divide the workgroup size "
+                f"({lanes}), so that an item's splits share a workgroup"
             )
         if (shape["item_count"] * splits) % lanes:
             raise VerifyException(
@@ -692,11 +762,28 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"{shape['item_count'] * splits} must be a multiple of the workgroup "
                 f"size ({lanes}): every lane takes part in the merge's barrier"
             )
-        if self.has_mask:
+
+    def _verify_partials(self, shape: dict[str, int]) -> None:
+        if len(self.partials) != 2 or self.splits == 1:
             raise VerifyException(
-                "'kv_splits' cannot be combined with a mask region (tile skipping "
-                "is decided per block of items, not per split)"
+                "'partials' takes two buffers, (m, l), and needs kv_splits >= 2: "
+                "they hold the partial results of an item's splits"
             )
+        wanted = shape["item_count"] * self.splits
+        for role, value in zip(("m", "l"), self.partials, strict=True):
+            owner = value.owner
+            if not isinstance(owner, BufferOp) or owner.access.data != "temp":
+                raise VerifyException(
+                    f"partials operand '{role}' must be a vyre.buffer with access "
+                    f"\"temp\" (a later kernel merges it)"
+                )
+            count = _element_count(_check_f32_vector(value, f"partials operand '{role}'"))
+            if count != wanted:
+                raise VerifyException(
+                    f"partials buffer '{owner.sym_name.data}' ({role}) holds {count} "
+                    f"f32 but item_count * kv_splits = {wanted}; size it "
+                    f"memref<{wanted}xf32>"
+                )
 
     def _verify_mask(self, lanes: int) -> None:
         assert self.mask is not None
@@ -736,15 +823,23 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             [("item_count", shape["item_count"]), ("head_dim", shape["head_dim"])],
             "reduce item_count or head_dim",
         )
+        out_rows = shape["item_count"] * (self.splits if self.merges_in_kernel else 1)
         for role, value, access in (("q", self.q, "read"), ("out", self.out, "write")):
             owner = value.owner
-            if not isinstance(owner, BufferOp) or owner.access.data != access:
+            if not isinstance(owner, BufferOp) or owner.access.data not in (access, "temp"):
                 raise VerifyException(
                     f"operand '{role}' must be a vyre.buffer with access "
-                    f"\"{access}\""
+                    f"\"{access}\" (or \"temp\", between the kernels of a module)"
                 )
             count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
-            if count != row_elements:
+            if role == "out" and out_rows != shape["item_count"]:
+                if count != out_rows * shape["head_dim"]:
+                    raise VerifyException(
+                        f"buffer '{owner.sym_name.data}' (out) holds {count} f32 but "
+                        f"with partials it takes one row per split: item_count * "
+                        f"kv_splits * head_dim = {out_rows * shape['head_dim']}"
+                    )
+            elif count != row_elements:
                 raise VerifyException(
                     f"buffer '{owner.sym_name.data}' ({role}) holds {count} f32 but "
                     f"item_count * head_dim = {row_elements}; size it "
@@ -815,6 +910,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             parser.raise_error(
                 "expected three scratch operands: (q_scratch, score_tile, o_acc)"
             )
+        partials: list[UnresolvedOperand] = []
+        if parser.parse_optional_keyword("partials"):
+            partials = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_unresolved_operand
+            )
         properties: dict[str, Attribute] = {}
         for field in SHAPE_FIELDS:
             parser.parse_keyword(field)
@@ -836,13 +936,16 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         types = parser.parse_comma_separated_list(
             parser.Delimiter.PAREN, parser.parse_type
         )
-        if len(types) != 5:
-            parser.raise_error("expected five operand types (q, out, and 3 scratch)")
-        resolved = parser.resolve_operands(operands, types, parser.pos)
+        if len(types) != 5 + len(partials):
+            parser.raise_error(
+                f"expected {5 + len(partials)} operand types (q, out, 3 scratch"
+                f"{', partials' if partials else ''})"
+            )
+        resolved = parser.resolve_operands(operands + partials, types, parser.pos)
         # Region argument types follow from the operands (see region_types).
         regions = []
         for region_name, arg_types in zip(
-            ("scores", "update"), region_types(*resolved[2:]), strict=True
+            ("scores", "update"), region_types(*resolved[2:5]), strict=True
         ):
             parser.parse_keyword(region_name)
             regions.append(_parse_region_with_args(parser, region_name, arg_types))
@@ -878,6 +981,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             (self.q_scratch, self.score_tile, self.o_acc), printer.print_operand
         )
         printer.print_string(")")
+        if self.merges_in_kernel:
+            printer.print_string(" partials(")
+            printer.print_list(self.partials, printer.print_operand)
+            printer.print_string(")")
         with printer.indented(2):
             printer._print_new_line()
             printer.print_string(
@@ -952,6 +1059,133 @@ class TileWeightOp(IRDLOperation):
                 "vyre.tile_weight is only valid inside the update region of "
                 "vyre.tiled_online_softmax"
             )
+
+
+MERGE_FIELDS = ("item_count", "splits", "head_dim")
+
+
+@irdl_op_definition
+class MergeSplitsOp(IRDLOperation):
+    """The merge of a flash-decoding split left to its own kernel (the
+    skeleton's `partials`): for every item and output dim d,
+
+        out[item, d] = the workgroup merge of SplitMerge over the
+                       `splits` partial (m, l, o[row, d]), rows item*splits + s
+
+    in the same order of operations as the merge in workgroup memory, so
+    that both give the same bits.  One invocation per (item, d): the kernel
+    runs item_count * head_dim items.  vyre-inline-fragments expands it.
+
+        vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
+            item_count 16 splits 64 head_dim 512 : (memref<1024xf32>, ...)
+    """
+
+    name = "vyre.merge_splits"
+
+    m = operand_def(MemRefType)
+    l = operand_def(MemRefType)  # noqa: E741 - the recurrence's name
+    o = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+    item_count = prop_def(IntegerAttr)
+    splits = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    exp2 = opt_prop_def(UnitAttr)
+
+    traits = traits_def(HasParent(KernelOp))
+
+    def __init__(
+        self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue, *,  # noqa: E741
+        item_count: int, splits: int, head_dim: int, exp2: bool = False,
+    ) -> None:
+        properties: dict[str, Attribute] = {
+            "item_count": IntegerAttr(item_count, i64),
+            "splits": IntegerAttr(splits, i64),
+            "head_dim": IntegerAttr(head_dim, i64),
+        }
+        if exp2:
+            properties["exp2"] = UnitAttr()
+        super().__init__(operands=[m, l, o, out], properties=properties)
+
+    def shape(self) -> dict[str, int]:
+        return {field: _int(getattr(self, field)) for field in MERGE_FIELDS}
+
+    def verify_(self) -> None:
+        shape = self.shape()
+        for field, value in shape.items():
+            if not 1 <= value <= U32_MAX:
+                raise VerifyException(f"'{field}' must be in [1, 2^32), got {value}")
+        rows = shape["item_count"] * shape["splits"]
+        for role, value, access, count in (
+            ("m", self.m, ("temp",), rows),
+            ("l", self.l, ("temp",), rows),
+            ("o", self.o, ("temp",), rows * shape["head_dim"]),
+            ("out", self.out, ("write", "temp"), shape["item_count"] * shape["head_dim"]),
+        ):
+            owner = value.owner
+            if not isinstance(owner, BufferOp) or owner.access.data not in access:
+                wanted = " or ".join(f'"{a}"' for a in access)
+                raise VerifyException(
+                    f"operand '{role}' must be a vyre.buffer with access {wanted}"
+                )
+            got = _element_count(_check_f32_vector(value, f"operand '{role}'"))
+            if got != count:
+                raise VerifyException(
+                    f"buffer '{owner.sym_name.data}' ({role}) holds {got} f32 but the "
+                    f"merge of {shape['item_count']} items x {shape['splits']} splits "
+                    f"x {shape['head_dim']} dims needs {count}; size it "
+                    f"memref<{count}xf32>"
+                )
+        kernel = self.parent_op()
+        assert isinstance(kernel, KernelOp)
+        invocations = shape["item_count"] * shape["head_dim"]
+        if _int(kernel.item_count) != invocations:
+            raise VerifyException(
+                f"the merge runs one invocation per (item, dim): set the kernel's "
+                f"items to item_count * head_dim = {invocations}, not "
+                f"{_int(kernel.item_count)}"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MergeSplitsOp:
+        operands: list[UnresolvedOperand] = []
+        for keyword in ("m", "l", "o", "out"):
+            parser.parse_keyword(keyword)
+            parser.parse_punctuation("(")
+            operands.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        properties: dict[str, Attribute] = {}
+        for field in MERGE_FIELDS:
+            parser.parse_keyword(field)
+            properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
+        if parser.parse_optional_keyword("exp2"):
+            properties["exp2"] = UnitAttr()
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(
+            parser.Delimiter.PAREN, parser.parse_type
+        )
+        if len(types) != 4:
+            parser.raise_error("expected four operand types (m, l, o, out)")
+        return cls.create(
+            operands=parser.resolve_operands(operands, types, parser.pos),
+            properties=properties,
+            attributes=attributes.data if attributes else {},
+        )
+
+    def print(self, printer: Printer) -> None:
+        for keyword, value in zip(("m", "l", "o", "out"), self.operands, strict=True):
+            printer.print_string(f" {keyword}(")
+            printer.print_operand(value)
+            printer.print_string(")")
+        printer.print_string(
+            "".join(f" {field} {value}" for field, value in self.shape().items())
+        )
+        if self.exp2 is not None:
+            printer.print_string(" exp2")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" : (")
+        printer.print_list(self.operand_types, printer.print_attribute)
+        printer.print_string(")")
 
 
 # --------------------------------------------------------------------------
@@ -1051,6 +1285,7 @@ Vyre = Dialect(
         TiledOnlineSoftmaxOp,
         YieldOp,
         TileWeightOp,
+        MergeSplitsOp,
         ItemIndexOp,
         LaneIndexOp,
         *STABILITY_OPS,

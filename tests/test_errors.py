@@ -130,7 +130,7 @@ def _parse_plain(body: str):
     ('%q = vyre.buffer binding 0 read [4, 2] : memref<8xf32>',
      "string literal expected for the buffer name"),
     ('%q = vyre.buffer "q" binding 0 rw [4, 2] : memref<8xf32>',
-     "Expected one of 'read', 'write' for the buffer access"),
+     "Expected one of 'read', 'temp', 'write' for the buffer access"),
 ])
 def test_vyre_buffer_bad_literals_are_parse_errors_in_plain_xdsl(body, message):
     from xdsl.utils.exceptions import ParseError
@@ -312,10 +312,10 @@ def test_allocation_and_device_failures_are_vyre_errors(monkeypatch, fa2, error_
 
     monkeypatch.setattr(ctx.vk, "vkAllocateMemory", failing)
     lowered = vx.lower_to_gpu(fa2)
-    from vyre_xdsl.kernel_info import kernel_info
+    from vyre_xdsl.kernel_info import program_info
     from vyre_xdsl.spirv import emit_spirv
 
-    info = kernel_info(lowered)
+    info = program_info(lowered)  # one kernel, or a program of several
     arrays = {b.name: np.zeros(b.count, np.float32) for b in info.buffers}
     with pytest.raises(VyreError, match=message):
         vulkan.execute(emit_spirv(lowered), info, arrays, validation=True)
@@ -331,11 +331,11 @@ def test_buffer_beyond_max_storage_buffer_range_says_what_to_shrink(fa2):
     limit = ctx.limits.maxStorageBufferRange
     # seq_len * head_dim * 4 bytes just over the device's limit, but the loop
     # budget check must not fire first: ask for the limit check directly.
-    from vyre_xdsl.kernel_info import kernel_info
+    from vyre_xdsl.kernel_info import program_info
     from vyre_xdsl.spirv import emit_spirv
 
     lowered = vx.lower_to_gpu(vx.flash_attention_2(seq_len=4, head_dim=2, tile_size=2))
-    info = kernel_info(lowered)
+    info = program_info(lowered)  # one kernel, or a program of several
     arrays = {b.name: np.zeros(b.count, np.float32) for b in info.buffers}
 
     class Big(np.ndarray):

@@ -14,7 +14,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp import execute
 from vyre_xdsl.interp.arith import maximumf, minimumf
 from vyre_xdsl.interp.math import fma
-from vyre_xdsl.kernel_info import kernel_info
+from vyre_xdsl.kernel_info import program_info
 
 # --------------------------------------------------------------------------
 # helpers
@@ -22,12 +22,12 @@ from vyre_xdsl.kernel_info import kernel_info
 
 
 def run_lowered(module, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    info = kernel_info(module)
+    info = program_info(module)  # one kernel, or a program of several
     arrays = {}
     for b in info.buffers:
         if b.is_output:
             arrays[b.name] = np.full(b.count, -7.0, dtype=np.float32)
-        else:
+        elif b.is_input:
             arrays[b.name] = np.ascontiguousarray(inputs[b.name], np.float32).ravel()
     execute(module, info, arrays)
     return {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}
@@ -194,7 +194,7 @@ def test_run_api_uses_interpreter():
 
 def test_outputs_written_in_place():
     module = lower_to_gpu(vx.flash_attention_2(seq_len=4, head_dim=2, tile_size=64))
-    info = kernel_info(module)
+    info = program_info(module)
     q, k, v = fa2_inputs(4, 2)
     out = np.zeros(8, np.float32)
     arrays = {"q": q.ravel(), "k": k.ravel(), "v": v.ravel(), "out": out}

@@ -26,7 +26,7 @@ import pytest
 
 from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import kernel_info
+from vyre_xdsl.kernel_info import kernel_info, program_info
 import spirv_samples as samples
 from requirements import needs_vulkan
 from vyre_xdsl.spirv import emit_spirv
@@ -40,9 +40,9 @@ pytestmark = needs_vulkan
 def _run(module, inputs: dict[str, np.ndarray], **kw) -> dict[str, np.ndarray]:
     from vyre_xdsl.vulkan import execute
 
-    info = kernel_info(module)
+    info = program_info(module)  # one kernel, or a program of several
     arrays = {b.name: (np.ascontiguousarray(inputs[b.name], dtype=np.float32).reshape(-1).copy()
-                       if not b.is_output else np.zeros(b.count, np.float32))
+                       if b.is_input else np.zeros(b.count, np.float32))
               for b in info.buffers}
     execute(emit_spirv(module), info, arrays, validation=True, **kw)
     return {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}

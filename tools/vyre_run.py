@@ -1,4 +1,5 @@
-"""vyre-run: execute a vyre or lowered kernel from an .mlir file.
+"""vyre-run: execute a vyre or lowered kernel (or a program of several
+kernels, run in order) from an .mlir file.
 
     vyre-run FILE.mlir [-p PIPELINE] [--backend interpreter|vulkan]
              [--input NAME=IN.npy ...] [--output NAME=OUT.npy ...]
@@ -100,17 +101,29 @@ def _load_npy(name: str, path: str) -> np.ndarray:
 
 
 def _tile_size(module, info) -> int:
-    """The tile size of the kernel: the `vyre.tile_size` attribute if the
-    lowering recorded one, else the size of the per-lane score tile."""
+    """The tile size of the program: the `vyre.tile_size` attribute if the
+    lowering recorded one on a kernel, else the size of the per-lane score
+    tile of the first kernel that has one."""
+    for kernel in info.kernels:
+        tile_size = _kernel_tile_size(kernel)
+        if tile_size is not None:
+            return tile_size
+    raise VyreError(
+        f"cannot tell the tile size of {info.label} for --check (no "
+        f"'vyre.tile_size' attribute and no %score_tile scratch)"
+    )
+
+
+def _kernel_tile_size(kernel) -> int | None:
     from xdsl.dialects import memref
     from xdsl.dialects.builtin import IntegerAttr
 
-    for source in (info.func.attributes, info.func.properties):
+    for source in (kernel.func.attributes, kernel.func.properties):
         attr = source.get("vyre.tile_size")
         if isinstance(attr, IntegerAttr):
             return attr.value.data
-    lanes = info.workgroup_size[0] * info.workgroup_size[1] * info.workgroup_size[2]
-    for op in info.func.walk():
+    lanes = kernel.workgroup_size[0] * kernel.workgroup_size[1] * kernel.workgroup_size[2]
+    for op in kernel.func.walk():
         if isinstance(op, memref.AllocOp | memref.AllocaOp) and (
             op.memref.name_hint == "score_tile"
         ):
@@ -119,10 +132,7 @@ def _tile_size(module, info) -> int:
                 count *= extent
             # Shared scratch holds every lane's tile; a promoted one, one tile.
             return count // lanes if isinstance(op, memref.AllocOp) else count
-    raise VyreError(
-        f"cannot tell the tile size of kernel @{info.name} for --check (no "
-        f"'vyre.tile_size' attribute and no %score_tile scratch)"
-    )
+    return None
 
 
 def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -133,13 +143,20 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
         shape = buffer.shape if len(buffer.shape) in (2, 3) else (-1, buffer.count)
         return np.asarray(arrays[name], dtype=np.float32).reshape(shape)
 
+    # a program holds the decoder's kernel beside those flash-decoding adds
+    names = {kernel.name for kernel in info.kernels}
+    if not names & {"flash_attention_2", "mla_decode"}:
+        raise VyreError(
+            f"--check knows the oracles of flash_attention_2 and mla_decode, "
+            f"not of {info.label}"
+        )
     tile_size = _tile_size(module, info)
     try:
-        if info.name == "flash_attention_2":
+        if "flash_attention_2" in names:
             out = reference.flash_attention_2(
                 shaped("q"), shaped("k"), shaped("v"), tile_size=tile_size
             )
-        elif info.name == "mla_decode":
+        else:
             out = reference.mla_decode(
                 shaped("q"),
                 shaped("kv_cache"),
@@ -148,21 +165,16 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
                 shaped("w_uv"),
                 tile_size=tile_size,
             )
-        else:
-            raise VyreError(
-                f"--check knows the oracles of flash_attention_2 and mla_decode, "
-                f"not of kernel @{info.name}"
-            )
     except KeyError as error:
         raise VyreError(
-            f"kernel @{info.name} lacks buffer {error} that its oracle needs"
+            f"{info.label} lacks buffer {error} that its oracle needs"
         ) from None
     return {"out": out}
 
 
 def _run(args: argparse.Namespace) -> int:
     from vyre_xdsl.compiler import apply_pipeline, parse_module
-    from vyre_xdsl.kernel_info import kernel_info
+    from vyre_xdsl.kernel_info import program_info
     from vyre_xdsl.run import ensure_lowered, run
 
     input_paths = _pairs(args.input, "--input")
@@ -179,12 +191,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.pipeline:
         module = apply_pipeline(module, args.pipeline)
     lowered = ensure_lowered(module)
-    info = kernel_info(lowered)
+    info = program_info(lowered)  # one kernel, or a program of several
 
     for name in output_paths:
         if name not in {b.name for b in info.outputs}:
             raise VyreError(
-                f"--output {name}: kernel @{info.name} has no output {name!r}; its "
+                f"--output {name}: {info.label} has no output {name!r}; its "
                 f"outputs are {', '.join(b.name for b in info.outputs)}"
             )
     inputs = {name: _load_npy(name, p) for name, p in input_paths.items()}

@@ -1,8 +1,10 @@
-"""The host-side description of a lowered kernel.
+"""The host-side description of a lowered kernel, or of a program of several.
 
 `convert-vyre-to-gpu` records what a runtime needs on the `gpu.func` as
 discardable `vyre.*` attributes (see docs/lowered-ir.md); this module reads
 them back so every executor agrees on bindings, workgroup size and grid.
+A module may hold several kernels: `program_info` reads them all, in module
+order, as one `ProgramInfo` over one set of buffers.
 """
 
 from __future__ import annotations
@@ -28,19 +30,30 @@ ITEM_COUNT_ATTR = "vyre.item_count"
 WORKGROUP_SIZE_ATTR = "vyre.workgroup_size"
 GRID_SIZE_ATTR = "vyre.grid_size"
 OUTPUT_SHAPE_ATTR = "vyre.output_shape"
+# read: an input; write: an output; temp: allocated by the runtime (zeroed),
+# passing values between the kernels of a program
+ACCESS_MODES = ("read", "write", "temp")
 
 
 @dataclass(frozen=True)
 class BufferInfo:
     name: str
     binding: int
-    access: str  # "read" or "write"
+    access: str  # "read", "write" or "temp" (ACCESS_MODES)
     count: int  # f32 elements
     shape: tuple[int, ...]  # logical shape, row-major; prod(shape) == count
 
     @property
+    def is_input(self) -> bool:
+        return self.access == "read"
+
+    @property
     def is_output(self) -> bool:
         return self.access == "write"
+
+    @property
+    def is_temporary(self) -> bool:
+        return self.access == "temp"
 
 
 @dataclass(frozen=True)
@@ -62,11 +75,83 @@ class KernelInfo:
 
     @property
     def inputs(self) -> tuple[BufferInfo, ...]:
-        return tuple(b for b in self.buffers if not b.is_output)
+        return tuple(b for b in self.buffers if b.is_input)
 
     @property
     def outputs(self) -> tuple[BufferInfo, ...]:
         return tuple(b for b in self.buffers if b.is_output)
+
+    @property
+    def temporaries(self) -> tuple[BufferInfo, ...]:
+        return tuple(b for b in self.buffers if b.is_temporary)
+
+
+@dataclass(frozen=True)
+class ProgramInfo:
+    """The kernels of a lowered module, run in module order over one set of
+    buffers: a name is the same buffer (binding, access, shape) in every
+    kernel that declares it, and each dispatch sees what the earlier ones
+    wrote. A single kernel is a program of one."""
+
+    kernels: tuple[KernelInfo, ...]  # in module order
+
+    @property
+    def name(self) -> str:
+        """The kernel's name; for several, their names joined by '+'."""
+        return "+".join(kernel.name for kernel in self.kernels)
+
+    @property
+    def label(self) -> str:
+        """`kernel @a` or `program @a, @b`, for messages."""
+        names = ", ".join(f"@{kernel.name}" for kernel in self.kernels)
+        return f"kernel {names}" if len(self.kernels) == 1 else f"program {names}"
+
+    @property
+    def buffers(self) -> tuple[BufferInfo, ...]:
+        """Every buffer of the program once, by binding."""
+        by_name: dict[str, BufferInfo] = {}
+        for kernel in self.kernels:
+            for buffer in kernel.buffers:
+                by_name.setdefault(buffer.name, buffer)
+        return tuple(sorted(by_name.values(), key=lambda b: b.binding))
+
+    def buffer(self, name: str) -> BufferInfo:
+        for buffer in self.buffers:
+            if buffer.name == name:
+                return buffer
+        raise KeyError(name)
+
+    @property
+    def inputs(self) -> tuple[BufferInfo, ...]:
+        return tuple(b for b in self.buffers if b.is_input)
+
+    @property
+    def outputs(self) -> tuple[BufferInfo, ...]:
+        return tuple(b for b in self.buffers if b.is_output)
+
+    @property
+    def temporaries(self) -> tuple[BufferInfo, ...]:
+        return tuple(b for b in self.buffers if b.is_temporary)
+
+    @property
+    def loop_iterations(self) -> int | None:
+        """The largest bound of `KernelInfo.loop_iterations` over the
+        kernels (a limit such as lavapipe's applies to each dispatch);
+        None if any kernel's is unknown."""
+        bounds = [kernel.loop_iterations for kernel in self.kernels]
+        return None if None in bounds else max(bounds)
+
+
+def as_program(info: KernelInfo | ProgramInfo) -> ProgramInfo:
+    """`info` as a program, so executors take a kernel or a program alike."""
+    if isinstance(info, ProgramInfo):
+        return info
+    if isinstance(info, KernelInfo):
+        return ProgramInfo((info,))
+    raise VyreError(
+        f"expected a KernelInfo or ProgramInfo (from kernel_info or "
+        f"program_info), got {type(info).__name__}"
+    )
 
 
 def _int_array(attr, what: str) -> tuple[int, int, int]:
@@ -141,25 +226,102 @@ def check_device_ir(func: gpu.FuncOp) -> None:
                         )
 
 
-def find_kernel(module: ModuleOp) -> gpu.FuncOp:
-    """The single `gpu.func` kernel of a lowered module."""
-    kernels = [
+def lowered_kernels(module: ModuleOp) -> list[gpu.FuncOp]:
+    """The lowered vyre kernels of `module` (gpu.funcs carrying
+    'vyre.buffers'), in module order."""
+    return [
         op
         for op in module.walk()
         if isinstance(op, gpu.FuncOp) and BUFFERS_ATTR in op.attributes
     ]
-    if len(kernels) != 1:
-        raise VyreError(
-            f"expected exactly one lowered vyre kernel (a gpu.func carrying "
-            f"'{BUFFERS_ATTR}'), found {len(kernels)}; lower a vyre.kernel with "
-            f"the vyre-to-gpu pipeline first"
+
+
+def _no_kernel_error(expected: str) -> VyreError:
+    return VyreError(
+        f"expected {expected} lowered vyre kernel (a gpu.func carrying "
+        f"'{BUFFERS_ATTR}'), found none; lower a vyre.kernel with the "
+        f"vyre-to-gpu pipeline first"
+    )
+
+
+def find_kernel(module: ModuleOp) -> gpu.FuncOp:
+    """The single `gpu.func` kernel of a lowered module."""
+    kernels = lowered_kernels(module)
+    if not kernels:
+        raise _no_kernel_error("exactly one")
+    if len(kernels) > 1:
+        names = ", ".join(f"@{k.sym_name.data}" for k in kernels)
+        raise _at(
+            kernels[1],
+            f"the module holds {len(kernels)} lowered kernels ({names}), a "
+            f"program that runs them in order; read it with program_info(module) "
+            f"(vyre_xdsl.kernel_info) instead of kernel_info",
         )
     return kernels[0]
 
 
+def program_info(module: ModuleOp) -> ProgramInfo:
+    """Read every lowered kernel of `module`, in module order, and check that
+    they agree on their buffers."""
+    funcs = lowered_kernels(module)
+    if not funcs:
+        raise _no_kernel_error("at least one")
+    kernels = tuple(read_kernel(func) for func in funcs)
+    _check_unique_names(kernels)
+    _check_shared_buffers(kernels)
+    return ProgramInfo(kernels)
+
+
+def _check_unique_names(kernels: tuple[KernelInfo, ...]) -> None:
+    seen: set[str] = set()
+    for kernel in kernels:
+        if kernel.name in seen:
+            raise _at(
+                kernel.func,
+                f"two kernels of the module are named @{kernel.name}; a program "
+                f"launches its kernels by name, so give each its own",
+            )
+        seen.add(kernel.name)
+
+
+def _declared(buffer: BufferInfo) -> str:
+    return f"binding {buffer.binding} {buffer.access} {list(buffer.shape)}"
+
+
+def _check_shared_buffers(kernels: tuple[KernelInfo, ...]) -> None:
+    """A name means one buffer in every kernel; a binding belongs to one name."""
+    by_name: dict[str, tuple[KernelInfo, BufferInfo]] = {}
+    by_binding: dict[int, tuple[KernelInfo, BufferInfo]] = {}
+    for kernel in kernels:
+        for buffer in kernel.buffers:
+            first_kernel, first = by_name.setdefault(buffer.name, (kernel, buffer))
+            if first != buffer:
+                raise _at(
+                    kernel.func,
+                    f"buffer {buffer.name!r} is {_declared(first)} in kernel "
+                    f"@{first_kernel.name} but {_declared(buffer)} in kernel "
+                    f"@{kernel.name}; the kernels of a module share their "
+                    f"buffers, so declare it the same way in each",
+                )
+            owner_kernel, owner = by_binding.setdefault(buffer.binding, (kernel, buffer))
+            if owner.name != buffer.name:
+                raise _at(
+                    kernel.func,
+                    f"binding {buffer.binding} is buffer {owner.name!r} in kernel "
+                    f"@{owner_kernel.name} but buffer {buffer.name!r} in kernel "
+                    f"@{kernel.name}; the kernels of a module share their "
+                    f"buffers, so give each name its own binding",
+                )
+
+
 def kernel_info(module: ModuleOp) -> KernelInfo:
-    """Read the host-side description of the lowered kernel in `module`."""
-    func = find_kernel(module)
+    """Read the host-side description of the lowered kernel in `module`
+    (a module of several kernels is read with `program_info`)."""
+    return read_kernel(find_kernel(module))
+
+
+def read_kernel(func: gpu.FuncOp) -> KernelInfo:
+    """The host-side description of one lowered kernel."""
     attrs = func.attributes
     for required in (ITEM_COUNT_ATTR, WORKGROUP_SIZE_ATTR, GRID_SIZE_ATTR):
         if required not in attrs:
@@ -198,8 +360,11 @@ def kernel_info(module: ModuleOp) -> KernelInfo:
             raise _at(func,
                 f"{where} needs binding = N : i32 with 0 <= N < 2^31, got {binding}"
             )
-        if not isinstance(access, StringAttr) or access.data not in ("read", "write"):
-            raise _at(func, f'{where} needs access = "read" or "write", got {access}')
+        if not isinstance(access, StringAttr) or access.data not in ACCESS_MODES:
+            raise _at(func,
+                f'{where} needs access = "read" (an input), "write" (an output) '
+                f'or "temp" (passes values between kernels), got {access}'
+            )
         count = 1
         for dim in arg_type.get_shape():
             count *= dim
@@ -223,6 +388,10 @@ def kernel_info(module: ModuleOp) -> KernelInfo:
     bindings = [b.binding for b in buffers]
     if len(set(bindings)) != len(bindings):
         raise _at(func, f"two buffers of {kernel} share a binding: {bindings}")
+    names = [b.name for b in buffers]
+    if len(set(names)) != len(names):
+        raise _at(func, f"two buffers of {kernel} share a name: {names}; give each "
+                        f"buffer its own name")
     item_count = attrs[ITEM_COUNT_ATTR]
     if not isinstance(item_count, IntegerAttr) or not 0 <= item_count.value.data <= U32_MAX:
         raise _at(func, f"'{ITEM_COUNT_ATTR}' of {kernel} must be an integer in [0, 2^32)")

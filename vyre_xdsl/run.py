@@ -8,7 +8,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import KernelInfo, kernel_info
+from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program, program_info
 
 BACKENDS = ("interpreter", "vulkan")
 
@@ -26,31 +26,34 @@ def ensure_lowered(module: ModuleOp) -> ModuleOp:
 
 
 def prepare_buffers(
-    info: KernelInfo, inputs: Mapping[str, object]
+    info: KernelInfo | ProgramInfo, inputs: Mapping[str, object]
 ) -> dict[str, np.ndarray]:
-    """Check `inputs` against the kernel's buffers; return flat f32 arrays for
-    every buffer (inputs copied, outputs zeroed), keyed by buffer name."""
+    """Check `inputs` against the program's input buffers; return flat f32
+    arrays for every buffer (inputs copied, outputs and temporaries zeroed),
+    keyed by buffer name."""
+    program = as_program(info)
     if not isinstance(inputs, Mapping):
         raise VyreError(
             f"inputs must be a dict of buffer name -> numpy array, got "
             f"{type(inputs).__name__}"
         )
-    expected = [b.name for b in info.inputs]
+    expected = [b.name for b in program.inputs]
+    listed = ", ".join(expected) or "none"
     unknown = [name for name in inputs if name not in expected]
     if unknown:
         raise VyreError(
-            f"unknown input {unknown[0]!r} for kernel @{info.name}; its inputs are "
-            f"{', '.join(expected)}"
+            f"unknown input {unknown[0]!r} for {program.label}"
+            f"{_not_an_input(program, unknown[0])}; its inputs are {listed}"
         )
     missing = [name for name in expected if name not in inputs]
     if missing:
         raise VyreError(
-            f"missing input {missing[0]!r} for kernel @{info.name}; pass every one "
-            f"of {', '.join(expected)}"
+            f"missing input {missing[0]!r} for {program.label}; pass every one "
+            f"of {listed}"
         )
     arrays: dict[str, np.ndarray] = {}
-    for buffer in info.buffers:
-        if buffer.is_output:
+    for buffer in program.buffers:
+        if not buffer.is_input:
             arrays[buffer.name] = np.zeros(buffer.count, dtype=np.float32)
             continue
         value = inputs[buffer.name]
@@ -79,13 +82,29 @@ def prepare_buffers(
     return arrays
 
 
+def _not_an_input(program: ProgramInfo, name: object) -> str:
+    """Why a buffer the program has is not passed in ('' for other names)."""
+    if not isinstance(name, str):
+        return ""
+    try:
+        buffer = program.buffer(name)
+    except KeyError:
+        return ""
+    if buffer.is_temporary:
+        return (" (a temporary buffer: the run allocates and zeroes it, and its "
+                "kernels pass values through it)")
+    return " (an output: the run returns it)"
+
+
 def run(
     module: ModuleOp,
     inputs: Mapping[str, object],
     backend: str = "interpreter",
 ) -> dict[str, np.ndarray]:
-    """Run the kernel of `module` on `inputs` (buffer name -> float32 array of
-    the right size, any shape); return each output buffer in its logical shape.
+    """Run the kernels of `module`, in order, on `inputs` (buffer name ->
+    float32 array of the right size, any shape, for every `read` buffer);
+    return each output (`write`) buffer in its logical shape. `temp`
+    buffers are allocated zeroed and not returned.
 
     `backend` is "interpreter" (the xDSL interpreter, f32-exact) or "vulkan"
     (SPIR-V on the best Vulkan device; `VYRE_VULKAN_DEVICE` picks one)."""
@@ -94,7 +113,7 @@ def run(
             f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
         )
     lowered = ensure_lowered(module)
-    info = kernel_info(lowered)
+    info = program_info(lowered)
     arrays = prepare_buffers(info, inputs)
     if backend == "interpreter":
         from vyre_xdsl.interp import execute

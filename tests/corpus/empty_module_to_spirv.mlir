@@ -1,4 +1,4 @@
 // ARGS: -t spirv-asm
-// ERROR: expected exactly one lowered vyre kernel
+// ERROR: lowered vyre kernel (a gpu.func carrying
 // nothing to emit
 builtin.module {}

@@ -1,7 +1,8 @@
 """Run lowered vyre kernels in xDSL's interpreter, f32-exact.
 
 `execute(module, info, arrays)` is what `vx.run(..., backend="interpreter")`
-calls. The kernel's `gpu.func` is executed by xDSL's `Interpreter` with this
+calls (`info` a KernelInfo, or a ProgramInfo whose kernels run in order).
+Each kernel's `gpu.func` is executed by xDSL's `Interpreter` with this
 package's InterpreterFunctions: a workgroup's lanes run in lock-step, every
 SSA value a numpy scalar (uniform) or a vector over lanes.
 """

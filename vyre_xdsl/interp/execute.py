@@ -1,7 +1,7 @@
-"""Run a lowered kernel in xDSL's `Interpreter`.
+"""Run a lowered kernel, or a program of several, in xDSL's `Interpreter`.
 
-`execute` launches `grid_size` workgroups one after the other; within a
-workgroup, xDSL's Interpreter walks the kernel's IR once for all
+`execute` runs the kernels in module order over one set of arrays; each
+launches `grid_size` workgroups one after the other; within a workgroup, xDSL's Interpreter walks the kernel's IR once for all
 `workgroup_size` lanes, with this project's InterpreterFunctions (arith,
 math, memref, scf, gpu, vector) computing on lane vectors under an
 active-lane mask.
@@ -26,7 +26,7 @@ from vyre_xdsl.interp.math import MathFunctions
 from vyre_xdsl.interp.memref import Buffer, MemRefFunctions
 from vyre_xdsl.interp.scf import ScfFunctions
 from vyre_xdsl.interp.vector import VectorFunctions
-from vyre_xdsl.kernel_info import KernelInfo
+from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
 
 FUNCTION_CLASSES: tuple[type[InterpreterFunctions], ...] = (
     ArithFunctions,
@@ -81,11 +81,13 @@ def make_interpreter(
     return interpreter
 
 
-def _check_arrays(info: KernelInfo, arrays: Mapping[str, np.ndarray]) -> None:
-    for buffer in info.buffers:
+def _check_arrays(program: ProgramInfo, arrays: Mapping[str, np.ndarray]) -> None:
+    for buffer in program.buffers:
+        if buffer.is_temporary and buffer.name not in arrays:
+            continue  # allocated by execute
         if buffer.name not in arrays:
             raise VyreError(
-                f"no array for buffer {buffer.name!r} of kernel @{info.name}"
+                f"no array for buffer {buffer.name!r} of {program.label}"
             )
         array = arrays[buffer.name]
         if (
@@ -96,51 +98,73 @@ def _check_arrays(info: KernelInfo, arrays: Mapping[str, np.ndarray]) -> None:
             or array.size != buffer.count
         ):
             raise VyreError(
-                f"buffer {buffer.name!r} of kernel @{info.name} must be a flat "
+                f"buffer {buffer.name!r} of {program.label} must be a flat "
                 f"contiguous float32 array of {buffer.count} elements"
             )
-        if buffer.is_output and not array.flags.writeable:
-            raise VyreError(f"output buffer {buffer.name!r} is read-only")
+        if not buffer.is_input and not array.flags.writeable:
+            kind = "output" if buffer.is_output else "temporary"
+            raise VyreError(f"{kind} buffer {buffer.name!r} is read-only")
 
 
 def execute(
     module: ModuleOp,
-    info: KernelInfo,
+    info: KernelInfo | ProgramInfo,
     arrays: dict[str, np.ndarray],
     *,
     listeners: tuple = (),
 ) -> None:
-    """Run the kernel of `module` on `arrays` (buffer name -> flat float32
-    array); outputs are written in place. `listeners` are xDSL
+    """Run the kernel of `module`, or each kernel of a program in order, on
+    `arrays` (buffer name -> flat float32 array, shared by the kernels);
+    outputs are written in place. A temporary buffer starts zeroed: one
+    given in `arrays` is zeroed and left holding what the kernels wrote (for
+    debugging), one left out is allocated here. `listeners` are xDSL
     `Interpreter.Listener`s (e.g. `xdsl.interpreter.OpCounter`)."""
-    func = info.func
-    _check_arrays(info, arrays)
-    check_supported(func)
-    state = LaneState(tuple(info.workgroup_size), tuple(info.grid_size))
-    interpreter = make_interpreter(module, state, listeners)
-    args = tuple(
-        Buffer(
-            arrays[b.name],
+    program = as_program(info)
+    _check_arrays(program, arrays)
+    for kernel in program.kernels:  # refuse before any kernel has run
+        check_supported(kernel.func)
+    storage = dict(arrays)
+    for buffer in program.temporaries:
+        if buffer.name in storage:
+            storage[buffer.name][:] = 0
+        else:
+            storage[buffer.name] = np.zeros(buffer.count, np.float32)
+    buffers = {
+        b.name: Buffer(
+            storage[b.name],
             (b.count,),
             private=False,
             name=f"buffer {b.name!r}",
-            read_only=not b.is_output,
+            read_only=b.is_input,
         )
-        for b in info.buffers
-    )
-    gx, gy, gz = info.grid_size
+        for b in program.buffers
+    }
     try:
         with np.errstate(all="ignore"):
-            for bz in range(gz):
-                for by in range(gy):
-                    for bx in range(gx):
-                        state.start_workgroup((bx, by, bz))
-                        interpreter.run_ssacfg_region(
-                            func.body, args, func.sym_name.data
-                        )
+            for kernel in program.kernels:
+                _run_kernel(module, kernel, buffers, listeners)
     except VyreError as error:
         # xDSL attaches the printed module to errors raised inside ops;
         # the message alone is what a user needs
         raise VyreError(str(error)) from None
     except InterpretationError as error:
         raise VyreError(f"interpreter error: {error}") from None
+
+
+def _run_kernel(
+    module: ModuleOp,
+    kernel: KernelInfo,
+    buffers: Mapping[str, Buffer],
+    listeners: tuple,
+) -> None:
+    """Launch every workgroup of `kernel`, one after the other."""
+    func = kernel.func
+    state = LaneState(tuple(kernel.workgroup_size), tuple(kernel.grid_size))
+    interpreter = make_interpreter(module, state, listeners)
+    args = tuple(buffers[b.name] for b in kernel.buffers)
+    gx, gy, gz = kernel.grid_size
+    for bz in range(gz):
+        for by in range(gy):
+            for bx in range(gx):
+                state.start_workgroup((bx, by, bz))
+                interpreter.run_ssacfg_region(func.body, args, func.sym_name.data)

@@ -1,7 +1,9 @@
-"""Drives the conversion of one lowered kernel (docs/lowered-ir.md) to a
-SPIR-V module. The per-op conversions live in one module per op family
-(`arith`, `math`, `memref`, `scf`, `gpu`, `vector`); this file holds the state they
-share: the module builder, the SSA value -> id map and the type mapping."""
+"""Drives the conversion of a lowered module (docs/lowered-ir.md) to one
+SPIR-V module with an entry point per kernel. The per-op conversions live in
+one module per op family (`arith`, `math`, `memref`, `scf`, `gpu`, `vector`);
+this file holds the state they share: the module builder and the variables
+every entry point may use (`ProgramEmitter`), and per kernel the SSA value ->
+id map and the type mapping (`KernelEmitter`)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import KernelInfo, kernel_info
+from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, program_info
 from vyre_xdsl.spirv.builder import FunctionBuilder, ModuleBuilder
 from vyre_xdsl.spirv.spec import (
     Capability,
@@ -45,18 +47,46 @@ class MemoryObject:
     vector_width: int = 1
 
 
-class KernelEmitter:
-    def __init__(self, module: ModuleOp, *, preserve_nan_inf: bool = False):
-        from vyre_xdsl.spirv import arith, gpu, math, memref, scf, vector
+class ProgramEmitter:
+    """One SPIR-V module for the kernels of a program: the module builder,
+    and the module-level variables its entry points share (a storage buffer
+    per binding, its vector views, the builtin inputs). Workgroup variables
+    belong to the kernel that allocates them."""
 
-        self.info: KernelInfo = kernel_info(module)
-        self.func = self.info.func
+    def __init__(self, module: ModuleOp, *, preserve_nan_inf: bool = False):
+        self.program: ProgramInfo = program_info(module)
         self.preserve_nan_inf = preserve_nan_inf
         self.b = ModuleBuilder()
+        self.storage_buffers: dict[int, int] = {}  # binding -> variable
+        # (binding, width) -> the vector view of that buffer (spirv/vector.py)
+        self.vector_views: dict[tuple[int, int], MemoryObject] = {}
+        self.builtins: dict[int, int] = {}  # BuiltIn -> Input variable
+
+    def emit(self) -> bytes:
+        b = self.b
+        b.capability(Capability.Shader)
+        if self.preserve_nan_inf:
+            b.capability(Capability.SignedZeroInfNanPreserve)
+            b.extension("SPV_KHR_float_controls")
+        b.ext_inst_import("GLSL.std.450")
+        for kernel in self.program.kernels:
+            KernelEmitter(self, kernel).emit()
+        return b.encode()
+
+
+class KernelEmitter:
+    """The entry point and function of one kernel of a program."""
+
+    def __init__(self, program: ProgramEmitter, info: KernelInfo):
+        from vyre_xdsl.spirv import arith, gpu, math, memref, scf, vector
+
+        self.program = program
+        self.info = info
+        self.func = info.func
+        self.preserve_nan_inf = program.preserve_nan_inf
+        self.b = program.b
         self.values: dict[SSAValue, int] = {}
         self.memories: dict[SSAValue, MemoryObject] = {}
-        # (buffer, width) -> its vector view (spirv/vector.py)
-        self.vector_views: dict[tuple[SSAValue, int], MemoryObject] = {}
         self.interface: list[int] = []  # Input variables of the entry point
         self.handlers: dict[str, Handler] = {}
         for family in (arith, math, memref, scf, gpu, vector):
@@ -125,15 +155,11 @@ class KernelEmitter:
             )
         handler(self, op)
 
-    def emit(self) -> bytes:
+    def emit(self) -> None:
+        """Add this kernel's function, entry point and execution modes."""
         from vyre_xdsl.spirv import gpu, memref
 
         b = self.b
-        b.capability(Capability.Shader)
-        if self.preserve_nan_inf:
-            b.capability(Capability.SignedZeroInfNanPreserve)
-            b.extension("SPV_KHR_float_controls")
-        b.ext_inst_import("GLSL.std.450")
         void = b.type_void()
         fn_type = b.type_function(void)
         self.fn = b.function(void, fn_type)
@@ -149,11 +175,12 @@ class KernelEmitter:
         if self.preserve_nan_inf:
             b.execution_mode(self.fn.id, ExecutionMode.SignedZeroInfNanPreserve, 32)
         gpu.check_terminated(self)
-        return b.encode()
 
 
 def emit_spirv(module: ModuleOp, *, preserve_nan_inf: bool = False) -> bytes:
-    """The SPIR-V 1.3 binary (Vulkan 1.1) of the lowered kernel in `module`.
+    """The SPIR-V 1.3 binary (Vulkan 1.1) of the lowered kernels in `module`:
+    one GLCompute entry point per kernel, named after it, in module order.
+    The kernels share one StorageBuffer variable per binding.
 
     Memory spaces are taken as the IR says: `memref.alloc` in space 3 is
     Workgroup memory, any other alloc/alloca a per-invocation Function array
@@ -166,7 +193,7 @@ def emit_spirv(module: ModuleOp, *, preserve_nan_inf: bool = False) -> bytes:
         raise VyreError(
             f"emit_spirv expects a lowered xdsl ModuleOp, got {type(module).__name__}"
         )
-    return KernelEmitter(module, preserve_nan_inf=preserve_nan_inf).emit()
+    return ProgramEmitter(module, preserve_nan_inf=preserve_nan_inf).emit()
 
 
 def memref_type(value: SSAValue) -> MemRefType:

@@ -34,7 +34,9 @@ def _dimension(op: Operation) -> int:
 
 
 def _builtin(e, builtin: int, name: str) -> int:
-    cache = e.__dict__.setdefault("builtins", {})
+    """The program's Input variable of `builtin`, listed in the interface of
+    this kernel's entry point (each entry point lists the ones it reads)."""
+    cache = e.program.builtins
     if builtin not in cache:
         b = e.b
         vec = b.type_vector(e.uint, 3)
@@ -42,9 +44,11 @@ def _builtin(e, builtin: int, name: str) -> int:
                                 StorageClass.Input)
         b.decorate(var, Decoration.BuiltIn, builtin)
         b.name(var, name)
-        e.interface.append(var)
         cache[builtin] = var
-    return cache[builtin]
+    var = cache[builtin]
+    if var not in e.interface:
+        e.interface.append(var)
+    return var
 
 
 def _read_builtin(builtin: int, name: str):

@@ -2,7 +2,9 @@
 
 - kernel arguments: one StorageBuffer variable per buffer (set 0, binding from
   `vyre.buffers`), a Block struct holding a runtime array of f32 with
-  ArrayStride 4 and Offset 0; read buffers are NonWritable.
+  ArrayStride 4 and Offset 0; read buffers are NonWritable. The kernels of a
+  program share the variable of a binding (one declaration, several entry
+  points).
 - `memref.alloc` in memory space 3: a Workgroup array, one per workgroup
   (an array of vectors where it is read with vector.load).
   Other allocs and allocas: a Function array (private to the lane); the
@@ -39,22 +41,33 @@ def _memory_space(ty: MemRefType) -> int:
 
 
 def bind_buffers(e, body: Block) -> None:
+    """Map each argument of the kernel to the storage buffer variable of its
+    binding, declaring it on first use in the program."""
     b = e.b
-    buffers = e.info.buffers
-    for arg, buffer in zip(body.args, buffers, strict=True):
+    shared = e.program.storage_buffers
+    for arg, buffer in zip(body.args, e.info.buffers, strict=True):
         ty = _static_shape(arg, f"buffer {buffer.name!r}")
         element = e.type_of(ty.element_type, f"buffer {buffer.name!r} element")
-        array = b.type_runtime_array(element, 4)
-        block = b.type_block(array)
-        pointer = b.type_pointer(StorageClass.StorageBuffer, block)
-        var = b.global_variable(pointer, StorageClass.StorageBuffer)
-        b.name(var, buffer.name)
-        b.decorate(var, Decoration.DescriptorSet, 0)
-        b.decorate(var, Decoration.Binding, buffer.binding)
-        if not buffer.is_output:
-            b.decorate(var, Decoration.NonWritable)
+        var = shared.get(buffer.binding)
+        if var is None:
+            var = _declare_buffer(e, buffer, element)
+            shared[buffer.binding] = var
         e.memories[arg] = MemoryObject(var, StorageClass.StorageBuffer, element,
                                        (b.constant_uint(0),), tuple(ty.get_shape()))
+
+
+def _declare_buffer(e, buffer, element: int) -> int:
+    b = e.b
+    array = b.type_runtime_array(element, 4)
+    block = b.type_block(array)
+    pointer = b.type_pointer(StorageClass.StorageBuffer, block)
+    var = b.global_variable(pointer, StorageClass.StorageBuffer)
+    b.name(var, buffer.name)
+    b.decorate(var, Decoration.DescriptorSet, 0)
+    b.decorate(var, Decoration.Binding, buffer.binding)
+    if buffer.is_input:  # outputs and temporaries are written
+        b.decorate(var, Decoration.NonWritable)
+    return var
 
 
 # conversions ---------------------------------------------------------------

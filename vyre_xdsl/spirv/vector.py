@@ -37,10 +37,8 @@ def _vector_type(e, op: Operation, ty) -> tuple[int, int]:
 
 
 def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> MemoryObject:
-    """The vector view of kernel buffer `buffer`, made on first use."""
-    key = (buffer, width)
-    if key in e.vector_views:
-        return e.vector_views[key]
+    """The vector view of kernel buffer `buffer`, made on first use in the
+    program (the kernels of a program share it, like the buffer)."""
     described = next(
         (info for arg, info in zip(e.func.body.blocks[0].args, e.info.buffers, strict=True)
          if arg == buffer),
@@ -48,11 +46,15 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> M
     )
     if described is None:
         raise VyreError(f"'{op.name}': only kernel buffers can be loaded as vectors")
-    if described.is_output:
+    if not described.is_input:
         raise VyreError(
             f"'{op.name}': buffer {described.name!r} is written by the kernel; "
             f"vector loads are only emitted for read-only buffers"
         )
+    key = (described.binding, width)
+    views = e.program.vector_views
+    if key in views:
+        return views[key]
     b = e.b
     array = b.type_runtime_array(vector_type, 4 * width)
     pointer = b.type_pointer(StorageClass.StorageBuffer, b.type_block(array))
@@ -63,7 +65,7 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> M
     b.decorate(var, Decoration.NonWritable)
     view = MemoryObject(var, StorageClass.StorageBuffer, vector_type,
                         (b.constant_uint(0),), ())
-    e.vector_views[key] = view
+    views[key] = view
     return view
 
 

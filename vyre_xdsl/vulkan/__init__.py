@@ -1,6 +1,8 @@
 """Vulkan runtime for SPIR-V kernels emitted by `vyre_xdsl.spirv`.
 
     execute(spirv, info, arrays)   dispatch and write output arrays in place
+                                   (info: a KernelInfo, or a ProgramInfo whose
+                                   kernels are dispatched in order)
     device_report()                list Vulkan devices and the one in use
     close()                        destroy the cached instance/device
 

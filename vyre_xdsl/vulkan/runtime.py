@@ -1,5 +1,9 @@
-"""Run a SPIR-V compute kernel on a Vulkan device through the PyPI `vulkan`
-binding (cffi over the system libvulkan.so.1).
+"""Run a SPIR-V compute kernel, or a program of several, on a Vulkan device
+through the PyPI `vulkan` binding (cffi over the system libvulkan.so.1).
+
+A program is one shader module with an entry point per kernel: one
+descriptor set holds every buffer, each kernel gets its own pipeline, and
+the dispatches run in order, a compute -> compute barrier between them.
 
 One `_Context` (instance, chosen physical device, logical device, compute
 queue) is created on first use and cached per validation setting; every
@@ -19,11 +23,12 @@ import os
 import struct
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import KernelInfo
+from vyre_xdsl.kernel_info import BufferInfo, KernelInfo, ProgramInfo, as_program
 
 INSTALL_HINT = (
     "install the Vulkan loader and a driver, e.g. on Debian/Ubuntu "
@@ -292,19 +297,29 @@ def device_report() -> str:
 
 # SPIR-V inspection -------------------------------------------------------------
 
-def workgroup_memory_bytes(spirv: bytes) -> int:
-    """Bytes of Workgroup-storage variables declared by a SPIR-V module
-    (arrays of 32-bit scalars or vectors, as the vyre emitter declares them)."""
+def _instructions(spirv: bytes):
+    """(opcode, operand words) of each instruction after the header."""
     words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
-    constants: dict[int, int] = {}
-    sizes: dict[int, int] = {}
-    pointers: dict[int, int] = {}
-    total = 0
     pos = 5
     while pos < len(words):
         count, opcode = words[pos] >> 16, words[pos] & 0xFFFF
-        ops = words[pos + 1: pos + count]
+        yield opcode, words[pos + 1: pos + count]
         pos += max(count, 1)
+
+
+def _literal_string(words) -> str:
+    data = struct.pack(f"<{len(words)}I", *words)
+    return data.split(b"\0", 1)[0].decode("utf-8", errors="replace")
+
+
+def _workgroup_variables(spirv: bytes) -> dict[int, int]:
+    """Workgroup-storage variable id -> bytes (arrays of 32-bit scalars or
+    vectors, as the vyre emitter declares them)."""
+    constants: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    pointers: dict[int, int] = {}
+    variables: dict[int, int] = {}
+    for opcode, ops in _instructions(spirv):
         if opcode == 43 and len(ops) >= 3:  # OpConstant
             constants[ops[1]] = ops[2]
         elif opcode in (21, 22):  # OpTypeInt / OpTypeFloat
@@ -316,8 +331,51 @@ def workgroup_memory_bytes(spirv: bytes) -> int:
         elif opcode == 32:  # OpTypePointer
             pointers[ops[0]] = ops[2]
         elif opcode == 59 and ops[2] == 4:  # OpVariable Workgroup
-            total += sizes.get(pointers.get(ops[0], 0), 0)
-    return total
+            variables[ops[1]] = sizes.get(pointers.get(ops[0], 0), 0)
+    return variables
+
+
+def _entry_function(spirv: bytes, entry_point: str) -> int:
+    names = []
+    for opcode, ops in _instructions(spirv):
+        if opcode == 15:  # OpEntryPoint model function name interface...
+            name = _literal_string(ops[2:])
+            if name == entry_point:
+                return ops[1]
+            names.append(name)
+    raise VyreError(
+        f"the SPIR-V module has no entry point {entry_point!r} (it has "
+        f"{', '.join(names) or 'none'}); emit it from the same module with emit_spirv"
+    )
+
+
+def _pointers_used(spirv: bytes, function: int) -> set[int]:
+    """The pointer operands of the loads, stores and access chains of one
+    function (where the vyre emitter reads and writes its variables)."""
+    used: set[int] = set()
+    current = None
+    for opcode, ops in _instructions(spirv):
+        if opcode == 54:  # OpFunction
+            current = ops[1]
+        elif opcode == 56:  # OpFunctionEnd
+            current = None
+        elif current == function:
+            if opcode in (61, 65, 66):  # OpLoad, OpAccessChain, OpInBoundsAccessChain
+                used.add(ops[2])
+            elif opcode == 62:  # OpStore
+                used.add(ops[0])
+    return used
+
+
+def workgroup_memory_bytes(spirv: bytes, entry_point: str | None = None) -> int:
+    """Bytes of Workgroup-storage variables of a SPIR-V module: all of them,
+    or those the function of `entry_point` uses (a kernel of a program gets
+    only its own workgroup memory)."""
+    variables = _workgroup_variables(spirv)
+    if entry_point is None:
+        return sum(variables.values())
+    used = _pointers_used(spirv, _entry_function(spirv, entry_point))
+    return sum(size for var, size in variables.items() if var in used)
 
 
 # execution ---------------------------------------------------------------------
@@ -408,23 +466,20 @@ def _read(ctx: _Context, memory, array: np.ndarray) -> None:
 LLVMPIPE_LOOP_LIMIT = 65535
 
 
-def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
+def _buffer_bytes(buffer: BufferInfo, arrays: Mapping[str, np.ndarray]) -> int:
+    """A buffer's size on the device (a temporary needs no host array)."""
+    array = arrays.get(buffer.name)
+    return 4 * buffer.count if array is None else array.nbytes
+
+
+def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
                   arrays: Mapping[str, np.ndarray]) -> None:
+    program = as_program(info)
+    for kernel in program.kernels:
+        _check_loop_limit(ctx, kernel)
     limits = ctx.limits
-    if (
-        "llvmpipe" in ctx.name.lower()
-        and info.loop_iterations is not None
-        and info.loop_iterations > LLVMPIPE_LOOP_LIMIT
-    ):
-        raise VyreError(
-            f"kernel @{info.name} runs up to {info.loop_iterations} loop "
-            f"iterations per invocation, but lavapipe ({ctx.name}) stops every "
-            f"invocation after {LLVMPIPE_LOOP_LIMIT} and would return a wrong "
-            f"result; use smaller shapes (seq_len, head_dim, kv_lora_rank), a "
-            f"GPU ({DEVICE_ENV}), or backend='interpreter'"
-        )
-    for buffer in info.buffers:
-        size = arrays[buffer.name].nbytes
+    for buffer in program.buffers:
+        size = _buffer_bytes(buffer, arrays)
         if size > limits.maxStorageBufferRange:
             raise VyreError(
                 f"buffer {buffer.name!r} is {size} bytes but Vulkan device "
@@ -432,45 +487,89 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo,
                 f"{limits.maxStorageBufferRange} bytes; use smaller shapes or "
                 f"another device ({DEVICE_ENV})"
             )
-    shared = workgroup_memory_bytes(spirv)
+    for kernel in program.kernels:
+        _check_kernel_limits(ctx, spirv, kernel)
+
+
+def _check_loop_limit(ctx: _Context, kernel: KernelInfo) -> None:
+    if (
+        "llvmpipe" in ctx.name.lower()
+        and kernel.loop_iterations is not None
+        and kernel.loop_iterations > LLVMPIPE_LOOP_LIMIT
+    ):
+        raise VyreError(
+            f"kernel @{kernel.name} runs up to {kernel.loop_iterations} loop "
+            f"iterations per invocation, but lavapipe ({ctx.name}) stops every "
+            f"invocation after {LLVMPIPE_LOOP_LIMIT} and would return a wrong "
+            f"result; use smaller shapes (seq_len, head_dim, kv_lora_rank), a "
+            f"GPU ({DEVICE_ENV}), or backend='interpreter'"
+        )
+
+
+def _check_kernel_limits(ctx: _Context, spirv: bytes, kernel: KernelInfo) -> None:
+    """Shared memory (of this kernel's entry point only), workgroup and grid."""
+    limits = ctx.limits
+    shared = workgroup_memory_bytes(spirv, kernel.name)
     if shared > limits.maxComputeSharedMemorySize:
         raise VyreError(
-            f"kernel @{info.name} needs {shared} bytes of workgroup memory but "
+            f"kernel @{kernel.name} needs {shared} bytes of workgroup memory but "
             f"Vulkan device {ctx.name!r} allows maxComputeSharedMemorySize = "
             f"{limits.maxComputeSharedMemorySize}; use a smaller head_dim or "
             f"tile_size, or lower with optimize='exact' (it keeps no scratch in "
             f"workgroup memory; the default is tuned for 48 KiB)"
         )
-    wg = info.workgroup_size
+    wg = kernel.workgroup_size
     invocations = wg[0] * wg[1] * wg[2]
     if invocations > limits.maxComputeWorkGroupInvocations or any(
             w > m for w, m in zip(wg, list(limits.maxComputeWorkGroupSize))):
         raise VyreError(
-            f"workgroup size {wg} exceeds the limits of Vulkan device {ctx.name!r}"
+            f"workgroup size {wg} of kernel @{kernel.name} exceeds the limits of "
+            f"Vulkan device {ctx.name!r}"
         )
-    if any(g > m for g, m in zip(info.grid_size, list(limits.maxComputeWorkGroupCount))):
+    if any(g > m for g, m in zip(kernel.grid_size, list(limits.maxComputeWorkGroupCount))):
         raise VyreError(
-            f"grid size {info.grid_size} exceeds maxComputeWorkGroupCount "
-            f"{list(limits.maxComputeWorkGroupCount)} of Vulkan device {ctx.name!r}"
+            f"grid size {kernel.grid_size} of kernel @{kernel.name} exceeds "
+            f"maxComputeWorkGroupCount {list(limits.maxComputeWorkGroupCount)} of "
+            f"Vulkan device {ctx.name!r}"
         )
 
 
-def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
+def _check_arrays(program: ProgramInfo, arrays: Mapping[str, np.ndarray]) -> None:
+    for buffer in program.buffers:
+        array = arrays.get(buffer.name)
+        if array is None and buffer.is_temporary:
+            continue  # lives on the device only
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
+                array.size != buffer.count or not array.flags.c_contiguous:
+            raise VyreError(
+                f"buffer {buffer.name!r} must be a contiguous float32 numpy array "
+                f"of {buffer.count} elements"
+            )
+
+
+def execute(spirv: bytes, info: KernelInfo | ProgramInfo,
+            arrays: dict[str, np.ndarray], *,
             validation: bool | None = None, staging: bool | None = None,
             timings: dict | None = None, repeat: int = 1) -> None:
-    """Dispatch `info.grid_size` workgroups of the SPIR-V kernel `spirv` on
-    the selected Vulkan device. `arrays` holds a flat float32 array for every
-    buffer of `info` (by name); output buffers are overwritten in place.
+    """Dispatch the SPIR-V kernel `spirv` (`info.grid_size` workgroups) on
+    the selected Vulkan device; for a program, dispatch each kernel in
+    order (entry point = kernel name), each seeing what the earlier ones
+    wrote. `arrays` holds a flat float32 array for every input and output
+    buffer (by name); outputs are overwritten in place. Temporary buffers
+    live on the device only, zero-filled before the first kernel and never
+    read back (an array given for one is left as it is).
 
     `validation` (default: env VYRE_VULKAN_VALIDATION) runs under the Khronos
     validation layer and raises VyreError on any message. `staging` forces
     (True) or avoids (False) device-local buffers with staging copies; by
     default they are used where the device has separate device memory.
-    `timings`, if given, receives 'dispatch_ms' (GPU timestamps, when the
-    queue supports them) and 'total_ms' (host wall time of the run).
-    `repeat` > 1 dispatches the kernel that many times back to back (each
-    dispatch overwrites the outputs); 'dispatch_ms' is then the median and
+    `timings`, if given, receives 'dispatch_ms' (GPU timestamps around the
+    whole sequence of dispatches, when the queue supports them) and
+    'total_ms' (host wall time of the run). `repeat` > 1 runs the sequence
+    that many times back to back (each run overwrites the outputs and
+    starts from zeroed temporaries); 'dispatch_ms' is then the median and
     'dispatch_ms_each' the list, for benchmarks."""
+    program = as_program(info)
     if not isinstance(repeat, int) or repeat < 1:
         raise VyreError(f"repeat must be a positive integer, got {repeat!r}")
     start = time.perf_counter()
@@ -479,77 +578,90 @@ def execute(spirv: bytes, info: KernelInfo, arrays: dict[str, np.ndarray], *,
     vk = ctx.vk
     if not isinstance(spirv, (bytes, bytearray)) or len(spirv) % 4:
         raise VyreError("execute expects a SPIR-V binary (bytes, whole words)")
-    for buffer in info.buffers:
-        array = arrays.get(buffer.name)
-        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
-                array.size != buffer.count or not array.flags.c_contiguous:
-            raise VyreError(
-                f"buffer {buffer.name!r} must be a contiguous float32 numpy array "
-                f"of {buffer.count} elements"
-            )
-    _check_limits(ctx, spirv, info, arrays)
+    _check_arrays(program, arrays)
+    _check_limits(ctx, spirv, program, arrays)
     use_staging = ctx.staging if staging is None else staging
     ctx.messages.clear()
     res = _Resources(ctx)
     try:
-        _run(ctx, res, bytes(spirv), info, arrays, use_staging, timings, repeat)
+        _run(ctx, res, bytes(spirv), program, arrays, use_staging, timings, repeat)
     except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as error:
-        total = sum(a.nbytes for a in arrays.values())
+        total = sum(_buffer_bytes(b, arrays) for b in program.buffers)
         where = "device" if isinstance(error, vk.VkErrorOutOfDeviceMemory) else "host"
         raise VyreError(
             f"Vulkan device {ctx.name!r} ran out of {where} memory running "
-            f"@{info.name} ({total} bytes of buffers); use smaller shapes, free "
+            f"{program.label} ({total} bytes of buffers); use smaller shapes, free "
             f"memory held by other programs, or pick another device ({DEVICE_ENV})"
         ) from None
     except vk.VkErrorDeviceLost:
         raise VyreError(
-            f"Vulkan device {ctx.name!r} was lost running @{info.name}"
+            f"Vulkan device {ctx.name!r} was lost running {program.label}"
         ) from None
     except vk.VkError as error:
         raise VyreError(
-            f"a Vulkan call failed running @{info.name} on {ctx.name!r} "
+            f"a Vulkan call failed running {program.label} on {ctx.name!r} "
             f"({_vk_error(error)}); rerun with {VALIDATION_ENV}=1 for details"
         ) from None
     finally:
         res.destroy()
-    _check(ctx.messages, f"the run of @{info.name} on {ctx.name}")
+    _check(ctx.messages, f"the run of {program.label} on {ctx.name}")
     if timings is not None:
         timings["total_ms"] = (time.perf_counter() - start) * 1e3
 
 
-def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
-         arrays: dict[str, np.ndarray], use_staging: bool,
-         timings: dict | None, repeat: int) -> None:
-    vk, device = ctx.vk, ctx.device
+@dataclass
+class _DeviceBuffer:
+    """A buffer of the program on the device, and where the host reaches it."""
+
+    info: BufferInfo
+    size: int  # bytes
+    buffer: object  # the storage buffer the kernels bind
+    memory: object | None  # host-visible memory holding its data (None: temporary)
+    staging: object | None = None  # the staging buffer of `memory`, if any
+
+
+def _create_buffers(ctx: _Context, res: _Resources, program: ProgramInfo,
+                    arrays: Mapping[str, np.ndarray],
+                    use_staging: bool) -> list[_DeviceBuffer]:
+    """Storage buffers with the inputs written; temporaries device-local,
+    filled with zeros by the command buffer."""
+    vk = ctx.vk
     host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
     local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
     storage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
     t_src, t_dst = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-
-    # buffers ---------------------------------------------------------------
-    device_buffers, stagings = [], []
-    for buffer in info.buffers:
-        array = arrays[buffer.name]
-        if use_staging:
-            dev_buf, _ = _buffer(ctx, res, array.nbytes, storage | t_src | t_dst, local)
-            stage_buf, stage_mem = _buffer(ctx, res, array.nbytes, t_src | t_dst, host,
+    buffers = []
+    for buffer in program.buffers:
+        size = _buffer_bytes(buffer, arrays)
+        if buffer.is_temporary:
+            dev_buf, _ = _buffer(ctx, res, size, storage | t_dst, 0, local)
+            buffers.append(_DeviceBuffer(buffer, size, dev_buf, None))
+        elif use_staging:
+            dev_buf, _ = _buffer(ctx, res, size, storage | t_src | t_dst, local)
+            stage_buf, stage_mem = _buffer(ctx, res, size, t_src | t_dst, host,
                                            vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-            _write(ctx, stage_mem, array)
-            stagings.append((stage_buf, stage_mem))
+            _write(ctx, stage_mem, arrays[buffer.name])
+            buffers.append(_DeviceBuffer(buffer, size, dev_buf, stage_mem, stage_buf))
         else:
-            dev_buf, dev_mem = _buffer(ctx, res, array.nbytes, storage, host)
-            _write(ctx, dev_mem, array)
-            stagings.append((None, dev_mem))
-        device_buffers.append(dev_buf)
+            dev_buf, dev_mem = _buffer(ctx, res, size, storage, host)
+            _write(ctx, dev_mem, arrays[buffer.name])
+            buffers.append(_DeviceBuffer(buffer, size, dev_buf, dev_mem))
+    return buffers
 
-    # pipeline --------------------------------------------------------------
+
+def _create_pipelines(ctx: _Context, res: _Resources, spirv: bytes,
+                      program: ProgramInfo, buffers: list[_DeviceBuffer]):
+    """One shader module and descriptor set layout (every binding of the
+    program); a compute pipeline per kernel, its entry point by name.
+    Returns (set layout, pipeline layout, pipelines in kernel order)."""
+    vk, device = ctx.vk, ctx.device
     shader_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
     shader = res.add("shader", vk.vkCreateShaderModule(device, shader_info, None))
     bindings = [
         vk.VkDescriptorSetLayoutBinding(
-            binding=buffer.binding, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            binding=b.info.binding, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
             descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-        for buffer in info.buffers
+        for b in buffers
     ]
     layout_info = vk.VkDescriptorSetLayoutCreateInfo(bindingCount=len(bindings),
                                                      pBindings=bindings)
@@ -560,35 +672,52 @@ def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
                                                          pSetLayouts=set_layouts)
     pipeline_layout = res.add(
         "pipeline_layout", vk.vkCreatePipelineLayout(device, pipeline_layout_info, None))
-    stage = vk.VkPipelineShaderStageCreateInfo(
-        stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=info.name)
-    pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=pipeline_layout)
-    pipeline_infos = [pipeline_info]
-    pipelines = vk.vkCreateComputePipelines(device, vk.VK_NULL_HANDLE, 1,
-                                            pipeline_infos, None)
-    pipeline = res.add("pipeline", pipelines[0])  # a cdata array of one
+    pipelines = []
+    for kernel in program.kernels:
+        stage = vk.VkPipelineShaderStageCreateInfo(
+            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=kernel.name)
+        pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=pipeline_layout)
+        pipeline_infos = [pipeline_info]
+        created = vk.vkCreateComputePipelines(device, vk.VK_NULL_HANDLE, 1,
+                                              pipeline_infos, None)
+        pipelines.append(res.add("pipeline", created[0]))  # a cdata array of one
+    return set_layout, pipeline_layout, pipelines
 
-    # descriptors -----------------------------------------------------------
+
+def _create_descriptor_set(ctx: _Context, res: _Resources, set_layout,
+                           buffers: list[_DeviceBuffer]):
+    vk, device = ctx.vk, ctx.device
     pool_size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                        descriptorCount=len(info.buffers))
+                                        descriptorCount=len(buffers))
     pool_sizes = [pool_size]
     pool_info = vk.VkDescriptorPoolCreateInfo(maxSets=1, poolSizeCount=1,
                                               pPoolSizes=pool_sizes)
     pool = res.add("descriptor_pool", vk.vkCreateDescriptorPool(device, pool_info, None))
+    set_layouts = [set_layout]
     alloc_info = vk.VkDescriptorSetAllocateInfo(descriptorPool=pool,
                                                 descriptorSetCount=1,
                                                 pSetLayouts=set_layouts)
     descriptor_set = vk.vkAllocateDescriptorSets(device, alloc_info)[0]
     buffer_infos, writes = [], []
-    for buffer, dev_buf in zip(info.buffers, device_buffers):
-        buffer_info = vk.VkDescriptorBufferInfo(buffer=dev_buf, offset=0,
-                                                range=arrays[buffer.name].nbytes)
+    for b in buffers:
+        buffer_info = vk.VkDescriptorBufferInfo(buffer=b.buffer, offset=0, range=b.size)
         buffer_infos.append([buffer_info])
         writes.append(vk.VkWriteDescriptorSet(
-            dstSet=descriptor_set, dstBinding=buffer.binding, dstArrayElement=0,
+            dstSet=descriptor_set, dstBinding=b.info.binding, dstArrayElement=0,
             descriptorCount=1, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
             pBufferInfo=buffer_infos[-1]))
     vk.vkUpdateDescriptorSets(device, len(writes), writes, 0, None)
+    return descriptor_set
+
+
+def _run(ctx: _Context, res: _Resources, spirv: bytes, program: ProgramInfo,
+         arrays: dict[str, np.ndarray], use_staging: bool,
+         timings: dict | None, repeat: int) -> None:
+    vk, device = ctx.vk, ctx.device
+    buffers = _create_buffers(ctx, res, program, arrays, use_staging)
+    set_layout, pipeline_layout, pipelines = _create_pipelines(
+        ctx, res, spirv, program, buffers)
+    descriptor_set = _create_descriptor_set(ctx, res, set_layout, buffers)
 
     # commands --------------------------------------------------------------
     command_pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=ctx.family)
@@ -615,50 +744,61 @@ def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
         vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, barriers,
                                 0, None, 0, None)
 
+    shader_rw = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+    compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+    transfer = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+    staged = [b for b in buffers if b.staging is not None]
+    temporaries = [b for b in buffers if b.info.is_temporary]
     if use_staging:
-        for buffer, dev_buf, (stage_buf, _) in zip(info.buffers, device_buffers, stagings):
-            region = vk.VkBufferCopy(srcOffset=0, dstOffset=0,
-                                     size=arrays[buffer.name].nbytes)
+        for b in staged:
+            region = vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=b.size)
             regions = [region]
-            vk.vkCmdCopyBuffer(cmd, stage_buf, dev_buf, 1, regions)
-        barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT,
-                vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
-                vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+            vk.vkCmdCopyBuffer(cmd, b.staging, b.buffer, 1, regions)
+        barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, shader_rw, transfer, compute)
     else:
-        barrier(vk.VK_ACCESS_HOST_WRITE_BIT,
-                vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
-                vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
-    vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+        barrier(vk.VK_ACCESS_HOST_WRITE_BIT, shader_rw,
+                vk.VK_PIPELINE_STAGE_HOST_BIT, compute)
+    vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipelines[0])
+    bound = 0
     sets = [descriptor_set]
+    # one pipeline layout for every kernel: the set stays bound across pipelines
     vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout,
                                0, 1, sets, 0, None)
     for index in range(repeat):
-        if index:  # the next dispatch rewrites what this one wrote
-            barrier(vk.VK_ACCESS_SHADER_WRITE_BIT,
-                    vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT,
-                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                    vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT)
+        if index:  # the next run rewrites what this one wrote
+            barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, shader_rw, compute, compute)
+        if temporaries:  # every run starts from zeroed temporaries (untimed)
+            if index:
+                barrier(shader_rw, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute, transfer)
+            for b in temporaries:
+                vk.vkCmdFillBuffer(cmd, b.buffer, 0, b.size, 0)
+            barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, shader_rw, transfer, compute)
         if query_pool is not None:
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
                                    query_pool, 2 * index)
-        vk.vkCmdDispatch(cmd, *info.grid_size)
+        for position, (kernel, pipeline) in enumerate(zip(program.kernels, pipelines)):
+            if position:  # a kernel sees everything the previous ones wrote
+                barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, shader_rw, compute, compute)
+            if bound != position:
+                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+                bound = position
+            vk.vkCmdDispatch(cmd, *kernel.grid_size)
         if query_pool is not None:
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
                                    query_pool, 2 * index + 1)
     if use_staging:
         barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT,
-                vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT)
-        for buffer, dev_buf, (stage_buf, _) in zip(info.buffers, device_buffers, stagings):
-            if buffer.is_output:
-                region = vk.VkBufferCopy(srcOffset=0, dstOffset=0,
-                                         size=arrays[buffer.name].nbytes)
+                compute, transfer)
+        for b in staged:
+            if b.info.is_output:
+                region = vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=b.size)
                 regions = [region]
-                vk.vkCmdCopyBuffer(cmd, dev_buf, stage_buf, 1, regions)
+                vk.vkCmdCopyBuffer(cmd, b.buffer, b.staging, 1, regions)
         barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT,
-                vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT)
+                transfer, vk.VK_PIPELINE_STAGE_HOST_BIT)
     else:
         barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT,
-                vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT)
+                compute, vk.VK_PIPELINE_STAGE_HOST_BIT)
     vk.vkEndCommandBuffer(cmd)
 
     fence_info = vk.VkFenceCreateInfo()
@@ -671,14 +811,15 @@ def _run(ctx: _Context, res: _Resources, spirv: bytes, info: KernelInfo,
     try:
         vk.vkWaitForFences(device, 1, fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
     except vk.VkTimeout:
-        raise VyreError(f"kernel @{info.name} did not finish within "
+        raise VyreError(f"{program.label} did not finish within "
                         f"{FENCE_TIMEOUT_NS // 10**9} s on {ctx.name}") from None
     except vk.VkErrorDeviceLost:
-        raise VyreError(f"Vulkan device {ctx.name!r} was lost running @{info.name}") from None
+        raise VyreError(f"Vulkan device {ctx.name!r} was lost running "
+                        f"{program.label}") from None
 
-    for buffer, (_, memory) in zip(info.buffers, stagings):
-        if buffer.is_output:
-            _read(ctx, memory, arrays[buffer.name])
+    for b in buffers:
+        if b.info.is_output:
+            _read(ctx, b.memory, arrays[b.info.name])
     if query_pool is not None:
         data = vk.ffi.new(f"uint64_t[{2 * repeat}]")
         vk.vkGetQueryPoolResults(device, query_pool, 0, 2 * repeat, 16 * repeat, data, 8,

@@ -521,7 +521,7 @@ builtin.module {
     %q = "vyre.buffer"() <{sym_name = "q", binding = 0 : i64, access = "readwrite", shape = array<i64: 8>}> : () -> memref<8xf32>
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:521:5: error: 'vyre.buffer' op buffer 'q' has access "readwrite"; use "read" for an input or "write" for an output
+// CHECK: {{.*}}verify_errors.mlir:521:5: error: 'vyre.buffer' op buffer 'q' has access "readwrite"; use "read" for an input, "write" for an output or "temp" for a buffer that passes values between kernels
 
 // -----
 
