@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import vyre_xdsl as vx
-from vyre_xdsl.kernel_info import kernel_info
+from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.spirv import emit_spirv
 from vyre_xdsl.vulkan import device_report, execute
 
@@ -76,12 +76,15 @@ def torch_time_ms(fn, warmup: int, repeat: int) -> float:
 
 def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repeat: int):
     lowered = lower(module, optimize)
-    info = kernel_info(lowered)
+    # one kernel, or a program (flash-decoding: partials, then a merge); the
+    # timestamps cover every dispatch of it, temporaries stay on the device
+    info = program_info(lowered)
     arrays = {
         b.name: np.zeros(b.count, np.float32)
         if b.is_output
         else np.ascontiguousarray(inputs[b.name], np.float32).reshape(-1).copy()
         for b in info.buffers
+        if not b.is_temporary
     }
     spirv = emit_spirv(lowered)
     probe: dict = {}

@@ -19,7 +19,14 @@ structurally equivalent to it.  The op is then replaced by the absorbed one
 and the kernel gains the two latent scratch arrays `q_lat` and `o_lat`.
 Anything else, a modified MLA fragment included, is left alone.
 
-The absorbed form sums in another order, so its results are not
+`kernels=3` absorbs once per head instead: the seed kernel becomes the
+program of `mla_decode_program`, three kernels run in order (q_lat = W_uk q
+per head, attention over the latent cache, out = W_uv o_lat per head),
+passing q_lat and o_lat through `temp` buffers.  In the one-kernel form
+every invocation projects its head's query and output itself, which is
+what bounds MLA decode once vyre-split-kv gives a head many invocations.
+
+The absorbed forms sum in another order, so their results are not
 bit-identical to the seed's (within the tolerance in docs/performance.md):
 `vyre-to-gpu` runs this pass only at `optimize=default`.
 """
@@ -80,6 +87,32 @@ def is_seed_mla(kernel: vyre.KernelOp, shape: tuple[int, ...]) -> bool:
     )
 
 
+def seed_mla_shape(kernel: vyre.KernelOp) -> tuple[int, ...] | None:
+    """The MLA shape of `kernel` if it is the seed's MLA decode, else None."""
+    skeletons = [op for op in kernel.body.block.ops if isinstance(op, vyre.TiledOnlineSoftmaxOp)]
+    if len(skeletons) != 1:
+        return None
+    shape = mla_shape(kernel, skeletons[0])
+    return shape if shape is not None and is_seed_mla(kernel, shape) else None
+
+
+class AbsorbMlaPerHead(RewritePattern):
+    """The seed's MLA kernel -> the three kernels of mla_decode_program."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, kernel: vyre.KernelOp, rewriter: PatternRewriter) -> None:
+        from vyre_xdsl.decoders import mla_decode_program
+
+        shape = seed_mla_shape(kernel)
+        if shape is None:
+            return
+        program = mla_decode_program(*shape, name=kernel.sym_name.data)
+        kernels = list(program.body.block.ops)
+        for new in kernels:
+            new.detach()
+        rewriter.replace(kernel, kernels, [])
+
+
 class AbsorbMla(RewritePattern):
     """The seed's MLA skeleton op -> the absorbed one, with q_lat and o_lat."""
 
@@ -115,10 +148,19 @@ class AbsorbMla(RewritePattern):
 
 @dataclass(frozen=True)
 class AbsorbMlaPass(ModulePass):
-    """Rewrite MLA decode kernels of the seed's form into the absorbed form
-    (W_uk folded into the query, W_uv applied once to the latent output)."""
+    """Rewrite MLA decode kernels of the seed's form into an absorbed form
+    (W_uk folded into the query, W_uv applied once to the latent output):
+    one kernel (`kernels=1`) or a program of three (`kernels=3`)."""
 
     name = "vyre-absorb-mla"
 
+    kernels: int = 1
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(AbsorbMla(), apply_recursively=False).rewrite_module(op)
+        if self.kernels not in (1, 3):
+            raise VyreError(
+                f"vyre-absorb-mla: kernels must be 1 (absorbed in each invocation) "
+                f"or 3 (once per head, a program of three kernels), got {self.kernels}"
+            )
+        pattern = AbsorbMla() if self.kernels == 1 else AbsorbMlaPerHead()
+        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)

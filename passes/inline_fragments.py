@@ -8,7 +8,9 @@ SEMANTICS.md puts them, their block arguments replaced by the loop values;
 `prologue` hook goes before the tile loop (after o_acc is zeroed), the
 `epilogue` hook after it (before the output is written).  With
 `kv_splits`, each of an item's invocations runs the recurrence over its own
-run of tiles and `SplitMerge` combines their partial results.
+run of tiles and `SplitMerge` combines their partial results in workgroup
+memory; with `partials`, they are stored for a `vyre.merge_splits` kernel,
+which this pass expands too (`Partials.merge` is the one merge of both).
 
 With a `mask` region the tile loop branches on the query block's class of
 each tile (from the compile-time `tile_classes` table): empty tiles are
@@ -26,6 +28,7 @@ are recomputed for it instead.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -34,6 +37,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
@@ -171,16 +175,61 @@ def period_of(rows: list) -> int:
 
 
 @dataclass(frozen=True)
-class SplitMerge:
-    """Workgroup arrays where the `splits` invocations of an item leave their
-    partial (m, l, o_acc), and the merge that reads them (flash-decoding):
+class Partials:
+    """Where the `splits` partial (m, l, o_acc) of one item are, as loads
+    `m_of(b, s)`, `l_of(b, s)` and `o_of(b, s, d)`, and their merge
+    (flash-decoding), written once for the merge in workgroup memory and
+    the one in a kernel of its own:
 
         m* = max over s of m_s                 (in split order)
         c_s = exp(bounded_exp_arg(m_s - m*))
         out[d] = flush_tiny((sum over s of c_s * o_s[d])
-                            / positive_denominator(sum over s of c_s * l_s))
+                            / positive_denominator(sum over s of c_s * l_s))"""
 
-    Invocation s of an item writes the output dims d = s, s + splits, ..."""
+    splits: int
+    m_of: Callable[[IRBuilder, SSAValue], SSAValue]
+    l_of: Callable[[IRBuilder, SSAValue], SSAValue]
+    o_of: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]
+    exp2: bool
+
+    def merge(self, b: IRBuilder) -> Callable[[IRBuilder, SSAValue], SSAValue]:
+        """Emit m* and the denominator; return `out_of(b, d)`, which emits
+        out[d]."""
+        splits = self.splits
+
+        def max_step(b: IRBuilder, s, acc):
+            m_s = self.m_of(b, s)
+            return [b.select(b.cmpf(m_s, acc[0], "ogt"), m_s, acc[0])]
+
+        (m_max,) = b.loop(0, splits, max_step, [b.f32(F32_MIN)], hint="max_s")
+        m_max.name_hint = "m_max"
+
+        def weight_of(b: IRBuilder, s) -> SSAValue:
+            exp = b.exp2 if self.exp2 else b.exp
+            return exp(b.bounded_exp_arg(b.subf(self.m_of(b, s), m_max)))
+
+        def sum_step(b: IRBuilder, s, acc):
+            return [b.addf(acc[0], b.mulf(weight_of(b, s), self.l_of(b, s)))]
+
+        (l_total,) = b.loop(0, splits, sum_step, [b.f32(0.0)], hint="sum_s")
+        denom = b.positive_denominator(l_total)
+
+        def out_of(b: IRBuilder, d) -> SSAValue:
+            def o_step(b: IRBuilder, s, acc):
+                return [b.addf(acc[0], b.mulf(weight_of(b, s), self.o_of(b, s, d)))]
+
+            (o,) = b.loop(0, splits, o_step, [b.f32(0.0)], hint="o_s")
+            return b.flush_tiny(b.divf(o, denom))
+
+        return out_of
+
+
+@dataclass(frozen=True)
+class SplitMerge:
+    """Workgroup arrays where the `splits` invocations of an item leave their
+    partial (m, l, o_acc), and their merge (`Partials.merge`) after a
+    barrier.  Invocation s of an item writes the output dims d = s,
+    s + splits, ..."""
 
     m: SSAValue
     l: SSAValue
@@ -213,32 +262,16 @@ class SplitMerge:
         def split_lane(b: IRBuilder, s) -> SSAValue:
             return b.addi(first, s)
 
-        def max_step(b: IRBuilder, s, acc):
-            m_s = b.load(self.m, split_lane(b, s))
-            return [b.select(b.cmpf(m_s, acc[0], "ogt"), m_s, acc[0])]
-
-        (m_max,) = b.loop(0, splits, max_step, [b.f32(F32_MIN)], hint="max_s")
-        m_max.name_hint = "m_max"
-
-        def weight_of(b: IRBuilder, s) -> SSAValue:
-            m_s = b.load(self.m, split_lane(b, s))
-            exp = b.exp2 if op.exp2 is not None else b.exp
-            return exp(b.bounded_exp_arg(b.subf(m_s, m_max)))
-
-        def sum_step(b: IRBuilder, s, acc):
-            l_s = b.load(self.l, split_lane(b, s))
-            return [b.addf(acc[0], b.mulf(weight_of(b, s), l_s))]
-
-        (l_total,) = b.loop(0, splits, sum_step, [b.f32(0.0)], hint="sum_s")
-        denom = b.positive_denominator(l_total)
+        out_of = Partials(
+            splits,
+            lambda b, s: b.load(self.m, split_lane(b, s)),
+            lambda b, s: b.load(self.l, split_lane(b, s)),
+            lambda b, s, d: b.load(self.o, b.flat_index(split_lane(b, s), head_dim, d)),
+            op.exp2 is not None,
+        ).merge(b)
 
         def write_dim(b: IRBuilder, d) -> None:
-            def o_step(b: IRBuilder, s, acc):
-                o_s = b.load(self.o, b.flat_index(split_lane(b, s), head_dim, d))
-                return [b.addf(acc[0], b.mulf(weight_of(b, s), o_s))]
-
-            (o,) = b.loop(0, splits, o_step, [b.f32(0.0)], hint="o_s")
-            b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, head_dim, d))
+            b.store(out_of(b, d), op.out, b.flat_index(item, head_dim, d))
 
         def own_dims(b: IRBuilder, c, _):
             d = b.addi(b.muli(c, b.index(splits)), split, "d")
@@ -249,6 +282,58 @@ class SplitMerge:
             return []
 
         b.loop(0, -(-head_dim // splits), own_dims, hint="final_c")
+
+
+def leave_partials(b: IRBuilder, op, invocation, lane, m_part, l_part) -> None:
+    """Store this invocation's partial (m, l, o_acc) for a vyre.merge_splits
+    kernel: m and l at `invocation`, o_acc as row `invocation` of out."""
+    head_dim = op.shape()["head_dim"]
+    m_buffer, l_buffer = op.partials
+    b.store(m_part, m_buffer, invocation)
+    b.store(l_part, l_buffer, invocation)
+
+    def publish(b: IRBuilder, d, _):
+        o = b.load(op.o_acc, b.flat_index(lane, head_dim, d))
+        b.store(o, op.out, b.flat_index(invocation, head_dim, d))
+        return []
+
+    b.loop(0, head_dim, publish, hint="publish_d")
+
+
+class ExpandMergeSplits(RewritePattern):
+    """vyre.merge_splits -> the merge of one (item, dim) per invocation."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: vyre.MergeSplitsOp, rewriter: PatternRewriter) -> None:
+        shape = op.shape()
+        splits, head_dim = shape["splits"], shape["head_dim"]
+        b = IRBuilder(InsertPoint.before(op))
+        invocation = b.emit(vyre.ItemIndexOp()).results[0]
+        invocation.name_hint = "invocation"
+        item = b.divui(invocation, b.index(head_dim), "item")
+        d = b.remui(invocation, b.index(head_dim), "d")
+
+        def row(b: IRBuilder, s) -> SSAValue:
+            return b.addi(b.muli(item, b.index(splits)), s, "row")
+
+        def merge_one(b: IRBuilder) -> None:
+            out_of = Partials(
+                splits,
+                lambda b, s: b.load(op.m, row(b, s)),
+                lambda b, s: b.load(op.l, row(b, s)),
+                lambda b, s, d: b.load(op.o, b.flat_index(row(b, s), head_dim, d)),
+                op.exp2 is not None,
+            ).merge(b)
+            b.store(out_of(b, d), op.out, invocation)
+
+        kernel = op.parent_op()
+        assert isinstance(kernel, vyre.KernelOp)
+        if shape["item_count"] * head_dim % kernel.workgroup_size.value.data:
+            total = b.index(shape["item_count"] * head_dim)
+            b.if_then(b.cmpi(invocation, total, "ult"), merge_one)
+        else:
+            merge_one(b)
+        rewriter.erase(op)
 
 
 class ExpandSkeleton(RewritePattern):
@@ -264,7 +349,8 @@ class ExpandSkeleton(RewritePattern):
         lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
         splits = op.splits
-        merge = SplitMerge.declare(b, lanes, head_dim) if splits > 1 else None
+        in_workgroup = splits > 1 and not op.merges_in_kernel
+        merge = SplitMerge.declare(b, lanes, head_dim) if in_workgroup else None
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
         if splits > 1:  # invocation item * splits + split
@@ -329,6 +415,9 @@ class ExpandSkeleton(RewritePattern):
             if splits > 1:
                 m_part, l_part = split_tiles(b, body, [m0, l0])
                 splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+                if op.merges_in_kernel:
+                    leave_partials(b, op, invocation, lane, m_part, l_part)
+                    return
                 assert merge is not None
                 merge.combine(b, op, item, lane, split, splits, m_part, l_part)
                 return
@@ -454,9 +543,13 @@ class ExpandSkeleton(RewritePattern):
 @dataclass(frozen=True)
 class InlineFragmentsPass(ModulePass):
     """Expand every vyre.tiled_online_softmax into the scf loop nest of the
-    recurrence, with its fragments and hooks spliced in."""
+    recurrence, with its fragments and hooks spliced in, and every
+    vyre.merge_splits into the merge of split partials."""
 
     name = "vyre-inline-fragments"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(ExpandSkeleton(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([ExpandSkeleton(), ExpandMergeSplits()]),
+            apply_recursively=False,
+        ).rewrite_module(op)

@@ -19,8 +19,13 @@ before vyre-split-kv (a split kernel merges its partials within a
 workgroup).  Measured on the H200 (docs/performance.md): workgroups of 32
 ran one head of 4096 rows 8-11% slower than 64 (128 SMs busy instead of
 64, but each staged tile serves half the rows), 16 slower still; on 2048
-workgroups, 128 lanes were 2-6% faster and 256 slower.  `default` keeps
-64 until a run confirms 128.
+workgroups, 128 lanes were 2-8% faster (confirmed in a second run: 5.57 ->
+5.28 ms at 32 heads of 64 dims, 15.75 -> 15.02 at 128 dims with tiles of
+16 keys, 1.50 -> 1.38 at four batches) and 256 slower.
+
+`size=0` (the default) chooses: LARGE_GRID_LANES for a kernel of one
+skeleton, unsplit, whose grid has more than SMALL_GRID workgroups; any
+other kernel is left alone.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from xdsl.rewriter import Rewriter
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import pass_error
+from vyre_xdsl.passes.retile import SMALL_GRID, grid_workgroups
+
+LARGE_GRID_LANES = 128
 
 # Each fragment region's block arguments that are the skeleton's scratch.
 _SCRATCH_ARGS = ("q_scratch", "score_tile", "o_acc")
@@ -102,19 +110,35 @@ def scratch_name(skeleton: vyre.TiledOnlineSoftmaxOp, role: str) -> str:
     return owner.sym_name.data
 
 
+def automatic_size(kernel: vyre.KernelOp) -> int | None:
+    """The measured choice for `kernel` (module docstring), or None to
+    keep its workgroups."""
+    skeletons = [s for s in kernel.body.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+    if len(skeletons) != 1 or skeletons[0].splits > 1:
+        return None
+    if grid_workgroups(skeletons[0]) <= SMALL_GRID:
+        return None
+    return LARGE_GRID_LANES
+
+
 @dataclass(frozen=True)
 class ResizeWorkgroupPass(ModulePass):
-    """Run kernels in workgroups of `size` lanes; bit-identical."""
+    """Run kernels in workgroups of `size` lanes (0: choose); bit-identical."""
 
     name = "vyre-resize-workgroup"
 
-    size: int
+    size: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.walk() if isinstance(k, vyre.KernelOp)]:
             skeletons = [s for s in kernel.body.walk()
                          if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
             lanes = kernel.workgroup_size.value.data
+            if self.size == 0:
+                size = automatic_size(kernel)
+                if size is not None and size != lanes:
+                    resize(kernel, size)
+                continue
             if any(s.splits > 1 for s in skeletons):
                 raise pass_error(
                     kernel,

@@ -25,7 +25,13 @@ decode ran 45% slower over 16-key tiles):
 - longer rows: 8 keys, or 4 on a grid of at most two workgroups per SM
   (head_dim 128: 26.9 -> 15.7 ms at 32 heads, 2.4 -> 1.7 ms at one head:
   the scores of a short tile leave registers for the query row and the
-  accumulator).
+  accumulator); 16 in workgroups of 128 lanes (what vyre-resize-workgroup
+  gives large grids: 15.0 ms, where 8 keys took 17.3);
+- a kernel of so few items that vyre-split-kv merges its splits in a
+  kernel (`split_kv.few_items`): tiles short enough that each split gets
+  one (MLA decode's latent attention: 16 keys, 256 splits, 0.40 ms; one
+  tile of 8 keys per split 0.43, of 4 keys 0.60, of 32 keys 0.74; two or
+  more tiles per split 0.87-1.30).
 """
 
 from __future__ import annotations
@@ -42,30 +48,62 @@ from vyre_xdsl.errors import pass_error
 SHORT_ROW_TILE = 16  # keys per tile for rows of at most SHORT_ROWS dims
 SHORT_ROWS = 64
 LONG_ROW_TILE = 8  # keys per tile for longer rows
+LONG_ROW_WIDE_WORKGROUP_TILE = 16  # ... in workgroups of 128 lanes or more
 LONG_ROW_SMALL_GRID_TILE = 4  # ... on a small grid
 SMALL_GRID = 2 * 132  # workgroups; two per SM of an H200
+MIN_SPLIT_TILE = 4  # the shortest tiles chosen to give splits enough tiles
+
+
+GRID_UNIT = 64  # lanes of the workgroups SMALL_GRID counts
 
 
 def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
-    """How many workgroups `op`'s kernel dispatches."""
+    """How many workgroups of GRID_UNIT lanes `op`'s kernel needs (a kernel
+    resized to 128 lanes counts as many as before: SMALL_GRID was measured
+    in workgroups of 64)."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
-    return -(-kernel.item_count.value.data // kernel.workgroup_size.value.data)
+    return -(-kernel.item_count.value.data // GRID_UNIT)
+
+
+def tiles_for_kernel_merge(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
+    """For a kernel whose splits vyre-split-kv merges in a kernel: the
+    largest tile, halving the built one down to MIN_SPLIT_TILE, that leaves
+    a tile for each split it wants; None to keep the built tiles."""
+    from vyre_xdsl.passes.split_kv import TARGET_INVOCATIONS
+
+    shape = op.shape()
+    wanted_splits = 1
+    while shape["item_count"] * wanted_splits < TARGET_INVOCATIONS:
+        wanted_splits *= 2
+    tile = shape["tile_size"]
+    while (
+        tile % 2 == 0
+        and tile // 2 >= MIN_SPLIT_TILE
+        and vyre.tile_count_for(shape["seq_len"], tile) < wanted_splits
+    ):
+        tile //= 2
+    return tile if tile != shape["tile_size"] else None
 
 
 def automatic_tile_size(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
     """The measured choice for `op` (module docstring), or None to keep
     its tiles."""
-    from vyre_xdsl.passes.split_kv import TARGET_INVOCATIONS, automatic_splits
+    from vyre_xdsl.passes.split_kv import TARGET_INVOCATIONS, automatic_splits, few_items
 
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
-    if automatic_splits(op, kernel.workgroup_size.value.data, TARGET_INVOCATIONS) > 1:
+    lanes = kernel.workgroup_size.value.data
+    if few_items(op, lanes, TARGET_INVOCATIONS):
+        return tiles_for_kernel_merge(op)
+    if automatic_splits(op, lanes, TARGET_INVOCATIONS) > 1:
         return None
     if op.shape()["head_dim"] <= SHORT_ROWS:
         wanted = SHORT_ROW_TILE
     elif grid_workgroups(op) <= SMALL_GRID:
         wanted = LONG_ROW_SMALL_GRID_TILE
+    elif lanes >= 128:
+        wanted = LONG_ROW_WIDE_WORKGROUP_TILE
     else:
         wanted = LONG_ROW_TILE
     built = op.shape()["tile_size"]
@@ -101,6 +139,8 @@ class RetilePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
             shape = skeleton.shape()
+            if skeleton.splits > 1 and self.tile_size == 0:
+                continue  # split already: nothing left to choose
             if skeleton.splits > 1:
                 raise pass_error(
                     skeleton,

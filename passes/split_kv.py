@@ -12,13 +12,25 @@ than one pass over all tiles would, so results match the oracle within a
 tolerance (docs/performance.md), and `reference.*(kv_splits=P)` reproduces
 them exactly.
 
+`merge=kernel` leaves the merge to a kernel of its own instead
+(flash-decoding across workgroups): the split kernel stores each
+invocation's partial (m, l, o_acc) in `temp` buffers (the skeleton's
+`partials`), and a kernel `@<name>_merge` inserted after it runs
+`vyre.merge_splits`, one invocation per output element.  P is then bounded
+by the tile count only, not by the workgroup.  The merge's order of
+operations is the workgroup merge's, so both give the same bits.
+
 `splits=0` (the default) chooses P: the smallest power of two that gives at
 least `target_invocations` invocations (4096: 64 workgroups; measured on
 the H200, FA2 with 4096 rows ran 10% faster split 8 ways at head_dim 64
 and 35% slower at 128, MLA decode's 16 heads 15 times faster split 64
 ways), at most the workgroup size and the tile count, and with every
-workgroup full (the merge has a barrier).  A kernel that already has that
-many items, or has a mask (its tile skipping is decided per block of
+workgroup full (the merge has a barrier).  `merge=auto` (the default)
+merges in a kernel where an item has too few workgroup lanes to reach the
+target (item_count * workgroup size < target: MLA decode's 16 heads) and
+the op has no prologue or epilogue (every split would repeat them), and
+then P is bounded by the tile count only.  A kernel that already has
+enough items, or has a mask (its tile skipping is decided per block of
 items), is left alone.  `splits=N` forces P = N and reports why a kernel
 cannot take it.
 """
@@ -30,22 +42,34 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError, pass_error
 
 TARGET_INVOCATIONS = 4096
+MERGES = ("auto", "workgroup", "kernel")
 
 
-def valid_splits(op: vyre.TiledOnlineSoftmaxOp, lanes: int, splits: int) -> str | None:
-    """Why `op` cannot be split `splits` ways, or None if it can."""
+def valid_splits(
+    op: vyre.TiledOnlineSoftmaxOp, lanes: int, splits: int, in_kernel: bool = False
+) -> str | None:
+    """Why `op` cannot be split `splits` ways (merged in workgroup memory,
+    or `in_kernel`), or None if it can."""
     shape = op.shape()
     if op.has_mask:
         return "it has a mask region (tile skipping is decided per block of items)"
-    if splits < 2 or lanes % splits:
-        return f"the split count must divide the workgroup size ({lanes}) and be >= 2"
+    if splits < 2:
+        return "the split count must be >= 2"
     if splits > shape["tile_count"]:
         return f"there are only {shape['tile_count']} tiles"
+    if in_kernel:
+        return None
+    if lanes % splits:
+        return (
+            f"the split count must divide the workgroup size ({lanes}) for a merge "
+            f"in the workgroup (merge=kernel has no such bound)"
+        )
     if (shape["item_count"] * splits) % lanes:
         return (
             f"item_count * splits = {shape['item_count'] * splits} is not a multiple "
@@ -54,15 +78,18 @@ def valid_splits(op: vyre.TiledOnlineSoftmaxOp, lanes: int, splits: int) -> str 
     return None
 
 
-def automatic_splits(op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int) -> int:
+def automatic_splits(
+    op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int, in_kernel: bool = False
+) -> int:
     """The smallest valid power of two reaching `target` invocations (the
     largest valid one below it if none does); 1 for no split."""
-    items = op.shape()["item_count"]
+    shape = op.shape()
+    items = shape["item_count"]
     if items >= target:
         return 1
     chosen, splits = 1, 2
-    while splits <= lanes:
-        if valid_splits(op, lanes, splits) is None:
+    while splits <= (shape["tile_count"] if in_kernel else lanes):
+        if valid_splits(op, lanes, splits, in_kernel) is None:
             chosen = splits
             if items * splits >= target:
                 break
@@ -70,20 +97,97 @@ def automatic_splits(op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int) -> 
     return chosen
 
 
+def has_hooks(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether the prologue or epilogue does anything (each split runs them)."""
+    return any(len(hook.block.ops) > 1 for hook in (op.prologue, op.epilogue))
+
+
+def few_items(op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int) -> bool:
+    """Whether `op` has too few items to reach `target` invocations with a
+    workgroup's worth of splits each, no hooks for every split to repeat,
+    and no mask (which is never split): `merge=auto` then merges in a
+    kernel."""
+    if op.has_mask or has_hooks(op):
+        return False
+    return op.shape()["item_count"] * lanes < target
+
+
+def automatic_split(
+    op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int, merge: str
+) -> tuple[int, bool]:
+    """(P, whether a kernel merges) for `merge` (auto, workgroup or
+    kernel); P = 1 for no split."""
+    if merge == "workgroup" or (merge == "auto" and not few_items(op, lanes, target)):
+        return automatic_splits(op, lanes, target), False
+    splits = automatic_splits(op, lanes, target, in_kernel=True)
+    return splits, splits > 1
+
+
+def merge_in_kernel(
+    module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int
+) -> None:
+    """Give `op` partial buffers and the kernel after `kernel` that merges
+    them (`vyre.merge_splits`); `kernel` then no longer writes the output."""
+    shape = op.shape()
+    items, head_dim = shape["item_count"], shape["head_dim"]
+    name = kernel.sym_name.data
+    out = op.out.owner
+    assert isinstance(out, vyre.BufferOp)
+    next_binding = 1 + max(
+        b.binding.value.data
+        for k in module.body.block.ops
+        if isinstance(k, vyre.KernelOp)
+        for b in k.buffers
+    )
+    declarations = [
+        (f"{name}_split_m", [items, splits]),
+        (f"{name}_split_l", [items, splits]),
+        (f"{name}_split_o", [items, splits, head_dim]),
+    ]
+    partials = [
+        vyre.BufferOp(buffer, next_binding + i, "temp", dims)
+        for i, (buffer, dims) in enumerate(declarations)
+    ]
+    Rewriter.insert_op(partials, InsertPoint.before(out))
+    split_m, split_l, split_o = (p.result for p in partials)
+    op.operands = [op.q, split_o, op.q_scratch, op.score_tile, op.o_acc,
+                   split_m, split_l]
+    if not out.result.uses:
+        Rewriter.erase_op(out)
+
+    merge = vyre.KernelOp(f"{name}_merge", items * head_dim, kernel.workgroup_size.value.data)
+    copies = [p.clone() for p in partials] + [out.clone()]
+    merge.body.block.add_ops(copies)
+    merge.body.block.add_op(
+        vyre.MergeSplitsOp(
+            *(c.result for c in copies),
+            item_count=items, splits=splits, head_dim=head_dim, exp2=op.exp2 is not None,
+        )
+    )
+    Rewriter.insert_op(merge, InsertPoint.after(kernel))
+
+
 @dataclass(frozen=True)
 class SplitKvPass(ModulePass):
     """Give each item `splits` invocations over its key tiles (0: choose),
-    merged in workgroup memory (flash-decoding)."""
+    merged in workgroup memory or by a kernel of its own (`merge`:
+    auto | workgroup | kernel; flash-decoding)."""
 
     name = "vyre-split-kv"
 
     splits: int = 0
     target_invocations: int = TARGET_INVOCATIONS
+    merge: str = "auto"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.splits < 0 or self.splits == 1:
             raise VyreError(
                 f"vyre-split-kv: splits must be 0 (choose) or >= 2, got {self.splits}"
+            )
+        if self.merge not in MERGES:
+            raise VyreError(
+                f"vyre-split-kv: merge must be one of {', '.join(MERGES)}, got "
+                f"{self.merge!r}"
             )
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
             if skeleton.splits > 1:
@@ -91,12 +195,14 @@ class SplitKvPass(ModulePass):
             kernel = skeleton.parent_op()
             assert isinstance(kernel, vyre.KernelOp)
             lanes = kernel.workgroup_size.value.data
-            splits = self.splits
+            splits, in_kernel = self.splits, self.merge == "kernel"
             if splits == 0:
-                splits = automatic_splits(skeleton, lanes, self.target_invocations)
+                splits, in_kernel = automatic_split(
+                    skeleton, lanes, self.target_invocations, self.merge
+                )
                 if splits == 1:
                     continue
-            elif (reason := valid_splits(skeleton, lanes, splits)) is not None:
+            elif (reason := valid_splits(skeleton, lanes, splits, in_kernel)) is not None:
                 raise pass_error(
                     skeleton,
                     f"vyre-split-kv: kernel @{kernel.sym_name.data} cannot be split "
@@ -105,3 +211,5 @@ class SplitKvPass(ModulePass):
             skeleton.properties["kv_splits"] = IntegerAttr(splits, i64)
             items = skeleton.shape()["item_count"] * splits
             kernel.properties["item_count"] = IntegerAttr(items, i64)
+            if in_kernel:
+                merge_in_kernel(op, kernel, skeleton, splits)

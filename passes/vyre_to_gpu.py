@@ -7,9 +7,10 @@
            jammed (vyre-unroll-jam), loads of neighbouring elements merged
            into vector loads (vyre-vectorize-loads), common subexpressions
            and dead code removed
-  default  the fastest correct choice: the vyre-level rewrites that reorder
-           floating-point sums (vyre-absorb-mla, vyre-retile, vyre-split-kv;
-           the tolerance is in docs/performance.md), then `exact` tuned by
+  default  the fastest correct choice: the vyre-level rewrites
+           (vyre-absorb-mla{kernels=3}, vyre-resize-workgroup, and
+           vyre-retile and vyre-split-kv, which reorder floating-point sums
+           within the tolerance of docs/performance.md), then `exact` tuned by
            `tuning` (vyre-stage-kv-tiles where it pays, unroll depth, and
            vyre-interleave-scratch where registers are short)
 """
@@ -45,13 +46,14 @@ def vyre_rewrites(level: str) -> tuple[ModulePass, ...]:
     `default` has them, as they change the order of floating-point
     operations (within a documented tolerance)."""
     from vyre_xdsl.passes.absorb_mla import AbsorbMlaPass
+    from vyre_xdsl.passes.resize_workgroup import ResizeWorkgroupPass
     from vyre_xdsl.passes.retile import RetilePass
     from vyre_xdsl.passes.split_kv import SplitKvPass
 
     _check_level(level)
     if level != "default":
         return ()
-    return (AbsorbMlaPass(), RetilePass(), SplitKvPass())
+    return (AbsorbMlaPass(kernels=3), ResizeWorkgroupPass(), RetilePass(), SplitKvPass())
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,8 @@ def test_gqa_buffers_and_head_mapping():
     shapes = {b.sym_name.data: b.logical_shape for b in module.walk() if isinstance(b, vyre.BufferOp)}
     assert shapes == {"q": (6, 8, 2), "k": (2, 8, 2), "v": (2, 8, 2), "out": (6, 8, 2)}
     q, k, v = inputs(8, 2, 6, 2)
-    out = vx.run(module, {"q": q, "k": k, "v": v})["out"]
+    # "exact": the default splits these 48 rows' keys (a kernel merges them)
+    out = vx.run(vx.lower_to_gpu(module, optimize="exact"), {"q": q, "k": k, "v": v})["out"]
     for h in range(6):  # query head h reads kv head h // 3
         one = reference.flash_attention_2(q[h], k[h // 3], v[h // 3], 4)
         np.testing.assert_array_equal(out[h], one)

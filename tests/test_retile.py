@@ -44,11 +44,16 @@ def test_default_tiles_follow_the_h200_measurements():
     assert chosen(vx.flash_attention_2(4096, 64, num_heads=32)) == 16
     assert chosen(vx.flash_attention_2(4096, 64, tile_size=8)) == 8
     assert chosen(vx.flash_attention_2(4096, 128, num_heads=32)) == 8
+    wide = apply_pipeline(vx.flash_attention_2(4096, 128, num_heads=32), "vyre-resize-workgroup")
+    assert chosen(wide) == 16  # in the 128-lane workgroups of large grids
     assert chosen(vx.flash_attention_2(4096, 128)) == 4  # 64 workgroups
     assert chosen(vx.flash_attention_2(4096, 128, 12, num_heads=32)) == 12  # 8 does not divide
-    # kernels that vyre-split-kv splits keep their tiles
+    # kernels that vyre-split-kv splits in their workgroups keep their tiles
     assert chosen(vx.flash_attention_2(256, 64)) == 64
-    assert chosen(vx.mla_decode(4096, 16, 128, 512, 64)) == 64
+    assert chosen(vx.mla_decode_absorbed(4096, 16, 128, 512, 64)) == 64
+    # ...and one split by a kernel gets a tile per split: 16 heads x 256 splits
+    assert chosen(vx.mla_decode_program(4096, 16, 128, 512, 64)) == 16
+    assert chosen(vx.mla_decode(4096, 16, 128, 512, 64)) == 16
 
 
 def test_a_tile_size_that_does_not_divide_is_an_error():

@@ -1,6 +1,7 @@
 """vyre-split-kv (flash-decoding): an item's tiles over several invocations,
 merged in workgroup memory; exact against the split-order oracle, within
-tolerance of the one-pass oracle, on the interpreter and on Vulkan."""
+tolerance of the one-pass oracle, on the interpreter and on Vulkan.  The
+merge by a kernel of its own is tested in tests/test_mla_program.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from vyre_xdsl import reference
 from vyre_xdsl.compiler import apply_pipeline
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import kernel_info
+from vyre_xdsl.kernel_info import program_info
 from tests.requirements import needs_vulkan
 
 # |split - one pass| / max|out|, measured at most 4e-7 on these shapes.
@@ -46,14 +47,16 @@ def _mla_inputs(seq, heads, dim, rank, rope, seed=2):
 
 
 @pytest.mark.parametrize("shape", [(256, 4, 16, 32, 8, 16), (300, 2, 8, 12, 4, 8)])
-def test_default_mla_is_absorbed_split_and_exact_with_its_oracle(shape):
+def test_absorbed_mla_is_split_in_its_workgroup_and_exact_with_its_oracle(shape):
+    # The one-kernel absorbed form (tests/test_mla_program.py has the default,
+    # the three-kernel one): its hooks keep the merge in the workgroup.
     *dims, tile = shape
     module = vx.mla_decode(*dims, tile_size=tile)
     split = apply_pipeline(module.clone(), "vyre-absorb-mla,vyre-split-kv")
     splits = _splits(split)
-    assert splits > 1
+    assert splits > 1 and "_merge" not in str(split)
     inputs = _mla_inputs(*dims)
-    got = vx.run(module, inputs)["out"]  # optimize="default"
+    got = vx.run(vx.lower_to_gpu(module, optimize="vyre-absorb-mla,vyre-to-gpu"), inputs)["out"]
     args = list(inputs.values())
     _exact(got, reference.mla_decode_absorbed(*args, tile_size=tile, kv_splits=splits))
     _close(got, reference.mla_decode(*args, tile_size=tile))
@@ -97,7 +100,7 @@ def test_split_mla_fits_lavapipe_at_the_issue_shape():
     # The seed form runs 1000 keys in one invocation (over lavapipe's 65535
     # loop iterations); split, each invocation has a few tiles.
     lowered = vx.lower_to_gpu(vx.mla_decode(1000, 8, 64, 32, 16))
-    assert kernel_info(lowered).loop_iterations < 65535
+    assert program_info(lowered).loop_iterations < 65535
 
 
 @needs_vulkan

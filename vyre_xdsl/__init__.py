@@ -15,7 +15,12 @@ from vyre_xdsl.compiler import (
     make_context,
     parse_module,
 )
-from vyre_xdsl.decoders import flash_attention_2, mla_decode, mla_decode_absorbed
+from vyre_xdsl.decoders import (
+    flash_attention_2,
+    mla_decode,
+    mla_decode_absorbed,
+    mla_decode_program,
+)
 from vyre_xdsl.run import run
 from vyre_xdsl.skeleton import (
     Buffer,
@@ -70,6 +75,7 @@ __all__ = [
     "make_context",
     "mla_decode",
     "mla_decode_absorbed",
+    "mla_decode_program",
     "parse_module",
     "reference",
     "run",

@@ -1,5 +1,5 @@
 """The two decoders of SEMANTICS.md, each only its two fragments, and the
-absorbed form of MLA decode that vyre-absorb-mla rewrites it into."""
+two absorbed forms of MLA decode that vyre-absorb-mla rewrites it into."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import inspect
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 
 from vyre_xdsl import trace
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.trace import Traced
 from vyre_xdsl.skeleton import (
     WORKGROUP_SIZE,
@@ -19,6 +21,7 @@ from vyre_xdsl.skeleton import (
     check_result,
     check_u32_size,
     f32_scale,
+    per_item_kernel,
     tiled_online_softmax,
 )
 
@@ -331,6 +334,20 @@ def mla_decode(
     )
 
 
+def _dot(b: IRBuilder, count: int, left, right, hint: str) -> SSAValue:
+    """`sum over i < count of left(b, i) * right(b, i)`, in order from 0.0."""
+
+    def step(b: IRBuilder, i, acc):
+        return [b.addf(acc[0], b.mulf(left(b, i), right(b, i)))]
+
+    return b.loop(0, count, step, [b.f32(0.0)], hint=hint)[0]
+
+
+def _weight_index(b: IRBuilder, r, head, dim, uv_stride: int, head_dim: int):
+    """`r*uv_stride + head*head_dim + dim`: w_uk/w_uv at (r, head, dim)."""
+    return b.addi(b.muli(r, b.index(uv_stride)), b.flat_index(head, head_dim, dim))
+
+
 def mla_decode_absorbed(
     seq_len: int,
     num_heads: int,
@@ -371,8 +388,7 @@ def mla_decode_absorbed(
     rank, rope = kv_lora_rank, qk_rope_head_dim
 
     def weight_index(b: Fragment, r, head, dim):
-        """`r*uv_stride + head*head_dim + dim`: w_uk/w_uv at (r, head, dim)."""
-        return b.addi(b.muli(r, b.index(uv_stride)), b.flat_index(head, head_dim, dim))
+        return _weight_index(b, r, head, dim, uv_stride, head_dim)
 
     def absorb_query(f: Fragment) -> None:
         """prologue: q_lat = W_uk q; o_lat = 0."""
@@ -380,12 +396,12 @@ def mla_decode_absorbed(
         q_lat, o_lat = f.scratch("q_lat"), f.scratch("o_lat")
 
         def one_rank(b: Fragment, r, _):
-            def step(b: Fragment, dim, acc):
-                q_d = b.load(f.q_scratch, b.q_index(dim))
-                w = b.load(w_uk, weight_index(b, r, f.item, dim))
-                return [b.addf(acc[0], b.mulf(q_d, w))]
-
-            (q_r,) = b.loop(0, head_dim, step, [b.f32(0.0)], hint="dim")
+            q_r = _dot(
+                b, head_dim,
+                lambda b, dim: b.load(f.q_scratch, b.q_index(dim)),
+                lambda b, dim: b.load(w_uk, weight_index(b, r, f.item, dim)),
+                "dim",
+            )
             b.store(q_r, q_lat, b.scratch_index("q_lat", r))
             b.store(b.f32(0.0), o_lat, b.scratch_index("o_lat", r))
             return []
@@ -443,12 +459,12 @@ def mla_decode_absorbed(
         o_lat = f.scratch("o_lat")
 
         def one_dim(b: Fragment, d, _):
-            def step(b: Fragment, r, acc):
-                w = b.load(w_uv, weight_index(b, r, f.item, d))
-                o = b.load(o_lat, b.scratch_index("o_lat", r))
-                return [b.addf(acc[0], b.mulf(w, o))]
-
-            (v,) = b.loop(0, rank, step, [b.f32(0.0)], hint="r")
+            v = _dot(
+                b, rank,
+                lambda b, r: b.load(w_uv, weight_index(b, r, f.item, d)),
+                lambda b, r: b.load(o_lat, b.scratch_index("o_lat", r)),
+                "r",
+            )
             b.store(v, f.o_acc, b.o_index(d))
             return []
 
@@ -467,3 +483,149 @@ def mla_decode_absorbed(
         prologue=absorb_query,
         epilogue=project_output,
     )
+
+
+def mla_decode_program(
+    seq_len: int,
+    num_heads: int,
+    head_dim: int,
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    tile_size: int = 64,
+    *,
+    name: str = "mla_decode",
+) -> ModuleOp:
+    """MLA decode with `w_uk` and `w_uv` absorbed once per head, as a
+    program of three kernels (what `vyre-absorb-mla{kernels=3}` turns
+    `mla_decode` into), run in this order:
+
+        @<name>_absorb_query  one item per (head, r):
+            q_lat[head, r] = sum over dim of q[head, dim] * w_uk[r, head, dim]
+        @<name>               the skeleton over the latent cache, one item
+            per head, rows of kv_lora_rank:
+            s[j]  = bounded_score(scale * (sum over r of q_lat[head, r] * kv_cache[t, r]
+                                  + sum over dim < rope of q[head, dim] * kr_cache[t, dim]))
+            o_lat = flush_tiny(online-softmax average of the kv_cache rows)
+        @<name>_project       one item per (head, d):
+            out[head, d] = sum over r of w_uv[r, head, d] * o_lat[head, r]
+
+    `q_lat` and `o_lat` are `temp` buffers.  Unlike `mla_decode_absorbed`,
+    no invocation repeats the head's projections, and the attention is a
+    plain skeleton (no hooks) that vyre-split-kv can split across
+    workgroups.  It normalises o_lat before projecting it, so it is within
+    rounding of the other forms; `reference.mla_decode_program` is its
+    oracle, op for op.  The score reads the head's q_lat row from the
+    buffer, where every lane of a workgroup of one head's splits reads the
+    same row; the skeleton's own copy of it (q_scratch) goes unread."""
+    (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
+     tile_size) = _check_mla_shape(
+        seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
+    )
+    check_u32_size("scratch o_acc", workgroup_size=WORKGROUP_SIZE, kv_lora_rank=kv_lora_rank)
+    uv_stride = num_heads * head_dim
+    rank, rope = kv_lora_rank, qk_rope_head_dim
+    buffers = {
+        b.name: Buffer(b.name, b.shape, b.access, binding)
+        for binding, b in enumerate(
+            _mla_buffers(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim)
+        )
+    }
+    binding = len(buffers)
+    for latent in ("q_lat", "o_lat"):
+        buffers[latent] = Buffer(latent, (num_heads, rank), "temp", binding)
+        binding += 1
+
+    def uses(*names: str) -> list[Buffer]:
+        return [buffers[n] for n in names]
+
+    def absorb_query(b: IRBuilder, v: dict[str, SSAValue], item: SSAValue) -> None:
+        head, r = b.divui(item, b.index(rank), "head"), b.remui(item, b.index(rank), "r")
+        q_r = _dot(
+            b, head_dim,
+            lambda b, dim: b.load(v["q"], b.flat_index(head, head_dim, dim)),
+            lambda b, dim: b.load(
+                v["w_uk"], _weight_index(b, r, head, dim, uv_stride, head_dim)
+            ),
+            "dim",
+        )
+        b.store(q_r, v["q_lat"], item)
+
+    def project(b: IRBuilder, v: dict[str, SSAValue], item: SSAValue) -> None:
+        head = b.divui(item, b.index(head_dim), "head")
+        d = b.remui(item, b.index(head_dim), "d")
+        out = _dot(
+            b, rank,
+            lambda b, r: b.load(v["w_uv"], _weight_index(b, r, head, d, uv_stride, head_dim)),
+            lambda b, r: b.load(v["o_lat"], b.flat_index(head, rank, r)),
+            "r",
+        )
+        b.store(out, v["out"], item)
+
+    scale = f32_scale(head_dim)
+
+    def scores(f: Fragment) -> None:
+        q, q_lat = f.buffer("q"), f.buffer("q_lat")
+        kv_cache, kr_cache = f.buffer("kv_cache"), f.buffer("kr_cache")
+
+        def score_one_key(b: Fragment, j, _):
+            t = b.addi(f.tile_start, j, "t")
+            dot = _dot(
+                b, rank,
+                lambda b, r: b.load(q_lat, b.flat_index(f.item, rank, r)),
+                lambda b, r: b.load(kv_cache, b.flat_index(t, rank, r)),
+                "r",
+            )
+
+            def rope_step(b: Fragment, dim, acc):
+                q_d = b.load(q, b.flat_index(f.item, head_dim, dim))
+                k_r = b.load(kr_cache, b.flat_index(t, rope, dim))
+                return [b.addf(acc[0], b.mulf(q_d, k_r))]
+
+            (dot,) = b.loop(0, rope, rope_step, [dot], hint="dim")
+            b.store(b.bounded_score(b.mulf(dot, b.f32(scale))), f.score_tile, b.score_index(j))
+            return []
+
+        f.loop(0, f.tile_len, score_one_key, hint="j")
+
+    def update(f: Fragment) -> None:
+        """o_acc[r] = rescale * o_acc[r] + sum over j of weight(j) * kv[t_j, r]."""
+        kv_cache = f.buffer("kv_cache")
+
+        def one_rank(b: Fragment, r, _):
+            weighted = _dot(
+                b, f.tile_len,
+                lambda b, j: b.weight(j),
+                lambda b, j: b.load(kv_cache, b.flat_index(b.addi(f.tile_start, j, "t"), rank, r)),
+                "j",
+            )
+            index = b.o_index(r)
+            b.store(b.addf(b.mulf(f.rescale, b.load(f.o_acc, index)), weighted), f.o_acc, index)
+            return []
+
+        f.loop(0, rank, one_rank, hint="r")
+
+    (attention,) = tiled_online_softmax(
+        name,
+        uses("q", "kv_cache", "kr_cache", "q_lat", "o_lat"),
+        item_count=num_heads,
+        seq_len=seq_len,
+        head_dim=rank,
+        tile_size=tile_size,
+        scores=scores,
+        update=update,
+        q="q_lat",
+        out="o_lat",
+    ).body.block.ops
+    attention.detach()
+    module = ModuleOp([
+        per_item_kernel(
+            f"{name}_absorb_query", uses("q", "w_uk", "q_lat"),
+            num_heads * rank, absorb_query,
+        ),
+        attention,
+        per_item_kernel(
+            f"{name}_project", uses("w_uv", "o_lat", "out"), num_heads * head_dim, project
+        ),
+    ])
+    module.verify()
+    return module

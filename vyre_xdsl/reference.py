@@ -32,6 +32,7 @@ __all__ = [
     "flash_attention_2",
     "mla_decode",
     "mla_decode_absorbed",
+    "mla_decode_program",
     "tiled_online_softmax",
 ]
 
@@ -551,3 +552,59 @@ def mla_decode_absorbed(
         num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
         epilogue=project_output, prologue=zero_latent, kv_splits=kv_splits,
     )
+
+
+def mla_decode_program(
+    q: np.ndarray,
+    kv_cache: np.ndarray,
+    kr_cache: np.ndarray,
+    w_uk: np.ndarray,
+    w_uv: np.ndarray,
+    tile_size: int = 64,
+    kv_splits: int = 1,
+) -> np.ndarray:
+    """MLA decode in the order of operations of the three-kernel program
+    `vyre_xdsl.decoders.mla_decode_program` (what vyre-absorb-mla{kernels=3}
+    makes of `mla_decode`): the same arguments and result as `mla_decode`,
+    equal to it up to the rounding of reordered sums, and bit-exact with
+    the kernels.
+
+    q_lat[h, r] = sum over dim of q[h, dim] * w_uk[r, h, dim]; the skeleton
+    over the latent cache gives o_lat (rows of kv_lora_rank, normalised);
+    out[h, d] = sum over r of w_uv[r, h, d] * o_lat[h, r].  `kv_splits`
+    gives the order of a kernel split by vyre-split-kv (merged in workgroup
+    memory or by a kernel: the same order)."""
+    (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
+     scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
+    q_lat = np.zeros((num_heads, rank), dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for dim in range(head_dim):
+            q_lat = q_lat + q[:, dim, None] * wk[:, :, dim].T
+
+    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
+        s = np.empty((tile_len, num_heads), dtype=np.float32)
+        for j in range(tile_len):
+            t = tile_start + j
+            dot = np.zeros(num_heads, dtype=np.float32)
+            for r in range(rank):
+                dot = dot + q_lat[:, r] * kv_cache[t, r]
+            for dim in range(rope):
+                dot = dot + q[:, dim] * kr_cache[t, dim]
+            s[j] = bounded_score(dot * scale)
+        return s
+
+    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
+        weighted = np.zeros((num_heads, rank), dtype=np.float32)
+        for j in range(tile_len):
+            weighted = weighted + weight(j)[:, None] * kv_cache[tile_start + j][None, :]
+        return rescale[:, None] * o_acc + weighted
+
+    o_lat = tiled_online_softmax(
+        num_heads, rank, seq_len, tile_size, compute_tile_scores, update_o_acc,
+        kv_splits=kv_splits,
+    )
+    out = np.zeros((num_heads, head_dim), dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for r in range(rank):
+            out = out + wv[r] * o_lat[:, r, None]
+    return out

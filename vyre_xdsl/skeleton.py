@@ -31,12 +31,44 @@ WORKGROUP_SIZE = 64
 
 @dataclass(frozen=True)
 class Buffer:
-    """A storage buffer of a kernel: `access` is "read" (input) or "write"
-    (output); `shape` is its logical row-major shape."""
+    """A storage buffer of a kernel: `access` is "read" (input), "write"
+    (output) or "temp" (between the kernels of a module); `shape` is its
+    logical row-major shape; `binding` defaults to its place in the list."""
 
     name: str
     shape: tuple[int, ...]
     access: str = "read"
+    binding: int | None = None
+
+
+def declare_buffers(body: IRBuilder, buffers: Sequence[Buffer]) -> dict[str, SSAValue]:
+    """Emit a vyre.buffer per entry of `buffers`; return their values by name."""
+    values: dict[str, SSAValue] = {}
+    for index, buffer in enumerate(buffers):
+        binding = index if buffer.binding is None else buffer.binding
+        values[buffer.name] = body.emit(
+            vyre.BufferOp(buffer.name, binding, buffer.access, buffer.shape)
+        ).results[0]
+    return values
+
+
+def per_item_kernel(
+    name: str,
+    buffers: Sequence[Buffer],
+    item_count: int,
+    body: Callable[[IRBuilder, dict[str, SSAValue], SSAValue], None],
+) -> vyre.KernelOp:
+    """A kernel without the skeleton: `body(b, buffers, item)` runs once per
+    item (the lanes past `item_count` in the last workgroup do nothing)."""
+    kernel = vyre.KernelOp(name, item_count, WORKGROUP_SIZE)
+    b = IRBuilder(InsertPoint.at_end(kernel.body.block))
+    values = declare_buffers(b, buffers)
+    item = b.emit(vyre.ItemIndexOp()).results[0]
+    if item_count % WORKGROUP_SIZE:
+        b.if_then(b.cmpi(item, b.index(item_count), "ult"), lambda b: body(b, values, item))
+    else:
+        body(b, values, item)
+    return kernel
 
 
 class Fragment(IRBuilder):
@@ -267,16 +299,12 @@ def tiled_online_softmax(
         shape = {f"{buffer.name}.shape[{i}]": d for i, d in enumerate(buffer.shape)}
         dims = check_dimensions(**shape)
         check_u32_size(f"buffer {buffer.name!r}", **dict(zip(shape, dims)))
-        checked_buffers.append(Buffer(buffer.name, dims, buffer.access))
+        checked_buffers.append(Buffer(buffer.name, dims, buffer.access, buffer.binding))
     buffers = checked_buffers
 
     kernel = vyre.KernelOp(name, item_count, WORKGROUP_SIZE)
     body = IRBuilder(InsertPoint.at_end(kernel.body.block))
-    values: dict[str, SSAValue] = {}
-    for binding, buffer in enumerate(buffers):
-        op = vyre.BufferOp(buffer.name, binding, buffer.access, buffer.shape)
-        body.emit(op)
-        values[buffer.name] = op.result
+    values = declare_buffers(body, buffers)
     scratch = {
         scratch_name: body.emit(
             vyre.ScratchOp(scratch_name, WORKGROUP_SIZE * stride)

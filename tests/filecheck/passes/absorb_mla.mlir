@@ -1,6 +1,8 @@
 // RUN: vyre-opt %s --split-input-file -p vyre-absorb-mla | filecheck %s
 // RUN: vyre-opt %s --split-input-file -p vyre-to-gpu | filecheck %s --check-prefix=DEFAULT
 // RUN: vyre-opt %s --split-input-file -p 'vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=EXACT
+// RUN: vyre-opt %s --split-input-file -p 'vyre-absorb-mla{kernels=3}' | filecheck %s --check-prefix=PROGRAM
+// RUN: not vyre-opt %s --split-input-file -p 'vyre-absorb-mla{kernels=2}' 2>&1 | filecheck %s --check-prefix=BAD-KERNELS
 
 // vyre-absorb-mla recognises the seed's MLA decode (here seq 8, 2 heads,
 // head_dim 4, kv_lora_rank 4, rope 2, tile 4, as vx.mla_decode builds it)
@@ -187,12 +189,31 @@ builtin.module {
 // CHECK:           memref.store %{{.*}}, %[[OACC]]
 // CHECK:           vyre.yield
 
-// At optimize=default vyre-to-gpu absorbs, and the latent scratch becomes
-// private like the skeleton's (vyre-promote-scratch); optimize=exact keeps
-// the seed's form.
-// DEFAULT-LABEL: gpu.func
-// DEFAULT:         %q_lat = memref.alloca() : memref<4xf32>
-// DEFAULT-NEXT:    %o_lat = memref.alloca() : memref<4xf32>
+// kernels=3 absorbs once per head: a program of three kernels that pass
+// q_lat and o_lat through temp buffers; the attention between them reads
+// the latent cache with a plain skeleton (no hooks).
+// PROGRAM-LABEL: vyre.kernel @mla_decode_absorb_query items 8
+// PROGRAM:         %q_lat = vyre.buffer "q_lat" binding 6 temp [2, 4]
+// PROGRAM:         scf.for %dim
+// PROGRAM:         memref.store %{{.*}}, %q_lat[%item]
+// PROGRAM-LABEL: vyre.kernel @mla_decode items 2
+// PROGRAM:         %o_lat = vyre.buffer "o_lat" binding 7 temp [2, 4]
+// PROGRAM:         vyre.tiled_online_softmax q(%q_lat) out(%o_lat)
+// PROGRAM-NEXT:      item_count 2 seq_len 8 head_dim 4
+// PROGRAM-NOT:     prologue
+// PROGRAM-LABEL: vyre.kernel @mla_decode_project items 8
+// PROGRAM:         memref.load %w_uv
+// PROGRAM:         memref.load %o_lat
+// PROGRAM:         memref.store %{{.*}}, %out[%item]
+// BAD-KERNELS: vyre-absorb-mla: kernels must be 1 (absorbed in each invocation) or 3 (once per head, a program of three kernels), got 2
+
+// At optimize=default vyre-to-gpu absorbs once per head, and vyre-split-kv
+// leaves the merge of each head's splits to a kernel of its own: four
+// kernels run in order; optimize=exact keeps the seed's form.
+// DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_decode_absorb_query"}>
+// DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_decode"}>
+// DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_decode_merge"}>
+// DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_decode_project"}>
 // EXACT-LABEL:   gpu.func
 // EXACT-NOT:       q_lat
 // EXACT:           gpu.return
@@ -331,8 +352,11 @@ builtin.module {
 // The kernel's name is only a label: a seed MLA body under another name is absorbed.
 // CHECK-LABEL: vyre.kernel @renamed_mla
 // CHECK:         %q_lat = vyre.scratch "q_lat" : memref<256xf32>
-// DEFAULT-LABEL: gpu.func
-// DEFAULT:         %q_lat = memref.alloca() : memref<4xf32>
+// PROGRAM-LABEL: vyre.kernel @renamed_mla_absorb_query
+// PROGRAM-LABEL: vyre.kernel @renamed_mla items 2
+// PROGRAM-LABEL: vyre.kernel @renamed_mla_project
+// DEFAULT-LABEL: "gpu.module"() <{sym_name = "renamed_mla_absorb_query"}>
+// DEFAULT-LABEL: "gpu.module"() <{sym_name = "renamed_mla_project"}>
 // EXACT-LABEL:   gpu.func
 // EXACT-NOT:       q_lat
 // EXACT:           gpu.return
@@ -422,6 +446,9 @@ builtin.module {
 // CHECK-NOT:     q_lat
 // CHECK:         memref.load %v[
 // CHECK-NOT:     q_lat
+// PROGRAM-LABEL: vyre.kernel @flash_attention_2
+// PROGRAM-NOT:     temp
+// PROGRAM:         memref.load %v[
 // DEFAULT-LABEL: gpu.func
 // DEFAULT-NOT:     q_lat
 // DEFAULT:         gpu.return
@@ -569,6 +596,9 @@ builtin.module {
 // CHECK:           %weight = vyre.tile_weight
 // CHECK:             memref.load %w_uv
 // CHECK-NOT:     q_lat
+// PROGRAM-LABEL: vyre.kernel @mla_modified
+// PROGRAM-NOT:     temp
+// PROGRAM:         memref.load %w_uv
 // DEFAULT-LABEL: gpu.func
 // DEFAULT-NOT:     q_lat
 // DEFAULT:         gpu.return

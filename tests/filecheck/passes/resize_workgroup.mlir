@@ -1,5 +1,5 @@
 // RUN: vyre-opt %s -p 'vyre-resize-workgroup{size=32}' | filecheck %s
-// RUN: not vyre-opt %s -p vyre-resize-workgroup 2>&1 | filecheck %s --check-prefix=NO-SIZE
+// RUN: vyre-opt %s -p vyre-resize-workgroup | filecheck %s --check-prefix=AUTO
 // RUN: vyre-opt %s -p 'vyre-resize-workgroup{size=128}' | filecheck %s --check-prefix=BIG
 // RUN: not vyre-opt %s -p 'vyre-resize-workgroup{size=48}' 2>&1 | filecheck %s --check-prefix=BAD
 
@@ -43,8 +43,10 @@ builtin.module {
 // CHECK:      update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %st2, %o) {
 // CHECK:        %x = memref.load %extra[%c0] : memref<64xf32>
 
-// The size has no default.
-// NO-SIZE:    error: vyre-resize-workgroup requires argument "size"
+// Without a size the pass chooses: 128 lanes only for grids of more than
+// 264 workgroups; these 2 keep their 64.
+// AUTO:       vyre.kernel @causal items 128 workgroup_size 64 {
+// AUTO-NEXT:    %q = vyre.buffer "q"
 
 // Workgroups of 128: one block covers both; a tile is empty or full for it
 // only where it is for both halves, else partial.

@@ -1,0 +1,151 @@
+// RUN: vyre-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+// Partials hold the results of splits: they need kv_splits.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "o" binding 1 temp [128, 2] : memref<256xf32>
+    %m = vyre.buffer "m" binding 2 temp [64, 2] : memref<128xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 2] : memref<128xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa) partials(%m, %l)
+        item_count 64 seq_len 64 head_dim 2 tile_size 16 tile_count 4
+        : (memref<128xf32>, memref<256xf32>, memref<128xf32>, memref<1024xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:13:5: error: 'vyre.tiled_online_softmax' op 'partials' takes two buffers, (m, l), and needs kv_splits >= 2: they hold the partial results of an item's splits
+
+// -----
+
+// A later kernel reads the partials: they are temp buffers.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "o" binding 1 temp [128, 2] : memref<256xf32>
+    %m = vyre.buffer "m" binding 2 read [64, 2] : memref<128xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 2] : memref<128xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa) partials(%m, %l)
+        item_count 64 seq_len 64 head_dim 2 tile_size 16 tile_count 4 kv_splits 2
+        : (memref<128xf32>, memref<256xf32>, memref<128xf32>, memref<1024xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:37:5: error: 'vyre.tiled_online_softmax' op partials operand 'm' must be a vyre.buffer with access "temp" (a later kernel merges it)
+
+// -----
+
+// One m and one l per invocation.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "o" binding 1 temp [128, 2] : memref<256xf32>
+    %m = vyre.buffer "m" binding 2 temp [64, 2] : memref<128xf32>
+    %l = vyre.buffer "l" binding 3 temp [64] : memref<64xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa) partials(%m, %l)
+        item_count 64 seq_len 64 head_dim 2 tile_size 16 tile_count 4 kv_splits 2
+        : (memref<128xf32>, memref<256xf32>, memref<128xf32>, memref<1024xf32>, memref<128xf32>, memref<128xf32>, memref<64xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:61:5: error: 'vyre.tiled_online_softmax' op partials buffer 'l' (l) holds 64 f32 but item_count * kv_splits = 128; size it memref<128xf32>
+
+// -----
+
+// With partials, out takes one row per split.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "o" binding 1 temp [64, 2] : memref<128xf32>
+    %m = vyre.buffer "m" binding 2 temp [64, 2] : memref<128xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 2] : memref<128xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa) partials(%m, %l)
+        item_count 64 seq_len 64 head_dim 2 tile_size 16 tile_count 4 kv_splits 2
+        : (memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<1024xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:85:5: error: 'vyre.tiled_online_softmax' op buffer 'o' (out) holds 128 f32 but with partials it takes one row per split: item_count * kv_splits * head_dim = 256
+
+// -----
+
+// The merge reads what a split kernel left in temp buffers.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 read [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:106:5: error: 'vyre.merge_splits' op operand 'm' must be a vyre.buffer with access "temp"
+
+// -----
+
+// o holds a row of head_dim per split of every item.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [256] : memref<256xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<256xf32>, memref<128xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:120:5: error: 'vyre.merge_splits' op buffer 'o' (o) holds 256 f32 but the merge of 64 items x 4 splits x 2 dims needs 512; size it memref<512xf32>
+
+// -----
+
+// One invocation per output element.
+builtin.module {
+  vyre.kernel @k_merge items 64 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:134:5: error: 'vyre.merge_splits' op the merge runs one invocation per (item, dim): set the kernel's items to item_count * head_dim = 128, not 64
+
+// -----
+
+// At least one split.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 0 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:148:5: error: 'vyre.merge_splits' op 'splits' must be in [1, 2^32), got 0

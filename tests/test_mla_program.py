@@ -1,0 +1,209 @@
+"""Programs of several kernels built by passes: MLA decode absorbed once per
+head (vyre-absorb-mla{kernels=3}) and flash-decoding splits merged by a
+kernel of their own (vyre-split-kv{merge=kernel}).
+
+What is checked:
+- the pass builds exactly `mla_decode_program`, and leaves other kernels;
+- interpreter == `reference.mla_decode_program` bit for bit, unsplit and
+  at the default's split (merged by a kernel);
+- a merge in a kernel gives the bits of the merge in workgroup memory, for
+  any split count up to the tile count (not only divisors of 64);
+- within the absorbed tolerance (test_absorb_mla.TOL) of the seed oracle;
+- lavapipe runs the default program within the Vulkan tolerance;
+- fuzzed inputs (NaN, infinities, huge, subnormal): interpreter == oracle;
+- merge=auto: a kernel merge only for few items without hooks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import vyre_xdsl as vx
+from requirements import needs_vulkan
+from test_absorb_mla import (
+    NAMES,
+    assert_bit_exact,
+    assert_near_seed,
+    mla_cases,
+    mla_inputs,
+    seed_oracle,
+)
+from test_fuzz_numeric import SETTINGS, assert_close, assert_exact
+from vyre_xdsl import reference
+from vyre_xdsl.compiler import apply_pipeline, parse_module
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import VyreError
+
+PROGRAM_EXACT = "vyre-absorb-mla{kernels=3},vyre-to-gpu{optimize=exact}"
+
+
+def kernels(module) -> list[tuple[str, int]]:
+    return [
+        (k.sym_name.data, k.item_count.value.data)
+        for k in module.body.block.ops
+        if isinstance(k, vyre.KernelOp)
+    ]
+
+
+def split_of(module) -> tuple[int, int]:
+    """(tile_size, kv_splits) of the module's one skeleton."""
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    return op.shape()["tile_size"], op.splits
+
+
+def program_oracle(inputs, tile, splits=1):
+    return reference.mla_decode_program(
+        *(inputs[n] for n in NAMES), tile_size=tile, kv_splits=splits
+    )
+
+
+# The pass ------------------------------------------------------------------------
+
+
+def test_program_has_three_kernels_and_two_temp_buffers():
+    program = vx.mla_decode_program(8, 2, 4, 4, 2, 4)
+    assert kernels(program) == [
+        ("mla_decode_absorb_query", 8), ("mla_decode", 2), ("mla_decode_project", 8)
+    ]
+    temps = {
+        b.sym_name.data: (b.binding.value.data, b.logical_shape)
+        for b in program.walk()
+        if isinstance(b, vyre.BufferOp) and b.access.data == "temp"
+    }
+    assert temps == {"q_lat": (6, (2, 4)), "o_lat": (7, (2, 4))}
+
+
+@pytest.mark.parametrize("shape", [(8, 2, 4, 4, 2, 4), (70, 3, 8, 5, 3, 16)], ids=str)
+def test_pass_turns_the_seed_into_the_program(shape):
+    rewritten = apply_pipeline(vx.mla_decode(*shape), "vyre-absorb-mla{kernels=3}")
+    assert str(rewritten) == str(vx.mla_decode_program(*shape))
+    assert parse_module(str(rewritten)).is_structurally_equivalent(rewritten)
+
+
+def test_pass_leaves_other_kernels_alone():
+    fa2 = vx.flash_attention_2(64, 8, 16)
+    assert str(apply_pipeline(fa2.clone(), "vyre-absorb-mla{kernels=3}")) == str(fa2)
+    absorbed = vx.mla_decode_absorbed(8, 2, 4, 4, 2, 4)
+    again = apply_pipeline(absorbed.clone(), "vyre-absorb-mla{kernels=3}")
+    assert str(again) == str(absorbed)
+
+
+def test_kernel_count_must_be_one_or_three():
+    with pytest.raises(VyreError, match="kernels must be 1 .* or 3"):
+        apply_pipeline(vx.mla_decode(8, 2, 4, 4, 2, 4), "vyre-absorb-mla{kernels=2}")
+
+
+# Numbers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 1, 1, 1, 64), (10, 3, 4, 5, 2, 4), (3, 70, 2, 2, 1, 64)], ids=str
+)
+def test_unsplit_program_is_exact_with_its_oracle(shape):
+    inputs = mla_inputs(*shape[:5])
+    inputs["q"][0, 0] = np.nan  # head 0 is NaN, the others are not
+    got = vx.run(vx.lower_to_gpu(vx.mla_decode(*shape), optimize=PROGRAM_EXACT), inputs)
+    assert_bit_exact(got["out"], program_oracle(inputs, shape[5]), f"program {shape}")
+    assert_near_seed(got["out"], seed_oracle(inputs, shape[5]), f"program {shape}")
+
+
+@pytest.mark.parametrize("shape", [(64, 2, 8, 16, 4, 16), (90, 3, 4, 6, 2, 8)], ids=str)
+def test_default_splits_the_program_and_merges_in_a_kernel(shape):
+    module = vx.mla_decode(*shape)
+    rewritten = apply_pipeline(
+        module.clone(), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
+    )
+    tile, splits = split_of(rewritten)
+    assert splits > 1
+    assert [name for name, _ in kernels(rewritten)] == [
+        "mla_decode_absorb_query", "mla_decode", "mla_decode_merge", "mla_decode_project"
+    ]
+    inputs = mla_inputs(*shape[:5], seed=3)
+    got = vx.run(module, inputs)["out"]  # optimize="default"
+    assert_bit_exact(got, program_oracle(inputs, tile, splits), f"default {shape}")
+    assert_near_seed(got, seed_oracle(inputs, shape[5]), f"default {shape}")
+
+
+@pytest.mark.parametrize("splits", [2, 3, 6])
+def test_a_kernel_merge_has_the_bits_of_the_workgroup_merge(splits):
+    seq, dim, tile = 48, 4, 8  # six tiles; 3 and 6 do not divide the workgroup
+    rng = np.random.default_rng(splits)
+    q, k, v = (rng.standard_normal((seq, dim)).astype(np.float32) for _ in range(3))
+    inputs = {"q": q, "k": k, "v": v}
+    module = vx.flash_attention_2(seq, dim, tile)
+    in_kernel = vx.lower_to_gpu(
+        module, optimize=f"vyre-split-kv{{splits={splits} merge=kernel}},"
+                         "vyre-to-gpu{optimize=exact}"
+    )
+    got = vx.run(in_kernel, inputs)["out"]
+    want = reference.flash_attention_2(q, k, v, tile_size=tile, kv_splits=splits)
+    assert_bit_exact(got, want, f"{splits} splits merged by a kernel")
+    if 64 % splits == 0 and (seq * splits) % 64 == 0:
+        in_workgroup = vx.lower_to_gpu(
+            module, optimize=f"vyre-split-kv{{splits={splits}}},vyre-to-gpu{{optimize=exact}}"
+        )
+        assert_bit_exact(vx.run(in_workgroup, inputs)["out"], got, "workgroup merge")
+
+
+@needs_vulkan
+def test_lavapipe_runs_the_default_program():
+
+    shape = (256, 4, 16, 32, 8, 16)
+    inputs = mla_inputs(*shape[:5], seed=5)
+    lowered = vx.lower_to_gpu(vx.mla_decode(*shape))
+    got = vx.run(lowered, inputs, backend="vulkan")["out"]
+    tile, splits = split_of(
+        apply_pipeline(
+            vx.mla_decode(*shape), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
+        )
+    )
+    assert_close(got, program_oracle(inputs, tile, splits), "vulkan mla program")
+    assert_near_seed(got, seed_oracle(inputs, shape[5]), "vulkan mla program")
+
+
+# merge=auto -----------------------------------------------------------------------
+
+
+def merge_kernels(module) -> list[str]:
+    return re.findall(r"vyre.kernel @(\w+_merge)", str(module))
+
+
+def test_auto_merges_in_a_kernel_only_for_few_items_without_hooks():
+    program = apply_pipeline(
+        vx.mla_decode(4096, 16, 8, 8, 4), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
+    )
+    assert merge_kernels(program) == ["mla_decode_merge"]
+    assert split_of(program) == (16, 256)  # 16 heads x 256 splits = 4096 invocations
+    # The hooks of the one-kernel absorbed form would run in every split.
+    hooked = apply_pipeline(
+        vx.mla_decode(4096, 16, 8, 8, 4), "vyre-absorb-mla,vyre-split-kv"
+    )
+    assert merge_kernels(hooked) == [] and split_of(hooked)[1] == 64
+    # 512 rows reach 4096 invocations split 8 ways in their workgroups.
+    rows = apply_pipeline(vx.flash_attention_2(512, 8), "vyre-split-kv")
+    assert merge_kernels(rows) == [] and split_of(rows)[1] == 8
+    forced = apply_pipeline(vx.flash_attention_2(512, 8), "vyre-split-kv{merge=kernel}")
+    assert merge_kernels(forced) == ["flash_attention_2_merge"]
+
+
+def test_unknown_merge_is_an_error():
+    with pytest.raises(VyreError, match="merge must be one of auto, workgroup, kernel"):
+        apply_pipeline(vx.flash_attention_2(64, 2, 16), "vyre-split-kv{merge=global}")
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(case=mla_cases())
+def test_fuzz_default_program_matches_its_oracle_bit_exactly(case, fuzz_stats):
+    """NaN, +-inf, huge, subnormal (tests/test_fuzz_numeric.py's draws) through
+    the default: the program, retiled and split as the default chooses."""
+    shape, inputs = case
+    tile, splits = split_of(apply_pipeline(
+        vx.mla_decode(*shape), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
+    ))
+    out = vx.run(vx.mla_decode(*shape), inputs, backend="interpreter")["out"]
+    fuzz_stats["numeric: mla program interpreter vs program oracle"] += 1
+    assert_exact(out, program_oracle(inputs, tile, splits), f"mla program {shape}")
