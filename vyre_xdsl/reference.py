@@ -488,6 +488,35 @@ def mla_decode(
     )
 
 
+def _latent_scores(q_lat, q, kv_cache, kr_cache, rope: int, scale) -> ScoresFragment:
+    """The absorbed forms' scores: bounded_score((sum over r of q_lat[:, r]
+    * kv_cache[t, r] + sum over dim < rope of q[:, dim] * kr_cache[t, dim])
+    * scale), in that order."""
+    num_heads, rank = q_lat.shape
+
+    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
+        s = np.empty((tile_len, num_heads), dtype=np.float32)
+        for j in range(tile_len):
+            t = tile_start + j
+            dot = np.zeros(num_heads, dtype=np.float32)
+            for r in range(rank):
+                dot = dot + q_lat[:, r] * kv_cache[t, r]
+            for dim in range(rope):
+                dot = dot + q[:, dim] * kr_cache[t, dim]
+            s[j] = bounded_score(dot * scale)
+        return s
+
+    return compute_tile_scores
+
+
+def _latent_weighted_sum(kv_cache, weight, tile_start: int, tile_len: int) -> np.ndarray:
+    """sum over j of weight(j) * kv_cache[tile_start + j], in order: [H, R]."""
+    weighted = np.zeros((len(weight(0)), kv_cache.shape[1]), dtype=np.float32)
+    for j in range(tile_len):
+        weighted = weighted + weight(j)[:, None] * kv_cache[tile_start + j][None, :]
+    return weighted
+
+
 def mla_decode_absorbed(
     q: np.ndarray,
     kv_cache: np.ndarray,
@@ -523,22 +552,10 @@ def mla_decode_absorbed(
     def zero_latent() -> None:
         latent["o"] = np.zeros((num_heads, rank), dtype=np.float32)
 
-    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
-        s = np.empty((tile_len, num_heads), dtype=np.float32)
-        for j in range(tile_len):
-            t = tile_start + j
-            dot = np.zeros(num_heads, dtype=np.float32)
-            for r in range(rank):
-                dot = dot + q_lat[:, r] * kv_cache[t, r]
-            for dim in range(rope):
-                dot = dot + q[:, dim] * kr_cache[t, dim]
-            s[j] = bounded_score(dot * scale)
-        return s
+    compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale)
 
     def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
-        weighted = np.zeros((num_heads, rank), dtype=np.float32)
-        for j in range(tile_len):
-            weighted = weighted + weight(j)[:, None] * kv_cache[tile_start + j][None, :]
+        weighted = _latent_weighted_sum(kv_cache, weight, tile_start, tile_len)
         latent["o"] = rescale[:, None] * latent["o"] + weighted
         return o_acc
 
@@ -581,22 +598,10 @@ def mla_decode_program(
         for dim in range(head_dim):
             q_lat = q_lat + q[:, dim, None] * wk[:, :, dim].T
 
-    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
-        s = np.empty((tile_len, num_heads), dtype=np.float32)
-        for j in range(tile_len):
-            t = tile_start + j
-            dot = np.zeros(num_heads, dtype=np.float32)
-            for r in range(rank):
-                dot = dot + q_lat[:, r] * kv_cache[t, r]
-            for dim in range(rope):
-                dot = dot + q[:, dim] * kr_cache[t, dim]
-            s[j] = bounded_score(dot * scale)
-        return s
+    compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale)
 
     def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
-        weighted = np.zeros((num_heads, rank), dtype=np.float32)
-        for j in range(tile_len):
-            weighted = weighted + weight(j)[:, None] * kv_cache[tile_start + j][None, :]
+        weighted = _latent_weighted_sum(kv_cache, weight, tile_start, tile_len)
         return rescale[:, None] * o_acc + weighted
 
     o_lat = tiled_online_softmax(
