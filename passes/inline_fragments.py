@@ -192,6 +192,21 @@ class Partials:
     o_of: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]
     exp2: bool
 
+    @staticmethod
+    def in_rows(
+        splits: int, m: SSAValue, l: SSAValue, o: SSAValue, head_dim: int,  # noqa: E741
+        row: Callable[[IRBuilder, SSAValue], SSAValue], exp2: bool,
+    ) -> Partials:
+        """Split s's partial at `row(b, s)` of arrays m and l, and of o
+        (rows of head_dim)."""
+        return Partials(
+            splits,
+            lambda b, s: b.load(m, row(b, s)),
+            lambda b, s: b.load(l, row(b, s)),
+            lambda b, s, d: b.load(o, b.flat_index(row(b, s), head_dim, d)),
+            exp2,
+        )
+
     def merge(self, b: IRBuilder) -> Callable[[IRBuilder, SSAValue], SSAValue]:
         """Emit m* and the denominator; return `out_of(b, d)`, which emits
         out[d]."""
@@ -262,12 +277,8 @@ class SplitMerge:
         def split_lane(b: IRBuilder, s) -> SSAValue:
             return b.addi(first, s)
 
-        out_of = Partials(
-            splits,
-            lambda b, s: b.load(self.m, split_lane(b, s)),
-            lambda b, s: b.load(self.l, split_lane(b, s)),
-            lambda b, s, d: b.load(self.o, b.flat_index(split_lane(b, s), head_dim, d)),
-            op.exp2 is not None,
+        out_of = Partials.in_rows(
+            splits, self.m, self.l, self.o, head_dim, split_lane, op.exp2 is not None
         ).merge(b)
 
         def write_dim(b: IRBuilder, d) -> None:
@@ -317,12 +328,8 @@ class ExpandMergeSplits(RewritePattern):
             return b.addi(b.muli(item, b.index(splits)), s, "row")
 
         def merge_one(b: IRBuilder) -> None:
-            out_of = Partials(
-                splits,
-                lambda b, s: b.load(op.m, row(b, s)),
-                lambda b, s: b.load(op.l, row(b, s)),
-                lambda b, s, d: b.load(op.o, b.flat_index(row(b, s), head_dim, d)),
-                op.exp2 is not None,
+            out_of = Partials.in_rows(
+                splits, op.m, op.l, op.o, head_dim, row, op.exp2 is not None
             ).merge(b)
             b.store(out_of(b, d), op.out, invocation)
 

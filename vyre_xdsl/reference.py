@@ -517,6 +517,25 @@ def _latent_weighted_sum(kv_cache, weight, tile_start: int, tile_len: int) -> np
     return weighted
 
 
+def _absorb_query(q: np.ndarray, wk: np.ndarray) -> np.ndarray:
+    """q_lat[h, r] = sum over dim (in order) of q[h, dim] * wk[r, h, dim]."""
+    num_heads, head_dim = q.shape
+    q_lat = np.zeros((num_heads, wk.shape[0]), dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for dim in range(head_dim):
+            q_lat = q_lat + q[:, dim, None] * wk[:, :, dim].T
+    return q_lat
+
+
+def _project(wv: np.ndarray, o_lat: np.ndarray) -> np.ndarray:
+    """out[h, d] = sum over r (in order) of wv[r, h, d] * o_lat[h, r]."""
+    out = np.zeros(wv.shape[1:], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for r in range(wv.shape[0]):
+            out = out + wv[r] * o_lat[:, r, None]
+    return out
+
+
 def mla_decode_absorbed(
     q: np.ndarray,
     kv_cache: np.ndarray,
@@ -541,12 +560,7 @@ def mla_decode_absorbed(
     vyre-split-kv."""
     (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
      scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-    q_lat = np.zeros((num_heads, rank), dtype=np.float32)  # the prologue
-    for r in range(rank):
-        acc = np.zeros(num_heads, dtype=np.float32)
-        for dim in range(head_dim):
-            acc = acc + q[:, dim] * wk[r, :, dim]
-        q_lat[:, r] = acc
+    q_lat = _absorb_query(q, wk)  # the prologue
     latent = {}  # o_lat, set by the prologue
 
     def zero_latent() -> None:
@@ -560,10 +574,7 @@ def mla_decode_absorbed(
         return o_acc
 
     def project_output(o_acc):
-        o_acc = np.zeros((num_heads, head_dim), dtype=np.float32)
-        for r in range(rank):
-            o_acc = o_acc + wv[r] * latent["o"][:, r, None]
-        return o_acc
+        return _project(wv, latent["o"])
 
     return tiled_online_softmax(
         num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
@@ -593,11 +604,7 @@ def mla_decode_program(
     memory or by a kernel: the same order)."""
     (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
      scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-    q_lat = np.zeros((num_heads, rank), dtype=np.float32)
-    with np.errstate(all="ignore"):
-        for dim in range(head_dim):
-            q_lat = q_lat + q[:, dim, None] * wk[:, :, dim].T
-
+    q_lat = _absorb_query(q, wk)
     compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale)
 
     def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
@@ -608,8 +615,4 @@ def mla_decode_program(
         num_heads, rank, seq_len, tile_size, compute_tile_scores, update_o_acc,
         kv_splits=kv_splits,
     )
-    out = np.zeros((num_heads, head_dim), dtype=np.float32)
-    with np.errstate(all="ignore"):
-        for r in range(rank):
-            out = out + wv[r] * o_lat[:, r, None]
-    return out
+    return _project(wv, o_lat)
