@@ -89,7 +89,9 @@ def is_seed_mla(kernel: vyre.KernelOp, shape: tuple[int, ...]) -> bool:
 
 def seed_mla_shape(kernel: vyre.KernelOp) -> tuple[int, ...] | None:
     """The MLA shape of `kernel` if it is the seed's MLA decode, else None."""
-    skeletons = [op for op in kernel.body.block.ops if isinstance(op, vyre.TiledOnlineSoftmaxOp)]
+    skeletons = [
+        op for op in kernel.body.block.ops if isinstance(op, vyre.TiledOnlineSoftmaxOp)
+    ]
     if len(skeletons) != 1:
         return None
     shape = mla_shape(kernel, skeletons[0])
@@ -125,8 +127,8 @@ class AbsorbMla(RewritePattern):
         kernel = op.parent_op()
         if not isinstance(kernel, vyre.KernelOp):
             return
-        shape = mla_shape(kernel, op)
-        if shape is None or not is_seed_mla(kernel, shape):
+        shape = seed_mla_shape(kernel)
+        if shape is None:
             return
         absorbed = only_kernel(mla_decode_absorbed(*shape))
         declared = {

@@ -92,6 +92,12 @@ def test_pass_leaves_other_kernels_alone():
     assert str(again) == str(absorbed)
 
 
+@pytest.mark.parametrize("name", [5, "", "has space", "1st"])
+def test_program_name_must_name_a_kernel(name):
+    with pytest.raises(VyreError, match="must be a string of letters, digits and '_'"):
+        vx.mla_decode_program(8, 2, 4, 4, 2, 4, name=name)
+
+
 def test_kernel_count_must_be_one_or_three():
     with pytest.raises(VyreError, match="kernels must be 1 .* or 3"):
         apply_pipeline(vx.mla_decode(8, 2, 4, 4, 2, 4), "vyre-absorb-mla{kernels=2}")

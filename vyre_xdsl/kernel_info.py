@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
 )
 
+from vyre_xdsl.dialects.vyre import ACCESS_MODES  # the lowered buffers keep vyre's
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
 
@@ -30,9 +31,6 @@ ITEM_COUNT_ATTR = "vyre.item_count"
 WORKGROUP_SIZE_ATTR = "vyre.workgroup_size"
 GRID_SIZE_ATTR = "vyre.grid_size"
 OUTPUT_SHAPE_ATTR = "vyre.output_shape"
-# read: an input; write: an output; temp: allocated by the runtime (zeroed),
-# passing values between the kernels of a program
-ACCESS_MODES = ("read", "write", "temp")
 
 
 @dataclass(frozen=True)
@@ -56,16 +54,10 @@ class BufferInfo:
         return self.access == "temp"
 
 
-@dataclass(frozen=True)
-class KernelInfo:
-    name: str
-    buffers: tuple[BufferInfo, ...]  # in gpu.func argument order
-    item_count: int
-    workgroup_size: tuple[int, int, int]
-    grid_size: tuple[int, int, int]
-    func: gpu.FuncOp
-    # Upper bound on the loop iterations of one invocation (None: unknown).
-    loop_iterations: int | None = None
+class _BufferSets:
+    """The buffers of a kernel or a program by role; `buffers` is theirs."""
+
+    buffers: tuple[BufferInfo, ...]
 
     def buffer(self, name: str) -> BufferInfo:
         for buffer in self.buffers:
@@ -87,7 +79,19 @@ class KernelInfo:
 
 
 @dataclass(frozen=True)
-class ProgramInfo:
+class KernelInfo(_BufferSets):
+    name: str
+    buffers: tuple[BufferInfo, ...]  # in gpu.func argument order
+    item_count: int
+    workgroup_size: tuple[int, int, int]
+    grid_size: tuple[int, int, int]
+    func: gpu.FuncOp
+    # Upper bound on the loop iterations of one invocation (None: unknown).
+    loop_iterations: int | None = None
+
+
+@dataclass(frozen=True)
+class ProgramInfo(_BufferSets):
     """The kernels of a lowered module, run in module order over one set of
     buffers: a name is the same buffer (binding, access, shape) in every
     kernel that declares it, and each dispatch sees what the earlier ones
@@ -114,24 +118,6 @@ class ProgramInfo:
             for buffer in kernel.buffers:
                 by_name.setdefault(buffer.name, buffer)
         return tuple(sorted(by_name.values(), key=lambda b: b.binding))
-
-    def buffer(self, name: str) -> BufferInfo:
-        for buffer in self.buffers:
-            if buffer.name == name:
-                return buffer
-        raise KeyError(name)
-
-    @property
-    def inputs(self) -> tuple[BufferInfo, ...]:
-        return tuple(b for b in self.buffers if b.is_input)
-
-    @property
-    def outputs(self) -> tuple[BufferInfo, ...]:
-        return tuple(b for b in self.buffers if b.is_output)
-
-    @property
-    def temporaries(self) -> tuple[BufferInfo, ...]:
-        return tuple(b for b in self.buffers if b.is_temporary)
 
     @property
     def loop_iterations(self) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -41,6 +42,20 @@ class Buffer:
     binding: int | None = None
 
 
+KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_kernel_name(name: object) -> str:
+    """`name` if it can name a kernel (and its SPIR-V entry point), else a
+    VyreError saying what a name may hold."""
+    if not isinstance(name, str) or not KERNEL_NAME.fullmatch(name):
+        raise VyreError(
+            f"kernel name {name!r} must be a string of letters, digits and '_', "
+            f"not starting with a digit (it names the kernel's entry point)"
+        )
+    return name
+
+
 def declare_buffers(body: IRBuilder, buffers: Sequence[Buffer]) -> dict[str, SSAValue]:
     """Emit a vyre.buffer per entry of `buffers`; return their values by name."""
     values: dict[str, SSAValue] = {}
@@ -60,7 +75,7 @@ def per_item_kernel(
 ) -> vyre.KernelOp:
     """A kernel without the skeleton: `body(b, buffers, item)` runs once per
     item (the lanes past `item_count` in the last workgroup do nothing)."""
-    kernel = vyre.KernelOp(name, item_count, WORKGROUP_SIZE)
+    kernel = vyre.KernelOp(check_kernel_name(name), item_count, WORKGROUP_SIZE)
     b = IRBuilder(InsertPoint.at_end(kernel.body.block))
     values = declare_buffers(b, buffers)
     item = b.emit(vyre.ItemIndexOp()).results[0]
@@ -255,6 +270,7 @@ def tiled_online_softmax(
     the mask region; it is also evaluated with numpy over every (item, key)
     pair at build time to classify each (block of 64 items, key tile) as
     empty, full or partial (`tile_classes`)."""
+    check_kernel_name(name)
     for role, fn in (("scores", scores), ("update", update), ("prologue", prologue),
                      ("epilogue", epilogue), ("mask", mask)):
         if (fn is not None or role in ("scores", "update")) and not callable(fn):

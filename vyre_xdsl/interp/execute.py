@@ -1,10 +1,10 @@
 """Run a lowered kernel, or a program of several, in xDSL's `Interpreter`.
 
 `execute` runs the kernels in module order over one set of arrays; each
-launches `grid_size` workgroups one after the other; within a workgroup, xDSL's Interpreter walks the kernel's IR once for all
-`workgroup_size` lanes, with this project's InterpreterFunctions (arith,
-math, memref, scf, gpu, vector) computing on lane vectors under an
-active-lane mask.
+launches `grid_size` workgroups one after the other; within a workgroup,
+xDSL's Interpreter walks the kernel's IR once for all `workgroup_size`
+lanes, with this project's InterpreterFunctions (arith, math, memref, scf,
+gpu, vector) computing on lane vectors under an active-lane mask.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel}' | filecheck %s
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel}' | vyre-opt | filecheck %s
 // RUN: vyre-opt %s -p 'vyre-split-kv{target_invocations=8192}' | filecheck %s --check-prefix=AUTO
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel},vyre-inline-fragments' | filecheck %s --check-prefix=EXPAND
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
