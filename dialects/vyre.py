@@ -451,6 +451,27 @@ TILE_EMPTY, TILE_FULL, TILE_PARTIAL = 0, 1, 2
 TILE_CLASS_NAMES = {TILE_EMPTY: "empty", TILE_FULL: "full", TILE_PARTIAL: "partial"}
 
 
+# With `dim_parts P`, an item's head dims are dealt to its P lanes in chunks
+# of DIM_CHUNK (one vec4): dim d belongs to part (d // DIM_CHUNK) % P, so
+# that the lanes of an item read neighbouring chunks of a staged K/V row
+# (other banks of workgroup memory) rather than rows' far halves (the same
+# banks: a contiguous half per lane ran FA2 at D=64 1.7 times slower).
+DIM_CHUNK = 4
+
+
+def part_dims(head_dim: int, parts: int, part: int) -> list[int]:
+    """The dims that `part` of `parts` owns with `dim_parts`, in the order
+    of its slots (slot i of its q_scratch and o_acc slices holds the i-th)."""
+    if parts == 1:
+        return list(range(head_dim))
+    stride = parts * DIM_CHUNK
+    return [
+        first + part * DIM_CHUNK + e
+        for first in range(0, head_dim, stride)
+        for e in range(DIM_CHUNK)
+    ]
+
+
 def region_types(
     q_scratch: SSAValue, score_tile: SSAValue, o_acc: SSAValue
 ) -> tuple[list[Attribute], list[Attribute]]:
@@ -549,6 +570,15 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     i of `out`, which then holds item_count * P rows.  Nothing is shared
     between an item's invocations, so P need not divide the workgroup.
 
+    `dim_parts P` (set by vyre-split-head-dim) gives each item P
+    consecutive invocations that split its head dims: invocation
+    `item * P + p` (so `lane % P == p`) owns the dims `part_dims(head_dim,
+    P, p)`, and its q_scratch and o_acc slices hold only those, head_dim / P
+    each (slot i: the i-th of its dims).  The scores fragment must give
+    every part the whole score (vyre-split-head-dim adds the parts' dot
+    products with gpu.shuffle), the update fragment updates the lane's own
+    dims.  The kernel then runs `item_count * P` invocations.
+
     Accessors: `shape()`, `has_mask`, `tile_class_table()`, `exp2`,
     `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask/
     prologue/epilogue` (regions).
@@ -577,6 +607,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     # Each item's tiles are split over this many consecutive lanes, whose
     # partial results are merged (set by vyre-split-kv).
     kv_splits = opt_prop_def(IntegerAttr)
+    # Each item's head dims are split over this many consecutive lanes (set
+    # by vyre-split-head-dim).
+    dim_parts = opt_prop_def(IntegerAttr)
 
     scores = region_def("single_block")
     update = region_def("single_block")
@@ -650,6 +683,16 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         return 1 if self.kv_splits is None else _int(self.kv_splits)
 
     @property
+    def parts(self) -> int:
+        """Over how many invocations an item's head dims are split (1: none)."""
+        return 1 if self.dim_parts is None else _int(self.dim_parts)
+
+    @property
+    def lanes_per_item(self) -> int:
+        """Invocations per item: its kv splits or its dim parts."""
+        return self.splits * self.parts
+
+    @property
     def merges_in_kernel(self) -> bool:
         """Whether its split partials are left for a vyre.merge_splits kernel."""
         return len(self.partials) > 0
@@ -699,15 +742,20 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         assert isinstance(kernel, KernelOp)
         lanes = _int(kernel.workgroup_size)
         self._verify_splits(shape, lanes)
-        if shape["item_count"] * self.splits != _int(kernel.item_count):
-            if self.splits == 1:
+        self._verify_dim_parts(shape, lanes)
+        invocations = shape["item_count"] * self.lanes_per_item
+        if invocations != _int(kernel.item_count):
+            if self.lanes_per_item == 1:
                 raise VerifyException(
                     f"'item_count' is {shape['item_count']} but the enclosing kernel "
                     f"runs {_int(kernel.item_count)} items; make them equal"
                 )
+            field, value = (
+                ("kv_splits", self.splits) if self.splits > 1 else ("dim_parts", self.parts)
+            )
             raise VerifyException(
-                f"with kv_splits {self.splits} the kernel runs item_count * "
-                f"kv_splits = {shape['item_count'] * self.splits} invocations, "
+                f"with {field} {value} the kernel runs item_count * "
+                f"{field} = {invocations} invocations, "
                 f"not {_int(kernel.item_count)}; set the kernel's items to that"
             )
         self._verify_sizes(shape, lanes)
@@ -761,6 +809,37 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"with kv_splits {splits}, item_count * kv_splits = "
                 f"{shape['item_count'] * splits} must be a multiple of the workgroup "
                 f"size ({lanes}): every lane takes part in the merge's barrier"
+            )
+
+    def _verify_dim_parts(self, shape: dict[str, int], lanes: int) -> None:
+        parts = self.parts
+        if self.dim_parts is None:
+            return
+        if parts < 2 or parts & (parts - 1):
+            raise VerifyException(
+                f"'dim_parts' is {parts}; it must be a power of two >= 2 (the "
+                f"parts' dot products are added pairwise across lanes)"
+            )
+        if self.splits > 1:
+            raise VerifyException(
+                "'dim_parts' cannot be combined with 'kv_splits' (split the head "
+                "dims or the tiles of an item, not both)"
+            )
+        if shape["head_dim"] % (parts * DIM_CHUNK):
+            raise VerifyException(
+                f"'dim_parts' is {parts} but head_dim ({shape['head_dim']}) is not a "
+                f"multiple of dim_parts * {DIM_CHUNK} = {parts * DIM_CHUNK} (the "
+                f"parts take turns over chunks of {DIM_CHUNK} dims)"
+            )
+        if lanes % parts:
+            raise VerifyException(
+                f"'dim_parts' is {parts}; it must divide the workgroup size "
+                f"({lanes}), so that an item's parts share a subgroup"
+            )
+        if not (_is_trivial(self.prologue) and _is_trivial(self.epilogue)):
+            raise VerifyException(
+                "'dim_parts' cannot be combined with a prologue or epilogue (the "
+                "hooks see the whole o_acc of an item)"
             )
 
     def _verify_partials(self, shape: dict[str, int]) -> None:
@@ -845,17 +924,21 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                     f"item_count * head_dim = {row_elements}; size it "
                     f"memref<{row_elements}xf32>"
                 )
+        lane_dims = (
+            ("head_dim", shape["head_dim"]) if self.parts == 1
+            else ("head_dim / dim_parts", shape["head_dim"] // self.parts)
+        )
         for role, value, stride in (
-            ("q_scratch", self.q_scratch, "head_dim"),
-            ("score_tile", self.score_tile, "tile_size"),
-            ("o_acc", self.o_acc, "head_dim"),
+            ("q_scratch", self.q_scratch, lane_dims),
+            ("score_tile", self.score_tile, ("tile_size", shape["tile_size"])),
+            ("o_acc", self.o_acc, lane_dims),
         ):
             if not isinstance(value.owner, ScratchOp):
                 raise VerifyException(f"operand '{role}' must be a vyre.scratch")
             wanted = check_u32_product(
                 f"scratch '{role}' size",
-                [("workgroup_size", lanes), (stride, shape[stride])],
-                f"reduce {stride}",
+                [("workgroup_size", lanes), stride],
+                f"reduce {stride[0].split()[0]}",
             )
             count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
             if role == "score_tile" and count > wanted and count % lanes == 0:
@@ -863,7 +946,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             if count != wanted:
                 raise VerifyException(
                     f"scratch '{role}' holds {count} f32 but workgroup_size * "
-                    f"{stride} = {wanted}; size it memref<{wanted}xf32>"
+                    f"{stride[0]} = {wanted}; size it memref<{wanted}xf32>"
                 )
 
     def _verify_region(
@@ -927,10 +1010,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
         if parser.parse_optional_keyword("exp2"):
             properties["exp2"] = UnitAttr()
-        if parser.parse_optional_keyword("kv_splits"):
-            properties["kv_splits"] = IntegerAttr(
-                parse_int_in_range(parser, "kv_splits"), i64
-            )
+        for field in ("kv_splits", "dim_parts"):
+            if parser.parse_optional_keyword(field):
+                properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
         attributes = parser.parse_optional_attr_dict_with_keyword()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(
@@ -997,6 +1079,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 printer.print_string(" exp2")
             if self.kv_splits is not None:
                 printer.print_string(f" kv_splits {self.splits}")
+            if self.dim_parts is not None:
+                printer.print_string(f" dim_parts {self.parts}")
             printer.print_op_attributes(self.attributes, print_keyword=True)
             printer._print_new_line()
             printer.print_string(": (")

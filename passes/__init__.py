@@ -65,6 +65,12 @@ def _split_kv():
     return SplitKvPass
 
 
+def _split_head_dim():
+    from vyre_xdsl.passes.split_head_dim import SplitHeadDimPass
+
+    return SplitHeadDimPass
+
+
 def _stage_kv_tiles():
     from vyre_xdsl.passes.stage_kv_tiles import StageKvTilesPass
 
@@ -100,6 +106,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-resize-workgroup": _resize_workgroup,
     "vyre-retile": _retile,
     "vyre-split-kv": _split_kv,
+    "vyre-split-head-dim": _split_head_dim,
     "vyre-stage-kv-tiles": _stage_kv_tiles,
     "vyre-use-exp2": _use_exp2,
     "vyre-vectorize-loads": _vectorize_loads,

@@ -11,6 +11,9 @@ SEMANTICS.md puts them, their block arguments replaced by the loop values;
 run of tiles and `SplitMerge` combines their partial results in workgroup
 memory; with `partials`, they are stored for a `vyre.merge_splits` kernel,
 which this pass expands too (`Partials.merge` is the one merge of both).
+With `dim_parts`, an item's invocations each load, keep and write their
+own dims of the row (`loop_over_part_dims`); the fragments were rewritten
+for that by vyre-split-head-dim.
 
 With a `mask` region the tile loop branches on the query block's class of
 each tile (from the compile-time `tile_classes` table): empty tiles are
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -50,6 +53,7 @@ from vyre_xdsl.ir_builder import IRBuilder
 
 F32_MIN = -3.4028234663852886e38  # the most negative finite f32, not -inf
 MAX_TRIPS_ATTR = "vyre.max_trips"  # on a loop over a tile: at most tile_size trips
+CHUNK_LOOP_ATTR = "vyre.dim_chunk"  # on a loop over the dims of one chunk (dim_parts)
 
 
 def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
@@ -87,6 +91,39 @@ def tile_weight(
     if keep is None:
         return weight
     return b.select(keep, weight, b.f32(0.0))
+
+
+def loop_over_part_dims(
+    b: IRBuilder,
+    head_dim: int,
+    parts: int,
+    part: SSAValue | None,
+    body: Callable[[IRBuilder, SSAValue, SSAValue, list[SSAValue]], list[SSAValue]],
+    iter_args: list[SSAValue] | tuple = (),
+    hint: str = "d",
+) -> list[SSAValue]:
+    """Loop over the dims that `part` owns (vyre.part_dims), in slot order:
+    `body(b, d, slot, carried)` returns the next carried values.  With one
+    part, one loop over every dim (d is the slot); else a loop over the
+    lane's chunks around a loop over a chunk's DIM_CHUNK dims (marked with
+    CHUNK_LOOP_ATTR: vyre-unroll-jam unrolls it first), d an affine form of
+    both indices and `part`."""
+    if part is None:
+        return b.loop(0, head_dim, lambda b, d, carried: body(b, d, d, list(carried)),
+                      iter_args, hint=hint)
+    chunk = vyre.DIM_CHUNK
+    first = b.muli(part, b.index(chunk), "part_offset")
+
+    def over_chunks(b: IRBuilder, c, carried):
+        def over_chunk(b: IRBuilder, e, carried):
+            slot = b.addi(b.muli(c, b.index(chunk)), e, "slot")
+            d = b.addi(b.addi(b.muli(c, b.index(parts * chunk)), first), e, hint)
+            return body(b, d, slot, list(carried))
+
+        return b.loop(0, chunk, over_chunk, carried, hint="e",
+                      attributes={CHUNK_LOOP_ATTR: UnitAttr()})
+
+    return b.loop(0, head_dim // (parts * chunk), over_chunks, iter_args, hint="chunk")
 
 
 def mark_tile_loops(tile_len: SSAValue, tile_size: int) -> None:
@@ -355,7 +392,7 @@ class ExpandSkeleton(RewritePattern):
         assert isinstance(kernel, vyre.KernelOp)
         lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
-        splits = op.splits
+        splits, parts = op.splits, op.parts
         in_workgroup = splits > 1 and not op.merges_in_kernel
         merge = SplitMerge.declare(b, lanes, head_dim) if in_workgroup else None
         item = b.emit(vyre.ItemIndexOp()).results[0]
@@ -364,6 +401,12 @@ class ExpandSkeleton(RewritePattern):
             invocation = item
             item = b.divui(invocation, b.index(splits), "item")
             split = b.remui(invocation, b.index(splits), "split")
+        part = None
+        if parts > 1:  # invocation item * parts + part
+            invocation = item
+            item = b.divui(invocation, b.index(parts), "item")
+            part = b.remui(invocation, b.index(parts), "part")
+        lane_dims = head_dim // parts  # a lane's slice of q_scratch and o_acc
         store_weights = not update_reads_scores(op)
         ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
 
@@ -400,19 +443,19 @@ class ExpandSkeleton(RewritePattern):
             return bounds
 
         def per_item(b: IRBuilder) -> None:
-            def load_query(b: IRBuilder, d, _):
+            def load_query(b: IRBuilder, d, slot, _):
                 value = b.load(op.q, b.flat_index(item, head_dim, d))
-                b.store(value, op.q_scratch, b.flat_index(lane, head_dim, d))
+                b.store(value, op.q_scratch, b.flat_index(lane, lane_dims, slot))
                 return []
 
-            b.loop(0, head_dim, load_query, hint="load_d")
+            loop_over_part_dims(b, head_dim, parts, part, load_query, hint="load_d")
             m0, l0 = b.f32(F32_MIN), b.f32(0.0)
 
             def zero_accumulator(b: IRBuilder, d, _):
-                b.store(b.f32(0.0), op.o_acc, b.flat_index(lane, head_dim, d))
+                b.store(b.f32(0.0), op.o_acc, b.flat_index(lane, lane_dims, d))
                 return []
 
-            b.loop(0, head_dim, zero_accumulator, hint="zero_d")
+            b.loop(0, lane_dims, zero_accumulator, hint="zero_d")
             splice_copy(b, op.prologue, [item, lane, op.q_scratch, op.o_acc])
             if op.has_mask:
                 bounds = block_bounds(b)
@@ -432,12 +475,12 @@ class ExpandSkeleton(RewritePattern):
             splice_copy(b, op.epilogue, [item, lane, op.o_acc])
             denom = b.positive_denominator(l_final)
 
-            def write_output(b: IRBuilder, d, _):
-                o = b.load(op.o_acc, b.flat_index(lane, head_dim, d))
+            def write_output(b: IRBuilder, d, slot, _):
+                o = b.load(op.o_acc, b.flat_index(lane, lane_dims, slot))
                 b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, head_dim, d))
                 return []
 
-            b.loop(0, head_dim, write_output, hint="final_d")
+            loop_over_part_dims(b, head_dim, parts, part, write_output, hint="final_d")
 
         def split_tiles(b: IRBuilder, body, carried) -> list[SSAValue]:
             """This invocation's run of ceil(tile_count / splits) tiles."""
@@ -537,7 +580,7 @@ class ExpandSkeleton(RewritePattern):
             mark_tile_loops(tile_len, tile_size)
             return [m_new, l_new]
 
-        if (shape["item_count"] * splits) % lanes:
+        if (shape["item_count"] * op.lanes_per_item) % lanes:
             in_range = b.cmpi(item, b.index(shape["item_count"]), "ult")
             b.if_then(in_range, per_item)
         else:

@@ -26,7 +26,9 @@ decode ran 45% slower over 16-key tiles):
   (head_dim 128: 26.9 -> 15.7 ms at 32 heads, 2.4 -> 1.7 ms at one head:
   the scores of a short tile leave registers for the query row and the
   accumulator); 16 in workgroups of 128 lanes (what vyre-resize-workgroup
-  gives large grids: 15.0 ms, where 8 keys took 17.3);
+  gives large grids: 15.0 ms, where 8 keys took 17.3); 32 where the
+  default splits the rows over two lanes (vyre-split-head-dim's
+  `automatic_parts`: 12.4 ms, where 16 keys took 13.5, 64 keys 15.6);
 - a kernel of so few items that vyre-split-kv merges its splits in a
   kernel (`split_kv.few_items`): tiles short enough that each split gets
   one (MLA decode's latent attention: 16 keys, 256 splits, 0.40 ms; one
@@ -50,6 +52,7 @@ SHORT_ROWS = 64
 LONG_ROW_TILE = 8  # keys per tile for longer rows
 LONG_ROW_WIDE_WORKGROUP_TILE = 16  # ... in workgroups of 128 lanes or more
 LONG_ROW_SMALL_GRID_TILE = 4  # ... on a small grid
+SPLIT_ROW_TILE = 32  # ... split over two lanes by default (vyre-split-head-dim)
 SMALL_GRID = 2 * 132  # workgroups; two per SM of an H200
 MIN_SPLIT_TILE = 4  # the shortest tiles chosen to give splits enough tiles
 
@@ -89,6 +92,7 @@ def tiles_for_kernel_merge(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
 def automatic_tile_size(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
     """The measured choice for `op` (module docstring), or None to keep
     its tiles."""
+    from vyre_xdsl.passes.split_head_dim import automatic_parts
     from vyre_xdsl.passes.split_kv import TARGET_INVOCATIONS, automatic_splits, few_items
 
     kernel = op.parent_op()
@@ -102,6 +106,8 @@ def automatic_tile_size(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
         wanted = SHORT_ROW_TILE
     elif grid_workgroups(op) <= SMALL_GRID:
         wanted = LONG_ROW_SMALL_GRID_TILE
+    elif automatic_parts(op) > 1:
+        wanted = SPLIT_ROW_TILE
     elif lanes >= 128:
         wanted = LONG_ROW_WIDE_WORKGROUP_TILE
     else:

@@ -37,7 +37,8 @@ from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
-from vyre_xdsl.passes.inline_fragments import MAX_TRIPS_ATTR
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.passes.inline_fragments import CHUNK_LOOP_ATTR, MAX_TRIPS_ATTR
 
 
 # Marks a loop this pass made, so it is not unrolled again.
@@ -292,6 +293,7 @@ class UnrollJamPass(ModulePass):
             raise VyreError(f"vyre-unroll-jam: factor must be >= 1, got {self.factor}")
         if self.factor == 1:
             return
+        self.unroll_chunks(op)
         jams, plain = [], []
         for loop in op.walk():
             if not isinstance(loop, scf.ForOp) or not _eligible(loop):
@@ -316,3 +318,21 @@ class UnrollJamPass(ModulePass):
         for loop in op.walk():
             if isinstance(loop, scf.ForOp):
                 loop.attributes.pop(UNROLLED_ATTR, None)
+
+    @staticmethod
+    def unroll_chunks(op: ModuleOp) -> None:
+        """Unroll every loop over the dims of one chunk (vyre-split-head-dim)
+        completely, jamming its inner loop if it has one, so that the loop
+        over the lane's chunks around it takes its place as an innermost
+        loop or a loop around one, and is unrolled or jammed like a loop
+        over a whole row's dims."""
+        chunks = [
+            loop for loop in op.walk()
+            if isinstance(loop, scf.ForOp) and CHUNK_LOOP_ATTR in loop.attributes
+        ]
+        for loop in chunks:
+            trips = effective_factor(loop, vyre.DIM_CHUNK)
+            if (shape := jam_shape(loop)) is not None:
+                transform(loop, trips, _jammed_body(loop, shape, trips))
+            elif _is_innermost(loop):
+                transform(loop, trips, unrolled_body(loop, trips))

@@ -11,7 +11,8 @@
            (vyre-absorb-mla{kernels=3}, vyre-resize-workgroup, and
            vyre-retile and vyre-split-kv, which reorder floating-point sums
            within the tolerance of docs/performance.md), then `exact` tuned by
-           `tuning` (vyre-stage-kv-tiles where it pays, unroll depth, and
+           `tuning` (vyre-stage-kv-tiles where it pays, vyre-split-head-dim
+           for long rows and small grids, unroll depth, and
            vyre-interleave-scratch where registers are short)
 """
 
@@ -66,6 +67,11 @@ class Tuning:
     - unrolled 64 deep where masked (causal: 6.8 -> 5.2 ms), with rows of
       at most 64 dims (tiles of 16 keys: 5.53 -> 5.46 ms) or split (MLA
       decode: 1.69 -> 1.49 ms); 32 deep for longer rows;
+    - rows split over two lanes after staging where vyre-split-head-dim's
+      `automatic_parts` says so (rows longer than 64 dims: 15.0 -> 12.4 ms
+      at 32 heads of 128; any rows on a small grid: 1.14 -> 0.43 ms at one
+      head of 64); the unroll depth and the interleaving below then follow
+      a lane's share of the row (64 of 128 dims: unrolled 64 deep);
     - on a small grid with rows longer than 64 dims, the query row left in
       workgroup memory, lane-minor (vyre-interleave-scratch: 2.2 -> 1.7 ms
       at one head of 128 dims; on 2048 workgroups it halved the speed)."""
@@ -73,6 +79,7 @@ class Tuning:
     unroll_factor: int = 32
     stage_tiles: bool = False
     interleave: tuple[str, ...] = ()
+    split_head_dim: bool = False
 
 
 STAGE_TILE_BYTES = 16 * 1024
@@ -81,6 +88,8 @@ DEEP_UNROLL = 64
 
 def tuning(module: ModuleOp) -> Tuning:
     """The default's choices for `module` (vyre IR, after vyre_rewrites)."""
+    from vyre_xdsl.passes.split_head_dim import automatic_parts
+
     skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
     if not skeletons:
         return Tuning()
@@ -95,12 +104,16 @@ def tuning(module: ModuleOp) -> Tuning:
 
     if not all(stages(s) for s in skeletons):
         return Tuning()
-    long_rows = all(s.shape()["head_dim"] > SHORT_ROWS for s in skeletons)
+    parts = [automatic_parts(s) for s in skeletons]
+    long_rows = all(
+        s.shape()["head_dim"] // n > SHORT_ROWS for s, n in zip(skeletons, parts, strict=True)
+    )
     deep = not long_rows or all(s.has_mask for s in skeletons)
     return Tuning(
         unroll_factor=DEEP_UNROLL if deep else 32,
         stage_tiles=True,
         interleave=("q_scratch",) if small_grid and long_rows else (),
+        split_head_dim=any(n > 1 for n in parts),
     )
 
 
@@ -156,6 +169,7 @@ class VyreToGpuPass(ModulePass):
     optimize: str = "default"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from vyre_xdsl.passes.split_head_dim import SplitHeadDimPass
         from vyre_xdsl.passes.stage_kv_tiles import SHARED_MEMORY_BYTES, StageKvTilesPass
 
         for rewrite in vyre_rewrites(self.optimize):
@@ -164,6 +178,8 @@ class VyreToGpuPass(ModulePass):
         if tuned.stage_tiles:
             kept = scratch_bytes(op, tuned.interleave)
             StageKvTilesPass(SHARED_MEMORY_BYTES - kept).apply(ctx, op)
+        if tuned.split_head_dim:
+            SplitHeadDimPass().apply(ctx, op)
         optimising = optimisations(self.optimize, tuned.unroll_factor, tuned.interleave)
         for lowering in LOWERING + optimising:
             lowering.apply(ctx, op)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -48,6 +49,15 @@ needs_vulkan = requires(None if VULKAN_PROBLEM is None else f"no Vulkan: {VULKAN
 SPIRV_VAL = shutil.which("spirv-val")
 SPIRV_DIS = shutil.which("spirv-dis")
 needs_val = requires(None if SPIRV_VAL else "spirv-val not installed (Debian spirv-tools)")
+
+
+def assert_spirv_valid(binary: bytes, tmp_path) -> None:
+    """spirv-val (Vulkan 1.1 rules) accepts `binary` (a @needs_val test)."""
+    path = tmp_path / "k.spv"
+    path.write_bytes(binary)
+    result = subprocess.run([SPIRV_VAL, "--target-env", "vulkan1.1", str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 needs_dis = requires(None if SPIRV_DIS else "spirv-dis not installed (Debian spirv-tools)")
 SPIRV_AS = shutil.which("spirv-as")
 needs_as = requires(None if SPIRV_AS else "spirv-as not installed (Debian spirv-tools)")

@@ -60,7 +60,11 @@ def test_an_array_read_across_lanes_is_left_as_it_is():
 
 
 def test_default_keeps_the_query_row_in_workgroup_memory_on_a_small_grid():
-    one_head = vx.lower_to_gpu(vx.flash_attention_2(4096, 128))  # 64 workgroups
+    # rows of 132 dims, which vyre-split-head-dim cannot split over two lanes
+    one_head = vx.lower_to_gpu(vx.flash_attention_2(4096, 132))  # 64 workgroups
     assert set(_workgroup_arrays(one_head)) == {"q_scratch", "kv_tile"}
-    many_heads = vx.lower_to_gpu(vx.flash_attention_2(1024, 128, num_heads=32))
+    many_heads = vx.lower_to_gpu(vx.flash_attention_2(1024, 132, num_heads=32))
     assert set(_workgroup_arrays(many_heads)) == {"kv_tile"}
+    # rows of 128 are split instead, 64 dims a lane: no interleaving
+    split = vx.lower_to_gpu(vx.flash_attention_2(4096, 128))
+    assert set(_workgroup_arrays(split)) == {"kv_tile"}

@@ -43,11 +43,16 @@ def test_default_tiles_follow_the_h200_measurements():
 
     assert chosen(vx.flash_attention_2(4096, 64, num_heads=32)) == 16
     assert chosen(vx.flash_attention_2(4096, 64, tile_size=8)) == 8
-    assert chosen(vx.flash_attention_2(4096, 128, num_heads=32)) == 8
+    # rows of 128 dims, which the default splits over two lanes
+    # (vyre-split-head-dim): 32 keys, or 4 on a small grid (64 workgroups)
     wide = apply_pipeline(vx.flash_attention_2(4096, 128, num_heads=32), "vyre-resize-workgroup")
-    assert chosen(wide) == 16  # in the 128-lane workgroups of large grids
-    assert chosen(vx.flash_attention_2(4096, 128)) == 4  # 64 workgroups
-    assert chosen(vx.flash_attention_2(4096, 128, 12, num_heads=32)) == 12  # 8 does not divide
+    assert chosen(wide) == 32
+    assert chosen(vx.flash_attention_2(4096, 128)) == 4
+    assert chosen(vx.flash_attention_2(4096, 128, 48, num_heads=32)) == 48  # 32 does not divide
+    # rows of 128 dims that cannot be split (head_dim not a multiple of 8)
+    assert chosen(vx.flash_attention_2(4096, 132, num_heads=32)) == 8
+    assert chosen(apply_pipeline(vx.flash_attention_2(4096, 132, num_heads=32),
+                                 "vyre-resize-workgroup")) == 16
     # kernels that vyre-split-kv splits in their workgroups keep their tiles
     assert chosen(vx.flash_attention_2(256, 64)) == 64
     assert chosen(vx.mla_decode_absorbed(4096, 16, 128, 512, 64)) == 64

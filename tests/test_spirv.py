@@ -11,7 +11,7 @@ import pytest
 from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 import spirv_samples as samples
-from requirements import SPIRV_AS, SPIRV_DIS, SPIRV_VAL, needs_as, needs_dis, needs_val
+from requirements import SPIRV_AS, SPIRV_DIS, assert_spirv_valid, needs_as, needs_dis, needs_val
 from vyre_xdsl.spirv import disassemble, emit_spirv
 from vyre_xdsl.spirv.spec import INSTRUCTIONS
 
@@ -43,25 +43,17 @@ def _module(name, optimize="default"):
 ALL = SAMPLES + ["fa2_small", "fa2_ragged", "fa2_64", "mla"]
 
 
-def _validate(binary: bytes, tmp_path) -> None:
-    path = tmp_path / "k.spv"
-    path.write_bytes(binary)
-    result = subprocess.run([SPIRV_VAL, "--target-env", "vulkan1.1", str(path)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 @needs_val
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("optimize", ["default", "none"])
 def test_spirv_val(name, optimize, tmp_path):
-    _validate(emit_spirv(_module(name, optimize)), tmp_path)
+    assert_spirv_valid(emit_spirv(_module(name, optimize)), tmp_path)
 
 
 @needs_val
 def test_spirv_val_float_controls(tmp_path):
     binary = emit_spirv(_module("fa2_small"), preserve_nan_inf=True)
-    _validate(binary, tmp_path)
+    assert_spirv_valid(binary, tmp_path)
     assert "SignedZeroInfNanPreserve" in disassemble(binary)
 
 

@@ -52,6 +52,9 @@ class VyreOptMain(xDSLOptMain):
             from vyre_xdsl.dialects.vyre import Vyre
 
             self.ctx.register_dialect("vyre", lambda: Vyre)
+        from vyre_xdsl.dialects import gpu_shuffle
+
+        gpu_shuffle.load_into(self.ctx)
 
     def register_all_passes(self):
         super().register_all_passes()

@@ -13,17 +13,19 @@ from xdsl.utils.exceptions import (
     VerifyException,
 )
 
-from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects import gpu_shuffle, vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes import ALL_PASSES
 
 
 def make_context() -> Context:
-    """A context that knows every xDSL dialect and the vyre dialect."""
+    """A context that knows every xDSL dialect, the vyre dialect and
+    gpu.shuffle."""
     ctx = Context()
     for name, factory in get_all_dialects().items():
         ctx.register_dialect(name, factory)
     ctx.register_dialect("vyre", lambda: vyre.Vyre)
+    gpu_shuffle.load_into(ctx)
     return ctx
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math, memref, scf
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl import trace
@@ -162,9 +162,11 @@ class IRBuilder:
         body: LoopBody,
         iter_args: Sequence[Value] = (),
         hint: str | None = None,
+        attributes: dict[str, Attribute] | None = None,
     ) -> list[SSAValue]:
         """`scf.for %i = lower to upper step 1` carrying `iter_args`; `body`
-        gets (builder, %i, iteration values) and returns the next values."""
+        gets (builder, %i, iteration values) and returns the next values;
+        `attributes` go on the loop."""
         lower_v = self.index(lower) if isinstance(lower, int) else _index(lower)
         upper_v = self.index(upper) if isinstance(upper, int) else _index(upper)
         step = self.index(1)
@@ -178,6 +180,7 @@ class IRBuilder:
         next_values = [_v(v) for v in next_values]
         inner.emit(scf.YieldOp(*next_values))
         op = scf.ForOp(lower_v, upper_v, step, inits, Region(block))
+        op.attributes.update(attributes or {})
         self.emit(op)
         return list(op.results)
 

@@ -294,6 +294,7 @@ def flash_attention_2(
     score_mod: Callable | None = None,
     mask_mod: Callable | None = None,
     kv_splits: int = 1,
+    dim_parts: int = 1,
 ) -> np.ndarray:
     """FlashAttention-2 of SEMANTICS.md: q, k, v f32[seq_len, head_dim] ->
     out f32[seq_len, head_dim]; or q f32[num_heads, seq_len, head_dim] and
@@ -303,8 +304,11 @@ def flash_attention_2(
     `score_mod(score, q_idx, kv_idx[, head])` and `mask_mod(q_idx, kv_idx[,
     head])` are the same functions `vx.flash_attention_2` takes, evaluated on
     numpy-backed traced values (f32 / i32 / bool, the kernel's rounding).
-    `kv_splits` gives the order of a kernel split by vyre-split-kv."""
+    `kv_splits` gives the order of a kernel split by vyre-split-kv,
+    `dim_parts` that of one split by vyre-split-head-dim (each part's dot
+    product over its own dims, then added across parts pairwise)."""
     from vyre_xdsl import trace
+    from vyre_xdsl.dialects.vyre import part_dims
 
     three_d = isinstance(q, np.ndarray) and q.ndim == 3
     q3 = _heads_array("q", q, "num_heads")
@@ -332,6 +336,12 @@ def flash_attention_2(
     kf = k3.reshape(num_kv_heads * seq_len, head_dim)
     vf = v3.reshape(num_kv_heads * seq_len, head_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
+    dim_parts = _positive("dim_parts", dim_parts)
+    if dim_parts & (dim_parts - 1) or head_dim % dim_parts:
+        raise VyreError(
+            f"dim_parts ({dim_parts}) must be a power of two that divides head_dim "
+            f"({head_dim}), as vyre-split-head-dim requires"
+        )
     score_arity = _modifier_arity(score_mod, (3, 4)) if score_mod else 0
     mask_arity = _modifier_arity(mask_mod, (2, 3)) if mask_mod else 0
 
@@ -350,10 +360,19 @@ def flash_attention_2(
     def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
         t = np.arange(tile_start, tile_start + tile_len)
         rows = kf[kv_base[None, :] + t[:, None]]  # [tile_len, items, head_dim]
-        dot = np.zeros((tile_len, items), dtype=np.float32)
-        for d in range(head_dim):
-            dot = dot + rows[:, :, d] * qf[None, :, d]
-        score = dot * scale
+
+        def dot_over(dims) -> np.ndarray:
+            dot = np.zeros((tile_len, items), dtype=np.float32)
+            for d in dims:
+                dot = dot + rows[:, :, d] * qf[None, :, d]
+            return dot
+
+        sums = [dot_over(part_dims(head_dim, dim_parts, p)) for p in range(dim_parts)]
+        offset = 1
+        while offset < dim_parts:  # split_head_dim.sum_over_parts's butterfly
+            sums = [sums[p] + sums[p ^ offset] for p in range(dim_parts)]
+            offset *= 2
+        score = sums[0] * scale
         if score_mod is not None:
             qi, kv, h = traced_positions(tile_start, tile_len)
             args = [trace.array("f32", score), qi, kv] + ([h] if score_arity == 4 else [])

@@ -1,12 +1,21 @@
-"""The `gpu` ops of a lowered kernel, for one workgroup in lock-step."""
+"""The `gpu` ops of a lowered kernel, for one workgroup in lock-step.
+
+Subgroups are runs of `LaneState.subgroup_size` consecutive lanes (32, or
+the whole workgroup when it is smaller; see lanes.py). `gpu.shuffle` reads
+within the lane's own subgroup; where the source lane is outside it, at or
+beyond `width`, or inactive, `valid` is false and the lane keeps its own
+value (MLIR leaves that value unspecified)."""
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects import gpu
 from xdsl.interpreter import ReturnedValues, impl, impl_terminator, register_impls
 
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleOp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
+from vyre_xdsl.interp.lanes import INDEX_DTYPE, is_uniform
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
 
@@ -42,6 +51,49 @@ class GpuFunctions(LaneFunctions):
         return (
             state.block_id[axis] * state.block_dim[axis] + state.thread_id[axis],
         )
+
+    @impl(gpu.SubgroupSizeOp)
+    def run_subgroup_size(self, interpreter, op, args):
+        return (INDEX_DTYPE.type(self.state.subgroup_size),)
+
+    @impl(ShuffleOp)
+    def run_shuffle(self, interpreter, op: ShuffleOp, args):
+        value, offset, width = args
+        state = self.state
+        size = state.subgroup_size
+        local = state.lane_ids % size
+        # int64, so that `up` may go below lane 0 without wrapping
+        offset = np.asarray(offset).astype(np.int64)
+        mode = op.mode.data
+        if mode == "xor":
+            source = local ^ offset
+        elif mode == "up":
+            source = local - offset
+        elif mode == "down":
+            source = local + offset
+        else:  # idx
+            source = np.broadcast_to(offset, local.shape)
+        source_lane = state.lane_ids - local + source
+        limit = np.minimum(np.asarray(width).astype(np.int64), size)
+        valid = (source >= 0) & (source < limit) & (source_lane < state.lane_count)
+        source_lane = np.where(valid, source_lane, state.lane_ids)
+        if state.mask is not None:
+            valid &= state.mask[source_lane]
+        if is_uniform(value):
+            result = value  # every lane, valid or not, gets the same value
+        else:
+            result = np.where(valid, value[source_lane], value)
+        return result, self._uniform_if_agreed(valid)
+
+    def _uniform_if_agreed(self, flags: np.ndarray):
+        """`flags` as one scalar when every active lane has the same one
+        (inactive lanes' values are don't-care), which keeps an `scf.if` on
+        it a single branch."""
+        mask = self.state.mask
+        live = flags if mask is None else flags[mask]
+        if live.size and (live == live[0]).all():
+            return np.bool_(live[0])
+        return flags
 
     @impl(gpu.BarrierOp)
     def run_barrier(self, interpreter, op, args):

@@ -27,6 +27,12 @@ from vyre_xdsl.errors import VyreError
 # `index` is a u32 on the device (docs/lowered-ir.md).
 INDEX_DTYPE = np.dtype(np.uint32)
 
+# The interpreter's subgroup: this many consecutive lanes of a workgroup (by
+# linear lane id), or the whole workgroup when it is smaller. 32 is an NVIDIA
+# warp; devices differ (lavapipe has 8), which MLIR allows: gpu.subgroup_size
+# is only known at run time, so a correct kernel works with any of them.
+SUBGROUP_SIZE = 32
+
 _INT_DTYPES = {
     1: np.dtype(np.bool_),
     8: np.dtype(np.uint8),
@@ -84,6 +90,7 @@ class LaneState:
     grid_size: tuple[int, int, int]
     lane_count: int = 0
     lane_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    subgroup_size: int = 0  # min(SUBGROUP_SIZE, lane_count)
     thread_id: tuple = ()
     block_id: tuple = (INDEX_DTYPE.type(0),) * 3
     block_dim: tuple = ()
@@ -94,6 +101,7 @@ class LaneState:
     def __post_init__(self) -> None:
         wx, wy, wz = self.workgroup_size
         self.lane_count = wx * wy * wz
+        self.subgroup_size = min(SUBGROUP_SIZE, self.lane_count)
         lanes = np.arange(self.lane_count, dtype=np.int64)
         self.lane_ids = lanes
         u = INDEX_DTYPE.type

@@ -1,19 +1,30 @@
-"""gpu -> SPIR-V builtins, barriers and returns.
+"""gpu -> SPIR-V builtins, barriers, subgroup shuffles and returns.
 
 global_id / thread_id / block_id / grid_dim read the GlobalInvocationId /
 LocalInvocationId / WorkgroupId / NumWorkgroups builtins (uvec3 Input
 variables, listed in the entry point interface); block_dim is the LocalSize
 constant. gpu.barrier is OpControlBarrier(Workgroup, Workgroup,
-AcquireRelease | WorkgroupMemory), GLSL's barrier()."""
+AcquireRelease | WorkgroupMemory), GLSL's barrier().
+
+gpu.subgroup_size reads the SubgroupSize builtin (a u32 Input variable).
+gpu.shuffle is OpGroupNonUniformShuffle{Xor,Up,Down,} at Subgroup scope
+(core in SPIR-V 1.3). Those span the whole subgroup and have no width, so
+the op's width must be the subgroup size: `arith.index_cast` of
+`gpu.subgroup_size`, known only on the device. (MLIR's SPIR-V conversion
+instead wants a constant equal to the target's subgroup size, fixed at
+compile time.) `valid` is computed from SubgroupLocalInvocationId only when
+it is used; the value an invalid lane gets is unspecified on the device
+(MLIR: poison)."""
 
 from __future__ import annotations
 
-from xdsl.ir import Operation
+from xdsl.ir import OpResult, Operation, SSAValue
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.spec import (
     BuiltIn,
+    Capability,
     Decoration,
     MemorySemantics,
     Op,
@@ -33,14 +44,16 @@ def _dimension(op: Operation) -> int:
     raise VyreError(f"'{op.name}': cannot read its dimension attribute {attr}")
 
 
-def _builtin(e, builtin: int, name: str) -> int:
-    """The program's Input variable of `builtin`, listed in the interface of
-    this kernel's entry point (each entry point lists the ones it reads)."""
+def _builtin(e, builtin: int, name: str, value_type: int | None = None) -> int:
+    """The program's Input variable of `builtin` (a uvec3 unless
+    `value_type` says otherwise), listed in the interface of this kernel's
+    entry point (each entry point lists the ones it reads)."""
     cache = e.program.builtins
     if builtin not in cache:
         b = e.b
-        vec = b.type_vector(e.uint, 3)
-        var = b.global_variable(b.type_pointer(StorageClass.Input, vec),
+        if value_type is None:
+            value_type = b.type_vector(e.uint, 3)
+        var = b.global_variable(b.type_pointer(StorageClass.Input, value_type),
                                 StorageClass.Input)
         b.decorate(var, Decoration.BuiltIn, builtin)
         b.name(var, name)
@@ -63,6 +76,86 @@ def _read_builtin(builtin: int, name: str):
 
 def _block_dim(e, op: Operation) -> None:
     e.bind(op.results[0], e.b.constant_uint(e.info.workgroup_size[_dimension(op)]))
+
+
+def _read_subgroup_builtin(e, builtin: int, name: str) -> int:
+    e.b.capability(Capability.GroupNonUniform)
+    return e.fn.op(Op.Load, e.uint, _builtin(e, builtin, name, e.uint))
+
+
+def _subgroup_size(e, op: Operation) -> None:
+    e.bind(op.results[0],
+           _read_subgroup_builtin(e, BuiltIn.SubgroupSize, "gl_SubgroupSize"))
+
+
+# mode -> (opcode, capability)
+_SHUFFLES = {
+    "xor": (Op.GroupNonUniformShuffleXor, Capability.GroupNonUniformShuffle),
+    "idx": (Op.GroupNonUniformShuffle, Capability.GroupNonUniformShuffle),
+    "up": (Op.GroupNonUniformShuffleUp, Capability.GroupNonUniformShuffleRelative),
+    "down": (Op.GroupNonUniformShuffleDown,
+             Capability.GroupNonUniformShuffleRelative),
+}
+
+
+_INDEX_CASTS = ("arith.index_cast", "arith.index_castui")
+
+
+def _is_subgroup_size(value: SSAValue) -> bool:
+    """Whether `value` is `arith.index_cast(ui)` of `gpu.subgroup_size`."""
+    cast = value.owner
+    if not isinstance(cast, Operation) or cast.name not in _INDEX_CASTS:
+        return False
+    source = cast.operands[0].owner
+    return isinstance(source, Operation) and source.name == "gpu.subgroup_size"
+
+
+def _describe(value: SSAValue) -> str:
+    name = f"%{value.name_hint} " if value.name_hint else ""
+    if isinstance(value, OpResult):
+        return f"{name}(made by '{value.owner.name}')"
+    return f"{name}(a block argument)"
+
+
+def _shuffle(e, op: Operation) -> None:
+    value, offset, width = op.operands
+    mode = prop(op, "mode").data
+    if not _is_subgroup_size(width):
+        raise VyreError(
+            f"'{op.name}' {mode}: the SPIR-V emitter needs its width to be the "
+            f"subgroup size, but it is {_describe(width)}; SPIR-V shuffles span "
+            f"the whole subgroup, so pass `arith.index_cast` of "
+            f"`gpu.subgroup_size` as the width (MLIR's SPIR-V conversion "
+            f"likewise accepts only a width equal to the subgroup size)"
+        )
+    opcode, capability = _SHUFFLES[mode]
+    b, fn = e.b, e.fn
+    b.capability(Capability.GroupNonUniform)
+    b.capability(capability)
+    result_type = e.type_of(value.type, f"'{op.name}' value")
+    scope = b.constant_uint(Scope.Subgroup)
+    shuffled = fn.op(opcode, result_type, scope, e.value(value), e.value(offset))
+    e.bind(op.results[0], shuffled)
+    if op.results[1].uses:
+        e.bind(op.results[1], _shuffle_valid(e, mode, e.value(offset), e.value(width)))
+
+
+def _shuffle_valid(e, mode: str, offset: int, size: int) -> int:
+    """Whether the source lane exists: with width = subgroup size, the
+    lane's id in the subgroup against the offset and the size."""
+    fn, boolean, uint = e.fn, e.bool, e.uint
+    if mode == "idx":
+        return fn.op(Op.ULessThan, boolean, offset, size)
+    lane = _read_subgroup_builtin(e, BuiltIn.SubgroupLocalInvocationId,
+                                  "gl_SubgroupInvocationID")
+    if mode == "xor":
+        source = fn.op(Op.BitwiseXor, uint, lane, offset)
+        return fn.op(Op.ULessThan, boolean, source, size)
+    if mode == "up":
+        return fn.op(Op.UGreaterThanEqual, boolean, lane, offset)
+    # down: lane + offset < size, written so that a large offset cannot wrap
+    room = fn.op(Op.ISub, uint, size, lane)
+    return fn.op(Op.ULessThan, boolean, offset, room)
 
 
 def _barrier(e, op: Operation) -> None:
@@ -92,5 +185,7 @@ HANDLERS = {
     "gpu.grid_dim": _read_builtin(BuiltIn.NumWorkgroups, "gl_NumWorkGroups"),
     "gpu.block_dim": _block_dim,
     "gpu.barrier": _barrier,
+    "gpu.subgroup_size": _subgroup_size,
+    "gpu.shuffle": _shuffle,
     "gpu.return": _return,
 }

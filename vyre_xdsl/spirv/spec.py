@@ -128,6 +128,10 @@ class Op:
     BranchConditional = 250
     Return = 253
     Unreachable = 255
+    GroupNonUniformShuffle = 345
+    GroupNonUniformShuffleXor = 346
+    GroupNonUniformShuffleUp = 347
+    GroupNonUniformShuffleDown = 348
 
 
 _BINARY = "TRII"
@@ -238,6 +242,11 @@ INSTRUCTIONS: dict[int, tuple[str, str]] = {
     Op.BranchConditional: ("OpBranchConditional", "I I I L*"),
     Op.Return: ("OpReturn", ""),
     Op.Unreachable: ("OpUnreachable", ""),
+    # result type, result, execution scope (an id), value, lane / mask / delta
+    Op.GroupNonUniformShuffle: ("OpGroupNonUniformShuffle", "TRIII"),
+    Op.GroupNonUniformShuffleXor: ("OpGroupNonUniformShuffleXor", "TRIII"),
+    Op.GroupNonUniformShuffleUp: ("OpGroupNonUniformShuffleUp", "TRIII"),
+    Op.GroupNonUniformShuffleDown: ("OpGroupNonUniformShuffleDown", "TRIII"),
 }
 
 
@@ -245,6 +254,9 @@ class Capability:
     Shader = 1
     Float16 = 9
     Int64 = 11
+    GroupNonUniform = 61
+    GroupNonUniformShuffle = 65
+    GroupNonUniformShuffleRelative = 66
     SignedZeroInfNanPreserve = 4466
 
 
@@ -296,6 +308,8 @@ class BuiltIn:
     LocalInvocationId = 27
     GlobalInvocationId = 28
     LocalInvocationIndex = 29
+    SubgroupSize = 36
+    SubgroupLocalInvocationId = 41
 
 
 class Scope:

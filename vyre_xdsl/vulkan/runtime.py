@@ -45,6 +45,22 @@ _DEVICE_TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU",
                       3: "virtual GPU", 4: "CPU"}
 _DEVICE_TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # lower is preferred
 
+# SPIR-V subgroup capability -> the VkSubgroupFeatureFlagBits name it needs
+_SUBGROUP_CAPABILITIES = {
+    61: "BASIC",  # GroupNonUniform (gpu.subgroup_size)
+    65: "SHUFFLE",  # GroupNonUniformShuffle (gpu.shuffle xor, idx)
+    66: "SHUFFLE_RELATIVE",  # GroupNonUniformShuffleRelative (up, down)
+}
+
+
+@dataclass
+class SubgroupSupport:
+    """VkPhysicalDeviceSubgroupProperties, as far as vyre's kernels care."""
+
+    size: int
+    compute: bool  # subgroup operations are supported in compute shaders
+    operations: frozenset[str]  # "BASIC", "SHUFFLE", ...
+
 
 def _vk():
     try:
@@ -199,6 +215,21 @@ class _Context:
         # separate device memory (a discrete GPU): device-local types that the
         # host cannot map exist -> stage through host-visible buffers
         self.staging = any(f & local and not f & visible for f, _ in self.memory_types)
+        self.subgroup = self._subgroup_support()
+
+    def _subgroup_support(self) -> SubgroupSupport:
+        vk = self.vk
+        if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0):
+            return SubgroupSupport(1, False, frozenset())  # no subgroup query
+        found = vk.VkPhysicalDeviceSubgroupProperties()
+        props = vk.VkPhysicalDeviceProperties2(pNext=found)
+        vk.vkGetPhysicalDeviceProperties2(self.physical, props)
+        operations = frozenset(
+            name for name in set(_SUBGROUP_CAPABILITIES.values())
+            if found.supportedOperations & getattr(vk, f"VK_SUBGROUP_FEATURE_{name}_BIT")
+        )
+        compute = bool(found.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+        return SubgroupSupport(found.subgroupSize, compute, operations)
 
     def _create_device(self) -> None:
         vk = self.vk
@@ -291,6 +322,8 @@ def device_report() -> str:
         f"  maxComputeSharedMemorySize = {limits.maxComputeSharedMemorySize}\n"
         f"  maxComputeWorkGroupInvocations = {limits.maxComputeWorkGroupInvocations}\n"
         f"  maxStorageBufferRange = {limits.maxStorageBufferRange}\n"
+        f"  subgroupSize = {ctx.subgroup.size} (operations in compute shaders: "
+        f"{', '.join(sorted(ctx.subgroup.operations)) if ctx.subgroup.compute else 'none'})\n"
         f"  memory: {'device-local + staging' if ctx.staging else 'host-visible'}\n"
     )
 
@@ -305,6 +338,10 @@ def _instructions(spirv: bytes):
         count, opcode = words[pos] >> 16, words[pos] & 0xFFFF
         yield opcode, words[pos + 1: pos + count]
         pos += max(count, 1)
+
+
+def _capabilities(spirv: bytes) -> set[int]:
+    return {ops[0] for opcode, ops in _instructions(spirv) if opcode == 17}
 
 
 def _literal_string(words) -> str:
@@ -475,6 +512,7 @@ def _buffer_bytes(buffer: BufferInfo, arrays: Mapping[str, np.ndarray]) -> int:
 def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
                   arrays: Mapping[str, np.ndarray]) -> None:
     program = as_program(info)
+    _check_subgroup_support(ctx, spirv, program)
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
     limits = ctx.limits
@@ -489,6 +527,32 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
             )
     for kernel in program.kernels:
         _check_kernel_limits(ctx, spirv, kernel)
+
+
+def _check_subgroup_support(ctx: _Context, spirv: bytes, program: ProgramInfo) -> None:
+    """Refuse a module whose subgroup operations the device lacks (drivers
+    may crash on them rather than fail)."""
+    declared = _capabilities(spirv) & _SUBGROUP_CAPABILITIES.keys()
+    if not declared:
+        return
+    support = ctx.subgroup
+    needed = {_SUBGROUP_CAPABILITIES[c] for c in declared}
+    lacks = []
+    if not support.compute:
+        lacks.append("subgroup operations in compute shaders")
+    lacks.extend(
+        f"VK_SUBGROUP_FEATURE_{name}_BIT" for name in sorted(needed - support.operations)
+    )
+    shuffles = needed & {"SHUFFLE", "SHUFFLE_RELATIVE"}
+    if shuffles and support.size < 2:
+        lacks.append(f"subgroups of more than one lane (subgroupSize = {support.size})")
+    if lacks:
+        what = "subgroup shuffles" if shuffles else "subgroup operations"
+        raise VyreError(
+            f"{program.label} uses {what}, but Vulkan device {ctx.name!r} lacks "
+            f"{' and '.join(lacks)}; lower it with optimize='exact', which uses "
+            f"no shuffles, or pick another device ({DEVICE_ENV})"
+        )
 
 
 def _check_loop_limit(ctx: _Context, kernel: KernelInfo) -> None:

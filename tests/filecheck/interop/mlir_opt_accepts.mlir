@@ -4,13 +4,15 @@
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 | filecheck %s --check-prefix=SEED
 
 // Upstream MLIR 22 parses and verifies the lowered IR unchanged, and sees a
-// kernel (gpu.kernel), workgroup memory (space 3) and the gpu ids.
+// kernel (gpu.kernel), workgroup memory (space 3), the gpu ids and the
+// shuffles that add the halves of a row split over two lanes.
 // CHECK:      module attributes {gpu.container_module}
 // CHECK:        gpu.module @flash_attention_2
 // CHECK-NEXT:     gpu.func @flash_attention_2(%{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>) kernel
-// CHECK:          memref.alloca() : memref<16xf32>
+// CHECK:          memref.alloca() : memref<8xf32>
 // CHECK:          gpu.global_id x
 // CHECK:          gpu.thread_id x
+// CHECK:          gpu.shuffle  xor
 // CHECK:          gpu.return
 
 // MLA:        gpu.func @mla_decode({{.*}}) kernel

@@ -24,13 +24,17 @@
 // MLA-SAME:  {name = "kv_cache", binding = 1 : i32, access = "read", shape = array<i64: 100, 8>}
 
 // The default also runs the optimisations: private scratch, unrolled loops.
-// DEFAULT:       %q_scratch = memref.alloca() : memref<16xf32>
+// On this small grid (two workgroups) each row is split over two lanes
+// (vyre-split-head-dim), which keep 8 of its 16 dims each.
+// DEFAULT:       %q_scratch = memref.alloca() : memref<8xf32>
 // DEFAULT-NEXT:  %score_tile = memref.alloca() : memref<32xf32>
-// DEFAULT-NEXT:  %o_acc = memref.alloca() : memref<16xf32>
+// DEFAULT-NEXT:  %o_acc = memref.alloca() : memref<8xf32>
 // DEFAULT-NOT:   memref.alloc()
 // The tile's 16 keys' dot products (retiled from 32; at most 16 per tile,
-// so no more are jammed) advance side by side in one loop over d, each as
-// 4-wide vector loads of k (100 rows leave the last workgroup partial, so
-// the default's staged K/V tiles do not apply here).
-// DEFAULT:       scf.for %d = {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+// so no more are jammed) advance side by side in one loop over the lane's
+// chunks of 4 dims, each as 4-wide vector loads of k (100 rows leave the
+// last workgroup partial, so the default's staged K/V tiles do not apply
+// here); then each key's two halves are added across the lanes.
+// DEFAULT:       scf.for %{{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
 // DEFAULT:         vector.load %k[
+// DEFAULT:       gpu.shuffle xor

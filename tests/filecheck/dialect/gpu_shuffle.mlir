@@ -1,0 +1,25 @@
+// RUN: vyre-opt %s | filecheck %s
+// RUN: vyre-opt %s --print-op-generic | vyre-opt | filecheck %s
+// RUN: vyre-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
+
+// gpu.shuffle keeps MLIR's custom syntax in every mode, for f32 and i32,
+// beside xDSL's gpu.subgroup_size (generic form only).
+func.func @shuffles(%x: f32, %k: i32, %off: i32) -> (f32, i32, i1) {
+  %sg = "gpu.subgroup_size"() : () -> index
+  %w = arith.index_cast %sg : index to i32
+  %a, %a_ok = gpu.shuffle xor %x, %off, %w : f32
+  %b, %b_ok = gpu.shuffle up %a, %off, %w : f32
+  %c, %c_ok = gpu.shuffle down %b, %off, %w : f32
+  %d, %d_ok = gpu.shuffle idx %k, %off, %w : i32
+  func.return %c, %d, %a_ok : f32, i32, i1
+}
+// CHECK:      %sg = "gpu.subgroup_size"() : () -> index
+// CHECK-NEXT: %w = arith.index_cast %sg : index to i32
+// CHECK-NEXT: %a, %a_ok = gpu.shuffle xor %x, %off, %w : f32
+// CHECK-NEXT: %b, %b_ok = gpu.shuffle up %a, %off, %w : f32
+// CHECK-NEXT: %c, %c_ok = gpu.shuffle down %b, %off, %w : f32
+// CHECK-NEXT: %d, %d_ok = gpu.shuffle idx %k, %off, %w : i32
+// CHECK-NEXT: func.return %c, %d, %a_ok : f32, i32, i1
+
+// GENERIC: %a, %a_ok = "gpu.shuffle"(%x, %off, %w) <{mode = "xor"}> : (f32, i32, i32) -> (f32, i1)
+// GENERIC: %d, %d_ok = "gpu.shuffle"(%k, %off, %w) <{mode = "idx"}> : (i32, i32, i32) -> (i32, i1)
