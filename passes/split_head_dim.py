@@ -42,9 +42,9 @@ of 32 keys) or on a grid of at most SMALL_GRID workgroups (one head of
 parts were slower everywhere, and so were contiguous halves (5.2 -> 9.1 ms
 at 64 dims: both lanes of an item read the same banks).
 
-Runs on vyre IR, after vyre-split-kv and vyre-stage-kv-tiles (a load of a
-key row that this pass has already mapped to a lane's dims is no longer
-recognised as a read of the tile).
+Runs on vyre IR, after vyre-split-kv (a split kernel is refused), before
+or after vyre-stage-kv-tiles (which reads a lane's share of a row from the
+staged tile either way; `default` stages first).
 """
 
 from __future__ import annotations

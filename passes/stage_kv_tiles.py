@@ -15,7 +15,9 @@ A fragment load of a read-only buffer is staged when its index is provably
   tile_start, tile_len and `item / c` with c a multiple of the workgroup
   size, e.g. the kv head of grouped-query attention),
 - `key` the index of a loop over `0 .. tile_len` (or absent), and
-- `column` a loop index plus a constant, provably in `0 .. L-1`,
+- `column` a sum of non-negative multiples of loop indices and of other
+  bounded values (a lane's part, vyre-split-head-dim) plus a constant,
+  provably in `0 .. L-1`,
 so it reads row `key` of the tile; all loads of one buffer in one fragment
 must agree on `L` and `row_base`.  Every lane must then reach the barriers:
 the kernel's item count must be a multiple of its workgroup size (and its
@@ -45,7 +47,7 @@ from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import linear_index
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.loop_bounds import constant_index, loop_of
+from vyre_xdsl.loop_bounds import constant_index, loop_of, upper_bound
 
 STAGE_NAME = "kv_tile"
 SHARED_MEMORY_BYTES = 49152  # Vulkan maxComputeSharedMemorySize of the H200 and most GPUs
@@ -86,14 +88,29 @@ def workgroup_uniform(value: SSAValue, args: FragmentArgs, lanes: int) -> bool:
 
 @dataclass(frozen=True)
 class TileRead:
-    """A load of `(row_base + tile_start + key) * row_length + column + offset`."""
+    """A load of `(row_base + tile_start + key) * row_length + column + offset`,
+    `column` the sum of `columns` (value, coefficient)."""
 
     load: memref.LoadOp
     row_length: int
     row_base: tuple[tuple[SSAValue, int], ...]  # uniform values, coefficient in rows
     key: SSAValue | None
-    column: SSAValue | None
+    columns: tuple[tuple[SSAValue, int], ...]
     offset: int
+
+
+def _range_of(value: SSAValue) -> tuple[int, int] | None:
+    """The smallest and largest value an index term can take, if known: a
+    loop index with constant bounds and step 1, or a value with an upper
+    bound (indices are unsigned)."""
+    loop = loop_of(value)
+    if loop is not None:
+        lower, upper = constant_index(loop.lb), constant_index(loop.ub)
+        if lower is None or upper is None or constant_index(loop.step) != 1:
+            return None
+        return lower, upper - 1
+    top = upper_bound(value)
+    return None if top is None else (0, top)
 
 
 def tile_read(load: memref.LoadOp, args: FragmentArgs, lanes: int) -> TileRead | None:
@@ -103,7 +120,8 @@ def tile_read(load: memref.LoadOp, args: FragmentArgs, lanes: int) -> TileRead |
     row_length = terms.pop(args.tile_start, 0)
     if row_length <= 0:
         return None
-    row_base, key, column = [], None, None
+    row_base, key, columns = [], None, []
+    low = high = form.constant
     for value, coefficient in terms.items():
         loop = loop_of(value)
         if workgroup_uniform(value, args, lanes):
@@ -116,23 +134,15 @@ def tile_read(load: memref.LoadOp, args: FragmentArgs, lanes: int) -> TileRead |
             and loop.ub == args.tile_len
         ):
             key = value
-        elif (
-            loop is not None and column is None and coefficient == 1
-            and constant_index(loop.step) == 1
-            and constant_index(loop.lb) is not None and constant_index(loop.ub) is not None
-        ):
-            column = value
+        elif coefficient > 0 and (bounds := _range_of(value)) is not None:
+            columns.append((value, coefficient))
+            low += coefficient * bounds[0]
+            high += coefficient * bounds[1]
         else:
             return None
-    low = high = form.constant
-    if column is not None:
-        loop = loop_of(column)
-        assert loop is not None
-        low += constant_index(loop.lb)
-        high += constant_index(loop.ub) - 1
     if low < 0 or high >= row_length:
         return None
-    return TileRead(load, row_length, tuple(row_base), key, column, form.constant)
+    return TileRead(load, row_length, tuple(row_base), key, tuple(columns), form.constant)
 
 
 @dataclass
@@ -217,8 +227,8 @@ def _redirect(read: TileRead, stage: SSAValue, offset: int) -> None:
     index = b.index(offset + read.offset)
     if read.key is not None:
         index = b.addi(b.muli(read.key, b.index(read.row_length)), index)
-    if read.column is not None:
-        index = b.addi(index, read.column)
+    for value, coefficient in read.columns:
+        index = b.addi(index, value if coefficient == 1 else b.muli(value, b.index(coefficient)))
     new_load = b.load(stage, index)
     new_load.name_hint = read.load.res.name_hint
     read.load.res.replace_all_uses_with(new_load)
@@ -248,7 +258,7 @@ class StageKvTilesPass(ModulePass):
         assert isinstance(kernel, vyre.KernelOp)
         lanes = kernel.workgroup_size.value.data
         shape = op.shape()
-        if shape["item_count"] % lanes:
+        if (shape["item_count"] * op.lanes_per_item) % lanes:
             return  # some lanes would skip the barriers
         if op.splits > 1:
             return  # the lanes of a workgroup work on different tiles

@@ -11,6 +11,11 @@ gives it independent work to interleave, without changing any result:
   become one loop carrying every copy's values, so `factor` dot products or
   weighted sums advance side by side.
 
+A loop over the dims of one chunk (`vyre.dim_chunk`: a lane's share of a
+row split by vyre-split-head-dim) is unrolled first, jammed if it holds an
+inner loop, so that the loop over the lane's chunks around it is then
+unrolled or jammed as a loop over a whole row's dims would be.
+
 Every copy performs exactly its original operations in its original order,
 so results are bit-identical.  Jamming moves the copies' `pre` and inner
 loops ahead of earlier copies' `post`; it applies only where that cannot be
@@ -35,9 +40,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import is_side_effect_free
 
+from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
-from vyre_xdsl.dialects import vyre
 from vyre_xdsl.passes.inline_fragments import CHUNK_LOOP_ATTR, MAX_TRIPS_ATTR
 
 

@@ -56,6 +56,9 @@ def upper_bound(value: SSAValue) -> int | None:
     if isinstance(op, arith.DivUIOp):
         top, divisor = upper_bound(op.lhs), constant_index(op.rhs)
         return None if top is None or not divisor else top // divisor
+    if isinstance(op, arith.RemUIOp) and (divisor := constant_index(op.rhs)):
+        top = upper_bound(op.lhs)
+        return divisor - 1 if top is None else min(top, divisor - 1)
     return None
 
 
