@@ -570,14 +570,16 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     i of `out`, which then holds item_count * P rows.  Nothing is shared
     between an item's invocations, so P need not divide the workgroup.
 
-    `dim_parts P` (set by vyre-split-head-dim) gives each item P
-    consecutive invocations that split its head dims: invocation
-    `item * P + p` (so `lane % P == p`) owns the dims `part_dims(head_dim,
-    P, p)`, and its q_scratch and o_acc slices hold only those, head_dim / P
-    each (slot i: the i-th of its dims).  The scores fragment must give
-    every part the whole score (vyre-split-head-dim adds the parts' dot
-    products with gpu.shuffle), the update fragment updates the lane's own
-    dims.  The kernel then runs `item_count * P` invocations.
+    `dim_parts P` (set by vyre-split-head-dim) gives each item (each
+    split, with partials) P consecutive invocations that split its head
+    dims: invocation `item * P + p` (`(item * kv_splits + s) * P + p`;
+    `lane % P == p`) owns the dims `part_dims(head_dim, P, p)`, and its
+    q_scratch and o_acc slices hold only those, head_dim / P each (slot i:
+    the i-th of its dims).  The scores fragment must give every part the
+    whole score (vyre-split-head-dim adds the parts' dot products with
+    gpu.shuffle), the update fragment updates the lane's own dims; a split's
+    partial o row is written by its parts, m and l by part 0.  The kernel
+    then runs `item_count * kv_splits * P` invocations.
 
     Accessors: `shape()`, `has_mask`, `tile_class_table()`, `exp2`,
     `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask/
@@ -820,10 +822,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"'dim_parts' is {parts}; it must be a power of two >= 2 (the "
                 f"parts' dot products are added pairwise across lanes)"
             )
-        if self.splits > 1:
+        if self.splits > 1 and not self.merges_in_kernel:
             raise VerifyException(
-                "'dim_parts' cannot be combined with 'kv_splits' (split the head "
-                "dims or the tiles of an item, not both)"
+                "'dim_parts' combines with 'kv_splits' only where the splits' "
+                "partials are merged by another kernel (partials(%m, %l)): the "
+                "merge in workgroup memory takes whole rows"
             )
         if shape["head_dim"] % (parts * DIM_CHUNK):
             raise VerifyException(

@@ -332,20 +332,29 @@ class SplitMerge:
         b.loop(0, -(-head_dim // splits), own_dims, hint="final_c")
 
 
-def leave_partials(b: IRBuilder, op, invocation, lane, m_part, l_part) -> None:
+def leave_partials(b: IRBuilder, op, split_row, lane, part, m_part, l_part) -> None:
     """Store this invocation's partial (m, l, o_acc) for a vyre.merge_splits
-    kernel: m and l at `invocation`, o_acc as row `invocation` of out."""
-    head_dim = op.shape()["head_dim"]
+    kernel: m and l at `split_row`, o_acc as row `split_row` of out.  With
+    dim_parts, each part stores its own dims of the row, and part 0 m and
+    l (every part has the same)."""
+    head_dim, parts = op.shape()["head_dim"], op.parts
     m_buffer, l_buffer = op.partials
-    b.store(m_part, m_buffer, invocation)
-    b.store(l_part, l_buffer, invocation)
 
-    def publish(b: IRBuilder, d, _):
-        o = b.load(op.o_acc, b.flat_index(lane, head_dim, d))
-        b.store(o, op.out, b.flat_index(invocation, head_dim, d))
+    def store_m_l(b: IRBuilder) -> None:
+        b.store(m_part, m_buffer, split_row)
+        b.store(l_part, l_buffer, split_row)
+
+    if part is None:
+        store_m_l(b)
+    else:
+        b.if_then(b.cmpi(part, b.index(0), "eq"), store_m_l)
+
+    def publish(b: IRBuilder, d, slot, _):
+        o = b.load(op.o_acc, b.flat_index(lane, head_dim // parts, slot))
+        b.store(o, op.out, b.flat_index(split_row, head_dim, d))
         return []
 
-    b.loop(0, head_dim, publish, hint="publish_d")
+    loop_over_part_dims(b, head_dim, parts, part, publish, hint="publish_d")
 
 
 class ExpandMergeSplits(RewritePattern):
@@ -397,15 +406,15 @@ class ExpandSkeleton(RewritePattern):
         merge = SplitMerge.declare(b, lanes, head_dim) if in_workgroup else None
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
-        if splits > 1:  # invocation item * splits + split
-            invocation = item
-            item = b.divui(invocation, b.index(splits), "item")
-            split = b.remui(invocation, b.index(splits), "split")
         part = None
-        if parts > 1:  # invocation item * parts + part
+        if parts > 1:  # invocation (item * splits + split) * parts + part
             invocation = item
             item = b.divui(invocation, b.index(parts), "item")
             part = b.remui(invocation, b.index(parts), "part")
+        if splits > 1:  # invocation item * splits + split (with parts: its row)
+            invocation = item
+            item = b.divui(invocation, b.index(splits), "item")
+            split = b.remui(invocation, b.index(splits), "split")
         lane_dims = head_dim // parts  # a lane's slice of q_scratch and o_acc
         store_weights = not update_reads_scores(op)
         ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
@@ -466,7 +475,7 @@ class ExpandSkeleton(RewritePattern):
                 m_part, l_part = split_tiles(b, body, [m0, l0])
                 splice_copy(b, op.epilogue, [item, lane, op.o_acc])
                 if op.merges_in_kernel:
-                    leave_partials(b, op, invocation, lane, m_part, l_part)
+                    leave_partials(b, op, invocation, lane, part, m_part, l_part)
                     return
                 assert merge is not None
                 merge.combine(b, op, item, lane, split, splits, m_part, l_part)

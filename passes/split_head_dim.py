@@ -13,7 +13,9 @@ banks of workgroup memory).  The fragments are rewritten for it:
   `d = 0 .. head_dim` (a dot product) runs over the lane's own dims, and
   the parts' sums are added across lanes with `gpu.shuffle xor` (offsets 1,
   2, ... N/2: every lane ends with the same bits, since f32 addition is
-  commutative), so each part has the whole score;
+  commutative), so each part has the whole score; so does every other sum
+  from 0.0 over `d = 0 .. head_dim` there (MLA's latent attention reads its
+  query row from a buffer);
 - update: each loop over `d = 0 .. head_dim` that touches
   `o_acc[lane * head_dim + d]` runs over the lane's own dims.
 
@@ -30,8 +32,10 @@ Vulkan driver we know lays out one-dimensional workgroups.
 A fragment qualifies when q_scratch is only read in such dot-product loops
 (one f32 carried, updated by one addf, no stores in the loop), o_acc is
 only accessed in such dim loops (nothing carried, no other stores), the
-skeleton has no prologue or epilogue and no kv_splits, N is a power of two
-that divides the workgroup size, and head_dim is a multiple of 4N.
+skeleton has no prologue or epilogue, its kv_splits (if any) are merged by
+a kernel of their own (each split's parts then store their dims of its
+partial row), N is a power of two that divides the workgroup size, and
+head_dim is a multiple of 4N.
 `parts=N` forces the split and reports why a skeleton does not qualify;
 `parts=1` leaves every skeleton alone; `parts=0` (the default) chooses from
 measurements on the H200 (docs/performance.md): 2 parts for rows longer
@@ -42,9 +46,10 @@ of 32 keys) or on a grid of at most SMALL_GRID workgroups (one head of
 parts were slower everywhere, and so were contiguous halves (5.2 -> 9.1 ms
 at 64 dims: both lanes of an item read the same banks).
 
-Runs on vyre IR, after vyre-split-kv (a split kernel is refused), before
-or after vyre-stage-kv-tiles (which reads a lane's share of a row from the
-staged tile either way; `default` stages first).
+Runs on vyre IR, after vyre-split-kv (a kernel split and merged in workgroup
+memory is refused), before or after vyre-stage-kv-tiles (which reads a
+lane's share of a row from the staged tile either way; `default` stages
+first).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from math import copysign
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -148,6 +153,27 @@ def _is_dot_product(loop: scf.ForOp) -> bool:
     )
 
 
+def _other_dot_products(
+    region: Region, head_dim: int, found: set[scf.ForOp]
+) -> list[DimLoop]:
+    """The other dot products over d = 0 .. head_dim in `region` (reading
+    the query from a buffer, say, as MLA's latent attention does): each
+    part sums its own dims of them too.  Not those inside or around one
+    already found."""
+    others = []
+    for loop in region.walk():
+        if (
+            isinstance(loop, scf.ForOp) and loop not in found
+            and (constant_index(loop.lb), constant_index(loop.ub), constant_index(loop.step))
+            == (0, head_dim, 1)
+            and _is_dot_product(loop)
+            and not any(f.is_ancestor(loop) or loop.is_ancestor(f) for f in found)
+        ):
+            others.append(DimLoop(loop, ()))
+            found = found | {loop}
+    return others
+
+
 def _touches_only(loop: scf.ForOp, scratch: SSAValue) -> bool:
     """Nothing carried, and every store in the loop writes `scratch`."""
     return not loop.iter_args and all(s.memref == scratch for s in _stores_in(loop))
@@ -166,8 +192,11 @@ def plan(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> Plan | str:
     head_dim, lanes = op.shape()["head_dim"], kernel.workgroup_size.value.data
     if op.parts > 1:
         return "it is already split (dim_parts)"
-    if op.splits > 1:
-        return "its tiles are split (vyre-split-kv); split the head dims instead"
+    if op.splits > 1 and not op.merges_in_kernel:
+        return (
+            "its tiles are split (vyre-split-kv) and merged in workgroup memory, "
+            "which takes whole rows"
+        )
     if parts & (parts - 1):
         return f"parts must be a power of two (the parts' sums are added pairwise), got {parts}"
     if lanes % parts or head_dim % (parts * vyre.DIM_CHUNK):
@@ -193,6 +222,7 @@ def plan(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> Plan | str:
             "its scores fragment reads %q_scratch in a loop that is not a dot "
             "product (one f32 carried from 0.0 and added to, nothing stored)"
         )
+    dots += _other_dot_products(op.scores, head_dim, {d.loop for d in dots})
     updates = _dim_loops(update["o_acc"], update["lane"], head_dim, "o_acc")
     if isinstance(updates, str):
         return "its update fragment does not qualify: " + updates
@@ -320,8 +350,8 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: Plan, parts: int) -> None:
     _resize_slices(op, parts)
     op.properties["dim_parts"] = IntegerAttr(parts, i64)
     kernel = op.parent_op()
-    items = op.shape()["item_count"] * parts
-    kernel.properties["item_count"] = IntegerAttr(items, i64)
+    invocations = kernel.item_count.value.data * parts  # every split's parts
+    kernel.properties["item_count"] = IntegerAttr(invocations, i64)
 
 
 def automatic_parts(op: vyre.TiledOnlineSoftmaxOp) -> int:

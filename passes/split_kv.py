@@ -59,6 +59,8 @@ def valid_splits(
     shape = op.shape()
     if op.has_mask:
         return "it has a mask region (tile skipping is decided per block of items)"
+    if op.parts > 1:
+        return "its head dims are split (vyre-split-head-dim); split its tiles first"
     if splits < 2:
         return "the split count must be >= 2"
     if splits > shape["tile_count"]:

@@ -142,7 +142,7 @@ def test_default_splits_long_rows_and_small_grids(heads, dim, split):
     assert ("gpu.shuffle xor" in lowered) == split
 
 
-def test_mla_decode_is_left_alone_by_default_and_refused_when_forced():
+def test_one_kernel_mla_decode_is_left_alone_by_default_and_refused_when_forced():
     module = vx.mla_decode(64, 2, 128, 16, 8, tile_size=16)
     kept = apply_pipeline(module.clone(), "vyre-absorb-mla{kernels=1},vyre-split-head-dim")
     assert all(s.parts == 1 for s in kept.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp))
@@ -248,3 +248,56 @@ def test_staged_split_rows_match_the_oracle(backend, pipeline):
         _exact(got, want)
     else:
         _close(got, want)
+
+
+def _mla_inputs(seq, heads, dim, rank, rope, seed=10):
+    rng = np.random.default_rng(seed)
+    w = 1 / np.sqrt(rank)
+    return {
+        "q": rng.standard_normal((heads, dim)).astype(np.float32),
+        "kv_cache": rng.standard_normal((seq, rank)).astype(np.float32),
+        "kr_cache": rng.standard_normal((seq, rope)).astype(np.float32),
+        "w_uk": (rng.standard_normal((rank, heads * dim)) * w).astype(np.float32),
+        "w_uv": (rng.standard_normal((rank, heads * dim)) * w).astype(np.float32),
+    }
+
+
+# (splits, tile, parts): a split per tile; 3 splits of 16 tiles (no divisor);
+# eight parts of 4 latent dims.
+@pytest.mark.parametrize("splits, tile, parts", [(16, 4, 4), (3, 16, 2), (16, 4, 8)])
+def test_mla_latent_rows_split_over_lanes_are_exact(splits, tile, parts):
+    # MLA's latent attention reads its query row from a buffer: its latent
+    # dot product is split too, its splits are merged by a kernel, and the
+    # kernel runs items x splits x parts invocations.
+    dims = (64, 2, 16, 32, 8)
+    module = vx.mla_decode(*dims, tile_size=16)
+    pipeline = (
+        f"vyre-absorb-mla{{kernels=3}},vyre-retile{{tile_size={tile}}},"
+        f"vyre-split-kv{{splits={splits} merge=kernel}},vyre-split-head-dim{{parts={parts}}}"
+    )
+    split = apply_pipeline(module.clone(), pipeline)
+    op = _skeleton(split)
+    assert op.parent_op().item_count.value.data == 2 * splits * parts
+    inputs = _mla_inputs(*dims)
+    lowered = vx.lower_to_gpu(module, optimize=pipeline + ",vyre-to-gpu{optimize=exact}")
+    got = vx.run(lowered, inputs, backend="interpreter")["out"]
+    want = reference.mla_decode_program(
+        *inputs.values(), tile_size=tile, kv_splits=splits, dim_parts=parts
+    )
+    _exact(got, want)
+    _close(got, reference.mla_decode(*inputs.values(), tile_size=16))
+
+
+@needs_vulkan
+def test_mla_latent_rows_split_over_lanes_on_vulkan():
+    dims = (64, 2, 16, 32, 8)
+    pipeline = (
+        "vyre-absorb-mla{kernels=3},vyre-retile{tile_size=4},"
+        "vyre-split-kv{splits=16 merge=kernel},vyre-split-head-dim{parts=4},"
+        "vyre-to-gpu{optimize=exact}"
+    )
+    lowered = vx.lower_to_gpu(vx.mla_decode(*dims, tile_size=16), optimize=pipeline)
+    inputs = _mla_inputs(*dims)
+    got = vx.run(lowered, inputs, backend="vulkan")["out"]
+    _close(got, reference.mla_decode_program(*inputs.values(), tile_size=4, kv_splits=16,
+                                             dim_parts=4))

@@ -251,6 +251,37 @@ def _positive(name: str, value) -> int:
     return int(value)
 
 
+def _dim_parts(dim_parts, head_dim: int) -> int:
+    dim_parts = _positive("dim_parts", dim_parts)
+    if dim_parts & (dim_parts - 1) or head_dim % dim_parts:
+        raise VyreError(
+            f"dim_parts ({dim_parts}) must be a power of two that divides the "
+            f"skeleton's head_dim ({head_dim}), as vyre-split-head-dim requires"
+        )
+    return dim_parts
+
+
+def _dot_over_parts(term: Callable[[int], np.ndarray], head_dim: int, dim_parts: int,
+                    shape: tuple[int, ...]) -> np.ndarray:
+    """The sum over d < head_dim of term(d), from 0: in order, or split by
+    vyre-split-head-dim: each of `dim_parts` parts sums its own dims
+    (vyre.part_dims) in order, then the parts' sums are added pairwise,
+    parts 1 apart, then 2, ... (the kernel's gpu.shuffle xor butterfly)."""
+    from vyre_xdsl.dialects.vyre import part_dims
+
+    sums = []
+    for part in range(dim_parts):
+        total = np.zeros(shape, dtype=np.float32)
+        for d in part_dims(head_dim, dim_parts, part):
+            total = total + term(d)
+        sums.append(total)
+    offset = 1
+    while offset < dim_parts:
+        sums = [sums[p] + sums[p ^ offset] for p in range(dim_parts)]
+        offset *= 2
+    return sums[0]
+
+
 # --------------------------------------------------------------------------
 # Decoder 1: FlashAttention-2
 # --------------------------------------------------------------------------
@@ -308,7 +339,6 @@ def flash_attention_2(
     `dim_parts` that of one split by vyre-split-head-dim (each part's dot
     product over its own dims, then added across parts pairwise)."""
     from vyre_xdsl import trace
-    from vyre_xdsl.dialects.vyre import part_dims
 
     three_d = isinstance(q, np.ndarray) and q.ndim == 3
     q3 = _heads_array("q", q, "num_heads")
@@ -336,12 +366,7 @@ def flash_attention_2(
     kf = k3.reshape(num_kv_heads * seq_len, head_dim)
     vf = v3.reshape(num_kv_heads * seq_len, head_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
-    dim_parts = _positive("dim_parts", dim_parts)
-    if dim_parts & (dim_parts - 1) or head_dim % dim_parts:
-        raise VyreError(
-            f"dim_parts ({dim_parts}) must be a power of two that divides head_dim "
-            f"({head_dim}), as vyre-split-head-dim requires"
-        )
+    dim_parts = _dim_parts(dim_parts, head_dim)
     score_arity = _modifier_arity(score_mod, (3, 4)) if score_mod else 0
     mask_arity = _modifier_arity(mask_mod, (2, 3)) if mask_mod else 0
 
@@ -360,19 +385,9 @@ def flash_attention_2(
     def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
         t = np.arange(tile_start, tile_start + tile_len)
         rows = kf[kv_base[None, :] + t[:, None]]  # [tile_len, items, head_dim]
-
-        def dot_over(dims) -> np.ndarray:
-            dot = np.zeros((tile_len, items), dtype=np.float32)
-            for d in dims:
-                dot = dot + rows[:, :, d] * qf[None, :, d]
-            return dot
-
-        sums = [dot_over(part_dims(head_dim, dim_parts, p)) for p in range(dim_parts)]
-        offset = 1
-        while offset < dim_parts:  # split_head_dim.sum_over_parts's butterfly
-            sums = [sums[p] + sums[p ^ offset] for p in range(dim_parts)]
-            offset *= 2
-        score = sums[0] * scale
+        dot = _dot_over_parts(lambda d: rows[:, :, d] * qf[None, :, d], head_dim,
+                              dim_parts, (tile_len, items))
+        score = dot * scale
         if score_mod is not None:
             qi, kv, h = traced_positions(tile_start, tile_len)
             args = [trace.array("f32", score), qi, kv] + ([h] if score_arity == 4 else [])
@@ -507,19 +522,20 @@ def mla_decode(
     )
 
 
-def _latent_scores(q_lat, q, kv_cache, kr_cache, rope: int, scale) -> ScoresFragment:
+def _latent_scores(
+    q_lat, q, kv_cache, kr_cache, rope: int, scale, dim_parts: int = 1
+) -> ScoresFragment:
     """The absorbed forms' scores: bounded_score((sum over r of q_lat[:, r]
     * kv_cache[t, r] + sum over dim < rope of q[:, dim] * kr_cache[t, dim])
-    * scale), in that order."""
+    * scale), in that order (the sum over r split into `dim_parts`)."""
     num_heads, rank = q_lat.shape
 
     def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
         s = np.empty((tile_len, num_heads), dtype=np.float32)
         for j in range(tile_len):
             t = tile_start + j
-            dot = np.zeros(num_heads, dtype=np.float32)
-            for r in range(rank):
-                dot = dot + q_lat[:, r] * kv_cache[t, r]
+            dot = _dot_over_parts(lambda r, t=t: q_lat[:, r] * kv_cache[t, r], rank,
+                                  dim_parts, (num_heads,))
             for dim in range(rope):
                 dot = dot + q[:, dim] * kr_cache[t, dim]
             s[j] = bounded_score(dot * scale)
@@ -609,6 +625,7 @@ def mla_decode_program(
     w_uv: np.ndarray,
     tile_size: int = 64,
     kv_splits: int = 1,
+    dim_parts: int = 1,
 ) -> np.ndarray:
     """MLA decode in the order of operations of the three-kernel program
     `vyre_xdsl.decoders.mla_decode_program` (what vyre-absorb-mla{kernels=3}
@@ -620,11 +637,13 @@ def mla_decode_program(
     over the latent cache gives o_lat (rows of kv_lora_rank, normalised);
     out[h, d] = sum over r of w_uv[r, h, d] * o_lat[h, r].  `kv_splits`
     gives the order of a kernel split by vyre-split-kv (merged in workgroup
-    memory or by a kernel: the same order)."""
+    memory or by a kernel: the same order), `dim_parts` that of its latent
+    rows split by vyre-split-head-dim."""
     (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
      scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
+    dim_parts = _dim_parts(dim_parts, rank)
     q_lat = _absorb_query(q, wk)
-    compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale)
+    compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale, dim_parts)
 
     def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
         weighted = _latent_weighted_sum(kv_cache, weight, tile_start, tile_len)

@@ -4,7 +4,9 @@
 // RUN: vyre-opt %s -p 'vyre-split-head-dim{parts=4},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=3}' 2>&1 | filecheck %s --check-prefix=ODD
 // RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=8}' 2>&1 | filecheck %s --check-prefix=TOO-MANY
-// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=2},vyre-split-head-dim{parts=2}' 2>&1 | filecheck %s --check-prefix=SPLIT-KV
+// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=2 merge=workgroup},vyre-split-head-dim{parts=2}' 2>&1 | filecheck %s --check-prefix=SPLIT-KV
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel},vyre-split-head-dim{parts=2},vyre-inline-fragments' | filecheck %s --check-prefix=PARTIALS
+// RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2},vyre-split-kv{splits=2}' 2>&1 | filecheck %s --check-prefix=THEN-SPLIT-KV
 
 // FlashAttention-2 with 64 rows of 16 dims in 4 tiles of 16 keys (as
 // vx.flash_attention_2(64, 16, 16) builds it).
@@ -173,4 +175,24 @@ builtin.module {
 
 // ODD:      error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 3 lanes: parts must be a power of two (the parts' sums are added pairwise), got 3
 // TOO-MANY: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 8 lanes: parts 8 must divide the workgroup size (64), and head_dim (16) must be a multiple of parts * 4 (the parts take turns over chunks of 4 dims)
-// SPLIT-KV: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 2 lanes: its tiles are split (vyre-split-kv); split the head dims instead
+// SPLIT-KV: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 2 lanes: its tiles are split (vyre-split-kv) and merged in workgroup memory, which takes whole rows
+
+// THEN-SPLIT-KV: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 2 ways: its head dims are split (vyre-split-head-dim); split its tiles first
+
+// Splits merged by a kernel of their own: each split's two parts, lanes
+// (item * 2 + split) * 2 + part; part 0 stores the split's m and l, each
+// part its own dims of the split's o row.
+// PARTIALS:      vyre.kernel @flash_attention_2 items 256 workgroup_size 64 {
+// PARTIALS:        %item = vyre.item_index
+// PARTIALS:        %item_1 = arith.divui %item, %{{.*}} : index
+// PARTIALS:        %part = arith.remui %item, %{{.*}} : index
+// PARTIALS:        %item_2 = arith.divui %item_1, %{{.*}} : index
+// PARTIALS:        %split = arith.remui %item_1, %{{.*}} : index
+// PARTIALS:        %[[FIRST:.*]] = arith.cmpi eq, %part, %{{.*}} : index
+// PARTIALS-NEXT:   scf.if %[[FIRST]] {
+// PARTIALS-NEXT:     memref.store %{{.*}}, %flash_attention_2_split_m[%item_1] : memref<128xf32>
+// PARTIALS-NEXT:     memref.store %{{.*}}, %flash_attention_2_split_l[%item_1] : memref<128xf32>
+// PARTIALS-NEXT:   }
+// PARTIALS:        %publish_d = arith.addi %{{.*}}, %e{{.*}} : index
+// PARTIALS:        memref.store %{{.*}}, %flash_attention_2_split_o[%{{.*}}] : memref<2048xf32>
+// PARTIALS:      vyre.kernel @flash_attention_2_merge items 1024 workgroup_size 64 {

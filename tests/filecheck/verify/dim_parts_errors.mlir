@@ -22,7 +22,7 @@ builtin.module {
 
 // -----
 
-// Dims or tiles are split, not both.
+// Split dims and split tiles need a merge by another kernel.
 builtin.module {
   vyre.kernel @k items 128 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [64, 8] : memref<512xf32>
@@ -40,7 +40,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}dim_parts_errors.mlir:33:5: error: 'vyre.tiled_online_softmax' op 'dim_parts' cannot be combined with 'kv_splits' (split the head dims or the tiles of an item, not both)
+// CHECK: {{.*}}dim_parts_errors.mlir:33:5: error: 'vyre.tiled_online_softmax' op 'dim_parts' combines with 'kv_splits' only where the splits' partials are merged by another kernel (partials(%m, %l)): the merge in workgroup memory takes whole rows
 
 // -----
 
