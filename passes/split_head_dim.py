@@ -38,13 +38,16 @@ partial row), N is a power of two that divides the workgroup size, and
 head_dim is a multiple of 4N.
 `parts=N` forces the split and reports why a skeleton does not qualify;
 `parts=1` leaves every skeleton alone; `parts=0` (the default) chooses from
-measurements on the H200 (docs/performance.md): 2 parts for rows longer
-than 64 dims (FA2 at 32 heads of 128 dims: 14.98 -> 12.38 ms with tiles
-of 32 keys) or on a grid of at most SMALL_GRID workgroups (one head of
-4096 rows: 1.14 -> 0.43 ms at 64 dims, 1.67 -> 0.95 ms at 128); rows of
-64 dims on large grids stay on one lane (5.21 -> 5.35 ms split).  Four
-parts were slower everywhere, and so were contiguous halves (5.2 -> 9.1 ms
-at 64 dims: both lanes of an item read the same banks).
+measurements on the H200 (docs/performance.md): rows longer than 64 dims
+over as many lanes as leave each 64 (FA2 at 32 heads of 128 dims, two
+lanes: 14.98 -> 12.38 ms with tiles of 32 keys; MLA decode's latent rows
+of 512, eight lanes: 0.399 -> 0.089 ms, where two took 0.685 ms, four
+0.095 and sixteen 0.090), and the rows of an unsplit kernel on a grid of
+at most SMALL_GRID workgroups over two (one head of 4096 rows: 1.14 ->
+0.43 ms at 64 dims, 1.67 -> 0.95 ms at 128); rows of 64 dims on large
+grids stay on one lane (5.21 -> 5.35 ms split).  Four lanes for FA2 were
+slower everywhere, and so were contiguous halves (5.2 -> 9.1 ms at 64
+dims: both lanes of an item read the same banks).
 
 Runs on vyre IR, after vyre-split-kv (a kernel split and merged in workgroup
 memory is refused), before or after vyre-stage-kv-tiles (which reads a
@@ -355,14 +358,22 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: Plan, parts: int) -> None:
 
 
 def automatic_parts(op: vyre.TiledOnlineSoftmaxOp) -> int:
-    """The measured choice (module docstring): 2 parts for rows longer than
-    SHORT_ROWS or on a small grid, where `op` qualifies; else 1."""
+    """The measured choice (module docstring): rows longer than SHORT_ROWS
+    over as many lanes (a power of two) as leave SHORT_ROWS dims or fewer
+    to each; rows of an unsplit kernel on a small grid over 2; fewer where
+    `op` does not qualify for as many; 1 otherwise."""
     from vyre_xdsl.passes.retile import SHORT_ROWS, SMALL_GRID, grid_workgroups
 
-    long_rows = op.shape()["head_dim"] > SHORT_ROWS
-    if not (long_rows or grid_workgroups(op) <= SMALL_GRID):
-        return 1
-    return 2 if isinstance(plan(op, 2), Plan) else 1
+    head_dim = op.shape()["head_dim"]
+    parts = 1
+    if head_dim > SHORT_ROWS:
+        while head_dim > parts * SHORT_ROWS:
+            parts *= 2
+    elif op.splits == 1 and grid_workgroups(op) <= SMALL_GRID:
+        parts = 2
+    while parts > 1 and not isinstance(plan(op, parts), Plan):
+        parts //= 2
+    return parts
 
 
 @dataclass(frozen=True)

@@ -67,11 +67,13 @@ class Tuning:
     - unrolled 64 deep where masked (causal: 6.8 -> 5.2 ms), with rows of
       at most 64 dims (tiles of 16 keys: 5.53 -> 5.46 ms) or split (MLA
       decode: 1.69 -> 1.49 ms); 32 deep for longer rows;
-    - rows split over two lanes after staging where vyre-split-head-dim's
-      `automatic_parts` says so (rows longer than 64 dims: 15.0 -> 12.4 ms
-      at 32 heads of 128; any rows on a small grid: 1.14 -> 0.43 ms at one
-      head of 64); the unroll depth and the interleaving below then follow
-      a lane's share of the row (64 of 128 dims: unrolled 64 deep);
+    - rows split over lanes after staging where vyre-split-head-dim's
+      `automatic_parts` says so (rows longer than 64 dims, 64 a lane: 15.0
+      -> 12.4 ms at 32 heads of 128, MLA's latent rows of 512 over eight
+      lanes 0.40 -> 0.09 ms; any rows of an unsplit kernel on a small grid:
+      1.14 -> 0.43 ms at one head of 64); the unroll depth and the
+      interleaving below then follow a lane's share of the row (64 of 128
+      dims: unrolled 64 deep);
     - on a small grid with rows longer than 64 dims, the query row left in
       workgroup memory, lane-minor (vyre-interleave-scratch: 2.2 -> 1.7 ms
       at one head of 128 dims; on 2048 workgroups it halved the speed)."""
@@ -94,7 +96,8 @@ def tuning(module: ModuleOp) -> Tuning:
     if not skeletons:
         return Tuning()
     if any(s.splits > 1 for s in skeletons):
-        return Tuning(unroll_factor=DEEP_UNROLL)
+        split = any(automatic_parts(s) > 1 for s in skeletons)
+        return Tuning(unroll_factor=DEEP_UNROLL, split_head_dim=split)
     workgroups = sum(grid_workgroups(s) for s in skeletons)
     small_grid = workgroups <= SMALL_GRID
 

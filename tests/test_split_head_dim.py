@@ -301,3 +301,30 @@ def test_mla_latent_rows_split_over_lanes_on_vulkan():
     got = vx.run(lowered, inputs, backend="vulkan")["out"]
     _close(got, reference.mla_decode_program(*inputs.values(), tile_size=4, kv_splits=16,
                                              dim_parts=4))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_default_splits_mla_latent_rows_into_lanes_of_64(backend):
+    # Latent rows of 256 dims: four lanes of 64 each (the H200's MLA decode,
+    # rank 512, takes eight).
+    dims = (64, 2, 16, 256, 8)
+    module = vx.mla_decode(*dims, tile_size=16)
+    rewritten = module.clone()
+    for rewrite in vyre_rewrites("default"):
+        rewrite.apply(vx.make_context(), rewritten)
+    latent = _skeleton(rewritten)
+    tile, splits = latent.shape()["tile_size"], latent.splits
+    assert splits > 1 and tuning(rewritten).split_head_dim
+    lowered = vx.lower_to_gpu(module)
+    items = [k.attributes["vyre.item_count"].value.data for k in lowered.walk()
+             if k.name == "gpu.func"]
+    assert 2 * splits * 4 in items
+    inputs = _mla_inputs(*dims)
+    got = vx.run(lowered, inputs, backend=backend)["out"]
+    want = reference.mla_decode_program(*inputs.values(), tile_size=tile, kv_splits=splits,
+                                        dim_parts=4)
+    if backend == "interpreter":
+        _exact(got, want)
+    else:
+        _close(got, want)
+    _close(got, reference.mla_decode(*inputs.values(), tile_size=16))
