@@ -15,6 +15,7 @@ from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.vyre_to_gpu import tuning, vyre_rewrites
 from tests.requirements import needs_vulkan
+from tests.test_split_kv import _mla_inputs
 
 # |split - one lane| / max|out|: the score's dot product is summed in
 # another order (measured at most 7.8e-7 on these shapes, 1.1e-6 at 128 dims).
@@ -248,18 +249,6 @@ def test_staged_split_rows_match_the_oracle(backend, pipeline):
         _exact(got, want)
     else:
         _close(got, want)
-
-
-def _mla_inputs(seq, heads, dim, rank, rope, seed=10):
-    rng = np.random.default_rng(seed)
-    w = 1 / np.sqrt(rank)
-    return {
-        "q": rng.standard_normal((heads, dim)).astype(np.float32),
-        "kv_cache": rng.standard_normal((seq, rank)).astype(np.float32),
-        "kr_cache": rng.standard_normal((seq, rope)).astype(np.float32),
-        "w_uk": (rng.standard_normal((rank, heads * dim)) * w).astype(np.float32),
-        "w_uv": (rng.standard_normal((rank, heads * dim)) * w).astype(np.float32),
-    }
 
 
 # (splits, tile, parts): a split per tile; 3 splits of 16 tiles (no divisor);

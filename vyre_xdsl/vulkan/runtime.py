@@ -29,6 +29,7 @@ import numpy as np
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import BufferInfo, KernelInfo, ProgramInfo, as_program
+from vyre_xdsl.spirv.spec import Capability, Op
 
 INSTALL_HINT = (
     "install the Vulkan loader and a driver, e.g. on Debian/Ubuntu "
@@ -47,9 +48,9 @@ _DEVICE_TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # lower is preferred
 
 # SPIR-V subgroup capability -> the VkSubgroupFeatureFlagBits name it needs
 _SUBGROUP_CAPABILITIES = {
-    61: "BASIC",  # GroupNonUniform (gpu.subgroup_size)
-    65: "SHUFFLE",  # GroupNonUniformShuffle (gpu.shuffle xor, idx)
-    66: "SHUFFLE_RELATIVE",  # GroupNonUniformShuffleRelative (up, down)
+    Capability.GroupNonUniform: "BASIC",  # gpu.subgroup_size
+    Capability.GroupNonUniformShuffle: "SHUFFLE",  # gpu.shuffle xor, idx
+    Capability.GroupNonUniformShuffleRelative: "SHUFFLE_RELATIVE",  # up, down
 }
 
 
@@ -341,7 +342,7 @@ def _instructions(spirv: bytes):
 
 
 def _capabilities(spirv: bytes) -> set[int]:
-    return {ops[0] for opcode, ops in _instructions(spirv) if opcode == 17}
+    return {ops[0] for opcode, ops in _instructions(spirv) if opcode == Op.Capability}
 
 
 def _literal_string(words) -> str:
