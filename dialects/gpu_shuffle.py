@@ -12,6 +12,11 @@ our SPIR-V emitter accepts: SPIR-V's shuffles have no width, they span the
 subgroup.  (MLIR's own SPIR-V conversion accepts only a constant width equal
 to the target's subgroup size instead.)
 
+The mode is MLIR's enum attribute, so the generic form is MLIR's too:
+
+    %r, %valid = "gpu.shuffle"(%value, %offset, %width)
+        <{mode = #gpu<shuffle_mode xor>}> : (f32, i32, i32) -> (f32, i1)
+
 It is loaded into a context with `load_into(ctx)` (vyre_xdsl.make_context and
 vyre-opt do), beside xDSL's own gpu dialect.
 """
@@ -19,10 +24,12 @@ vyre-opt do), beside xDSL's own gpu dialect.
 from __future__ import annotations
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import Float32Type, IntegerType, StringAttr, i1, i32
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import Float32Type, IntegerType, i1, i32
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -33,13 +40,34 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
-SHUFFLE_MODES = ("xor", "up", "down", "idx")
+
+class ShuffleMode(StrEnum):
+    """MLIR's `gpu::ShuffleMode`: which lane each lane reads."""
+
+    XOR = "xor"
+    UP = "up"
+    DOWN = "down"
+    IDX = "idx"
+
+
+SHUFFLE_MODES = tuple(ShuffleMode)
+
+
+@irdl_attr_definition
+class ShuffleModeAttr(EnumAttribute[ShuffleMode], SpacedOpaqueSyntaxAttribute):
+    """`#gpu<shuffle_mode xor>`: MLIR 22 wants this attribute, not a string,
+    in the op's properties (a string makes `mlir-opt` reject the generic
+    form)."""
+
+    name = "gpu.shuffle_mode"
 
 
 @irdl_op_definition
 class ShuffleOp(IRDLOperation):
-    """`gpu.shuffle MODE %value, %offset, %width : T` (T = f32 or i32)."""
+    """`gpu.shuffle MODE %value, %offset, %width attr-dict : T` (T = f32 or
+    i32)."""
 
     name = "gpu.shuffle"
 
@@ -48,25 +76,26 @@ class ShuffleOp(IRDLOperation):
     width = operand_def(i32)
     result = result_def(Attribute)
     valid = result_def(i1)
-    mode = prop_def(StringAttr)
+    mode = prop_def(ShuffleModeAttr)
 
     traits = traits_def(Pure())
 
     def __init__(
-        self, value: SSAValue, offset: SSAValue, width: SSAValue, mode: str = "xor"
+        self,
+        value: SSAValue,
+        offset: SSAValue,
+        width: SSAValue,
+        mode: ShuffleMode = ShuffleMode.XOR,
+        attributes: dict[str, Attribute] | None = None,
     ) -> None:
         super().__init__(
             operands=[value, offset, width],
             result_types=[value.type, i1],
-            properties={"mode": StringAttr(mode)},
+            properties={"mode": ShuffleModeAttr(ShuffleMode(mode))},
+            attributes=attributes,
         )
 
     def verify_(self) -> None:
-        if self.mode.data not in SHUFFLE_MODES:
-            raise VerifyException(
-                f"shuffle mode must be one of {', '.join(SHUFFLE_MODES)}, got "
-                f"{self.mode.data!r}"
-            )
         value_type = self.value.type
         if not (isinstance(value_type, Float32Type) or value_type == IntegerType(32)):
             raise VerifyException(f"shuffles an f32 or i32 value, not {value_type}")
@@ -88,21 +117,25 @@ class ShuffleOp(IRDLOperation):
         offset = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
         width = parser.parse_unresolved_operand()
+        attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         value_type = parser.parse_type()
         value, offset, width = parser.resolve_operands(
             [value, offset, width], [value_type, i32, i32], parser.pos
         )
-        return cls(value, offset, width, mode)
+        return cls(value, offset, width, ShuffleMode(mode), attributes)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.mode.data} ")
         printer.print_list((self.value, self.offset, self.width), printer.print_operand)
+        printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.value.type)
 
 
 def load_into(ctx: Context) -> None:
-    """Make `gpu.shuffle` parseable in `ctx` (once)."""
+    """Make `gpu.shuffle` and its mode parseable in `ctx` (once)."""
     if ShuffleOp.name not in {op.name for op in ctx.loaded_ops}:
         ctx.load_op(ShuffleOp)
+    if ShuffleModeAttr.name not in {attr.name for attr in ctx.loaded_attrs}:
+        ctx.load_attr_or_type(ShuffleModeAttr)

@@ -68,7 +68,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.gpu_shuffle import ShuffleOp
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.index_forms import linear_index
 from vyre_xdsl.ir_builder import IRBuilder
@@ -296,7 +296,7 @@ def sum_over_parts(b: IRBuilder, partial: SSAValue, parts: int) -> SSAValue:
     total, offset = partial, 1
     while offset < parts:
         lanes_apart = b.emit(arith.ConstantOp(IntegerAttr(offset, i32))).results[0]
-        other = b.emit(ShuffleOp(total, lanes_apart, width, "xor")).results[0]
+        other = b.emit(ShuffleOp(total, lanes_apart, width, ShuffleMode.XOR)).results[0]
         total = b.addf(total, other, "part_sum")
         offset *= 2
     return total

@@ -8,6 +8,7 @@ so a broken setup can never pass as skipped tests.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -63,3 +64,20 @@ SPIRV_AS = shutil.which("spirv-as")
 needs_as = requires(None if SPIRV_AS else "spirv-as not installed (Debian spirv-tools)")
 MLIR_OPT = shutil.which("mlir-opt-22")
 needs_mlir_opt = requires(None if MLIR_OPT else "mlir-opt-22 not installed (Debian mlir-22-tools)")
+
+
+def assert_mlir_opt_accepts(module) -> str:
+    """mlir-opt-22 parses and verifies `module` (lowered IR) as xDSL prints
+    it, in custom and in generic form (a @needs_mlir_opt test): the custom
+    form checks our custom syntax, the generic one every property (MLIR
+    checks their attribute kinds there); returns MLIR's print of it."""
+    from xdsl.printer import Printer
+
+    generic = io.StringIO()
+    Printer(stream=generic, print_generic_format=True).print_op(module)
+    printed = {}
+    for form, text in (("custom", str(module)), ("generic", generic.getvalue())):
+        result = subprocess.run([MLIR_OPT], input=text, capture_output=True, text=True)
+        assert result.returncode == 0, f"mlir-opt-22 rejects the {form} form:\n{result.stderr}"
+        printed[form] = result.stdout
+    return printed["custom"]

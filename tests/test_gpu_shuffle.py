@@ -11,16 +11,26 @@ for one-dimensional workgroups, that a subgroup is a run of consecutive lanes.
 
 from __future__ import annotations
 
+import io
 import subprocess
 
 import numpy as np
 import pytest
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f32, i32
+from xdsl.printer import Printer
 
 import vyre_xdsl as vx
-from requirements import SPIRV_DIS, assert_spirv_valid, needs_dis, needs_val, needs_vulkan
-from vyre_xdsl.dialects.gpu_shuffle import ShuffleOp
+from requirements import (
+    SPIRV_DIS,
+    assert_mlir_opt_accepts,
+    assert_spirv_valid,
+    needs_dis,
+    needs_mlir_opt,
+    needs_val,
+    needs_vulkan,
+)
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleModeAttr, ShuffleOp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp import GpuFunctions, LaneState
 from vyre_xdsl.spirv import disassemble
@@ -257,7 +267,7 @@ def test_inactive_source_lanes_are_invalid():
     np.testing.assert_array_equal(got["out"][~even], 0)  # odd lanes store nothing
 
 
-def _shuffle_op(mode: str) -> ShuffleOp:
+def _shuffle_op(mode: ShuffleMode) -> ShuffleOp:
     """A detached gpu.shuffle of an f32 (its operands' values are passed in)."""
     offset = arith.ConstantOp(IntegerAttr(0, i32)).result
     value = arith.ConstantOp(FloatAttr(0.0, f32)).result
@@ -274,15 +284,49 @@ def test_uniform_values_stay_uniform():
         return functions.run_shuffle(None, _shuffle_op(mode), args).values
 
     value = np.float32(2.5)
-    result, valid = shuffle("idx", value, 3)
+    result, valid = shuffle(ShuffleMode.IDX, value, 3)
     assert np.ndim(result) == 0 and result == value
     assert np.ndim(valid) == 0 and bool(valid)
-    result, valid = shuffle("up", value, 3)
+    result, valid = shuffle(ShuffleMode.UP, value, 3)
     assert np.ndim(result) == 0 and result == value
     np.testing.assert_array_equal(valid, np.arange(64) % 32 >= 3)
-    result, valid = shuffle("idx", np.arange(64, dtype=np.float32), 3)
+    result, valid = shuffle(ShuffleMode.IDX, np.arange(64, dtype=np.float32), 3)
     np.testing.assert_array_equal(result, np.where(np.arange(64) < 32, 3, 35))
     assert np.ndim(valid) == 0 and bool(valid)
+
+
+# MLIR's form ---------------------------------------------------------------------
+
+def _generic(module) -> str:
+    text = io.StringIO()
+    Printer(stream=text, print_generic_format=True).print_op(module)
+    return text.getvalue()
+
+
+@pytest.mark.parametrize("mode", list(ShuffleMode))
+def test_mode_is_mlirs_enum_attribute(mode):
+    """The mode prints as MLIR 22's `#gpu<shuffle_mode ...>` in generic form
+    and either form parses back to the same IR."""
+    module = shuffle_module(mode, 1)
+    op = next(op for op in module.walk() if isinstance(op, ShuffleOp))
+    assert op.mode == ShuffleModeAttr(mode)
+    text = _generic(module)
+    assert f'"gpu.shuffle"(%x, %off, %w) <{{mode = #gpu<shuffle_mode {mode}>}}>' in text
+    assert f"gpu.shuffle {mode} %x, %off, %w : f32" in str(module)
+    assert str(vx.parse_module(text)) == str(module)
+    assert _generic(vx.parse_module(str(module))) == text
+
+
+def test_mode_must_be_a_shuffle_mode():
+    with pytest.raises(ValueError, match="sideways"):
+        _shuffle_op("sideways")
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("mode", list(ShuffleMode))
+def test_upstream_mlir_accepts_every_mode(mode):
+    printed = assert_mlir_opt_accepts(shuffle_module(mode, 1))
+    assert f"gpu.shuffle  {mode} " in printed
 
 
 # SPIR-V --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 from xdsl.dialects import gpu
 from xdsl.interpreter import ReturnedValues, impl, impl_terminator, register_impls
 
-from vyre_xdsl.dialects.gpu_shuffle import ShuffleOp
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import INDEX_DTYPE, is_uniform
@@ -65,11 +65,11 @@ class GpuFunctions(LaneFunctions):
         # int64, so that `up` may go below lane 0 without wrapping
         offset = np.asarray(offset).astype(np.int64)
         mode = op.mode.data
-        if mode == "xor":
+        if mode == ShuffleMode.XOR:
             source = local ^ offset
-        elif mode == "up":
+        elif mode == ShuffleMode.UP:
             source = local - offset
-        elif mode == "down":
+        elif mode == ShuffleMode.DOWN:
             source = local + offset
         else:  # idx
             source = np.broadcast_to(offset, local.shape)

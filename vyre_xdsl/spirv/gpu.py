@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from xdsl.ir import OpResult, Operation, SSAValue
 
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.spec import (
@@ -90,11 +91,12 @@ def _subgroup_size(e, op: Operation) -> None:
 
 # mode -> (opcode, capability)
 _SHUFFLES = {
-    "xor": (Op.GroupNonUniformShuffleXor, Capability.GroupNonUniformShuffle),
-    "idx": (Op.GroupNonUniformShuffle, Capability.GroupNonUniformShuffle),
-    "up": (Op.GroupNonUniformShuffleUp, Capability.GroupNonUniformShuffleRelative),
-    "down": (Op.GroupNonUniformShuffleDown,
-             Capability.GroupNonUniformShuffleRelative),
+    ShuffleMode.XOR: (Op.GroupNonUniformShuffleXor, Capability.GroupNonUniformShuffle),
+    ShuffleMode.IDX: (Op.GroupNonUniformShuffle, Capability.GroupNonUniformShuffle),
+    ShuffleMode.UP: (Op.GroupNonUniformShuffleUp,
+                     Capability.GroupNonUniformShuffleRelative),
+    ShuffleMode.DOWN: (Op.GroupNonUniformShuffleDown,
+                       Capability.GroupNonUniformShuffleRelative),
 }
 
 
@@ -140,18 +142,18 @@ def _shuffle(e, op: Operation) -> None:
         e.bind(op.results[1], _shuffle_valid(e, mode, e.value(offset), e.value(width)))
 
 
-def _shuffle_valid(e, mode: str, offset: int, size: int) -> int:
+def _shuffle_valid(e, mode: ShuffleMode, offset: int, size: int) -> int:
     """Whether the source lane exists: with width = subgroup size, the
     lane's id in the subgroup against the offset and the size."""
     fn, boolean, uint = e.fn, e.bool, e.uint
-    if mode == "idx":
+    if mode == ShuffleMode.IDX:
         return fn.op(Op.ULessThan, boolean, offset, size)
     lane = _read_subgroup_builtin(e, BuiltIn.SubgroupLocalInvocationId,
                                   "gl_SubgroupInvocationID")
-    if mode == "xor":
+    if mode == ShuffleMode.XOR:
         source = fn.op(Op.BitwiseXor, uint, lane, offset)
         return fn.op(Op.ULessThan, boolean, source, size)
-    if mode == "up":
+    if mode == ShuffleMode.UP:
         return fn.op(Op.UGreaterThanEqual, boolean, lane, offset)
     # down: lane + offset < size, written so that a large offset cannot wrap
     room = fn.op(Op.ISub, uint, size, lane)

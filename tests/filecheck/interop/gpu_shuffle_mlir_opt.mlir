@@ -1,9 +1,11 @@
 // REQUIRES: mlir-opt-22
 // RUN: vyre-opt %s | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %s --print-op-generic | mlir-opt-22 | filecheck %s
 
 // Upstream MLIR 22 accepts a lowered kernel that adds each value to its
 // xor-1 and xor-2 partners with gpu.shuffle, the width being the subgroup
-// size (the idiom vyre's passes emit, tests/test_gpu_shuffle.py runs it).
+// size (the idiom vyre's passes emit, tests/test_gpu_shuffle.py runs it),
+// in custom form and in generic form (mode = #gpu<shuffle_mode xor>).
 // CHECK:      gpu.func @pairs(%{{.*}}: memref<64xf32>, %{{.*}}: memref<64xf32>) kernel
 // CHECK:        %[[SG:[0-9]+]] = gpu.subgroup_size : index
 // CHECK-NEXT:   %[[W:[0-9]+]] = arith.index_cast %[[SG]] : index to i32

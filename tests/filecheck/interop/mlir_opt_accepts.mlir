@@ -1,11 +1,14 @@
 // REQUIRES: mlir-opt-22
-// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' --print-op-generic | mlir-opt-22 | filecheck %s
 // RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu | mlir-opt-22 | filecheck %s --check-prefix=MLA
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 | filecheck %s --check-prefix=SEED
 
-// Upstream MLIR 22 parses and verifies the lowered IR unchanged, and sees a
-// kernel (gpu.kernel), workgroup memory (space 3), the gpu ids and the
-// shuffles that add the halves of a row split over two lanes.
+// Upstream MLIR 22 parses and verifies the lowered IR unchanged, in custom
+// or generic form (tests/test_mlir_opt.py covers every level), and sees a
+// kernel (gpu.kernel), workgroup memory (space 3), the gpu ids and, lowered
+// for the H200 (which shuffles across lanes), the shuffles that add the
+// halves of a row split over two lanes.
 // CHECK:      module attributes {gpu.container_module}
 // CHECK:        gpu.module @flash_attention_2
 // CHECK-NEXT:     gpu.func @flash_attention_2(%{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>, %{{.*}}: memref<1600xf32>) kernel
