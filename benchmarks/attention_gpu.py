@@ -1,24 +1,38 @@
-"""Our attention kernels on a GPU through Vulkan, side by side with PyTorch.
+"""Our attention kernels through Vulkan, side by side with what a PyTorch user gets.
 
 FlashAttention-2 (fp32) against `torch.nn.functional.scaled_dot_product_attention`
-(fp32), and MLA decode against a PyTorch fp32 eager reference, in the same
-process. Our time is GPU time from Vulkan timestamp queries, PyTorch's from
-CUDA events; both are medians over --repeat runs after --warmup runs.
-Correctness: every output is compared with PyTorch's before it is timed.
+on 4-D [B, H, N, D] tensors (3-D ones send PyTorch to its math fallback), every
+SDPA backend timed on its own under `sdpa_kernel([backend])`; modifier cases
+(causal, sliding window, soft-cap, ALiBi) also against
+`torch.compile(flex_attention)` with a `BlockMask`. MLA decode against the
+absorbed PyTorch form (W_uk folded into q, attention over the latent cache,
+W_uv after) and the eager decompressing one. The ratio is best PyTorch ms /
+our ms (> 1: we are faster). TF32 is off on the PyTorch side.
 
-    python benchmarks/attention_gpu.py [--json out.json] [--plot out.png] [--quick]
+Our time is GPU time from Vulkan timestamp queries; PyTorch's from CUDA events
+(`--device cpu`: host wall time); medians over --repeat runs after --warmup
+runs. Every output is compared with PyTorch's before it is timed.
 
-Needs a Vulkan GPU (VYRE_VULKAN_DEVICE picks one) and PyTorch with CUDA.
+    python3 benchmarks/attention_gpu.py [--json out.json] [--plot out.png] [--quick]
+    python3 benchmarks/attention_gpu.py --quick --device cpu   # lavapipe + CPU PyTorch
+
+Needs a Vulkan device (VYRE_VULKAN_DEVICE picks one) and PyTorch (with CUDA
+unless --device cpu).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import inspect
 import json
 import math
+import statistics
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -29,7 +43,148 @@ from vyre_xdsl.spirv import emit_spirv
 from vyre_xdsl.vulkan import device_report, execute
 
 FP32_PEAK_TFLOPS = 67.0  # H200 f32 FMA peak (DESIGN.md)
+WRONG = 1e-3  # a max |error| above this (or NaN) marks the output wrong
+BUDGET_MS = 3000.0  # a slow path gets fewer timed runs, so the run stays within minutes
+SDPA_BACKENDS = {  # column name -> torch.nn.attention.SDPBackend member
+    "eff": "EFFICIENT_ATTENTION",
+    "math": "MATH",
+    "cudnn": "CUDNN_ATTENTION",
+    "flash": "FLASH_ATTENTION",
+}
 
+
+# What is computed: pure functions over numpy, torch or traced vx values ------
+
+@dataclass(frozen=True)
+class Modifier:
+    """An attention modifier written once for every side: `ops` is `vx`
+    (our traced values), `torch` (FlexAttention, SDPA masks) or `numpy`
+    (the tests); each has tanh, abs and exp2."""
+
+    name: str = ""
+    causal: bool = False  # keep kv <= q
+    window: int | None = None  # and q - kv < window
+    soft_cap: float | None = None  # score -> cap * tanh(score / cap)
+    alibi: bool = False  # score -= 2^(-8(h+1)/H) * |q - kv|
+
+    @property
+    def masks(self) -> bool:
+        return self.causal or self.window is not None
+
+    @property
+    def scores(self) -> bool:
+        return self.soft_cap is not None or self.alibi
+
+    def keep(self, q_idx, kv_idx):
+        keep = kv_idx <= q_idx
+        if self.window is not None:
+            keep = keep & (q_idx - kv_idx < self.window)
+        return keep
+
+    def score(self, s, q_idx, kv_idx, head, heads: int, ops):
+        if self.soft_cap is not None:
+            s = self.soft_cap * ops.tanh(s / self.soft_cap)
+        if self.alibi:
+            s = s - ops.exp2(-8.0 * (head + 1) / heads) * ops.abs(q_idx - kv_idx)
+        return s
+
+    def sdpa_kwargs(self, q_idx, kv_idx, head_idx, heads: int, ops) -> dict | None:
+        """The modifier as SDPA arguments (`ops.where` too), or None where SDPA
+        cannot express it (soft-cap transforms the score, no mask adds it).
+        Index arrays broadcast: q_idx [N, 1], kv_idx [1, N], head_idx [H, 1, 1]."""
+        if self.soft_cap is not None:
+            return None
+        if not self.alibi:
+            if self.window is None:
+                return {"is_causal": True} if self.causal else {}
+            return {"attn_mask": self.keep(q_idx, kv_idx)}
+        bias = self.score(0.0, q_idx, kv_idx, head_idx, heads, ops)
+        if self.masks:
+            bias = ops.where(self.keep(q_idx, kv_idx), bias, -math.inf)
+        return {"attn_mask": bias[None]}
+
+
+PLAIN = Modifier()
+CAUSAL = Modifier("causal", causal=True)
+ALIBI = Modifier("alibi causal", causal=True, alibi=True)
+
+
+def sliding_window(size: int) -> Modifier:
+    return Modifier(f"window={size}", causal=True, window=size)
+
+
+def soft_cap(cap: float) -> Modifier:
+    return Modifier(f"softcap={cap:g}", soft_cap=cap)
+
+
+def vx_mods(mod: Modifier, heads: int, batch: int) -> dict:
+    """Our mask_mod / score_mod: batch folds into our heads (b*H + h)."""
+    kwargs = {}
+    if mod.masks:
+        kwargs["mask_mod"] = lambda q, kv: mod.keep(q, kv)
+    if mod.alibi:
+        kwargs["score_mod"] = lambda s, q, kv, h: mod.score(
+            s, q, kv, h % heads if batch > 1 else h, heads, vx)
+    elif mod.scores:  # no head argument: the kernel computes no head index
+        kwargs["score_mod"] = lambda s, q, kv: mod.score(s, q, kv, None, heads, vx)
+    return kwargs
+
+
+def kept_pairs(seq: int, mod: Modifier) -> int:
+    """(query, key) pairs a modifier keeps out of seq*seq."""
+    if not mod.masks:
+        return seq * seq
+    w = min(mod.window or seq, seq)
+    return w * (w + 1) // 2 + (seq - w) * w
+
+
+def fa2_flops(batch, heads, seq, dim, mod: Modifier) -> float:
+    """4*D FLOPs per kept pair (Q K^T and P V)."""
+    return 4.0 * batch * heads * dim * kept_pairs(seq, mod)
+
+
+def mla_flops(seq, heads, dim, rank, rope) -> float:
+    """Work of the absorbed form: q_lat, latent and rope scores, o_lat, W_uv."""
+    return 2.0 * heads * (dim * rank + seq * (rank + rope) + seq * rank + rank * dim)
+
+
+def mla_absorbed(q, kv_cache, kr_cache, w_uk, w_uv, einsum, softmax):
+    """MLA decode, absorbed: numpy (tests) and torch (benchmark) run this code.
+    q [H, D], kv_cache [S, R], kr_cache [S, P], w_uk/w_uv [R, H*D] -> [H, D];
+    kr_cache adds to the first P key dims, so the score gets q[:, :P] . kr."""
+    heads, dim = q.shape
+    rank, rope = kv_cache.shape[1], kr_cache.shape[1]
+    q_lat = einsum("hd,rhd->hr", q, w_uk.reshape(rank, heads, dim))
+    scores = (q_lat @ kv_cache.T + q[:, :rope] @ kr_cache.T) * (1.0 / math.sqrt(dim))
+    o_lat = softmax(scores) @ kv_cache
+    return einsum("hr,rhd->hd", o_lat, w_uv.reshape(rank, heads, dim))
+
+
+def numpy_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "n/a"
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+
+def paths_text(times: dict[str, float | None]) -> str:
+    """'eff 4.03 / math 9.1 / cudnn n/a / flex 1.31'."""
+    return " / ".join(f"{name} {fmt_ms(ms)}" for name, ms in times.items())
+
+
+def best_path(times: dict[str, float | None]) -> tuple[str | None, float | None]:
+    ran = {name: ms for name, ms in times.items() if ms is not None}
+    if not ran:
+        return None, None
+    name = min(ran, key=ran.get)
+    return name, ran[name]
+
+
+# Rows --------------------------------------------------------------------------
 
 @dataclass
 class Row:
@@ -37,44 +192,281 @@ class Row:
     shape: str
     variant: str
     flops: float
+    params: dict = field(default_factory=dict)
+    torch_ms: dict = field(default_factory=dict)  # path -> median ms, None: n/a
+    torch_notes: dict = field(default_factory=dict)  # path -> why n/a / how it ran
+    checked_against: str | None = None
     ours_ms: float | None = None
-    torch_ms: float | None = None
     max_abs_err: float | None = None
     note: str = ""
     ours_each_ms: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> tuple[str | None, float | None]:
+        return best_path(self.torch_ms)
 
     @property
     def ours_tflops(self) -> float | None:
         return self.flops / self.ours_ms / 1e9 if self.ours_ms else None
 
     @property
-    def torch_tflops(self) -> float | None:
-        return self.flops / self.torch_ms / 1e9 if self.torch_ms else None
+    def best_tflops(self) -> float | None:
+        best_ms = self.best[1]
+        return self.flops / best_ms / 1e9 if best_ms else None
 
     @property
     def ratio(self) -> float | None:
-        """Our speed relative to PyTorch's (> 1: we are faster)."""
-        return self.torch_ms / self.ours_ms if self.ours_ms and self.torch_ms else None
+        """Our speed relative to PyTorch's best (> 1: we are faster)."""
+        best_ms = self.best[1]
+        return best_ms / self.ours_ms if self.ours_ms and best_ms else None
+
+    def as_json(self) -> dict:
+        name, best_ms = self.best
+        return dict(asdict(self), best_path=name, best_ms=best_ms,
+                    ours_tflops=self.ours_tflops, best_tflops=self.best_tflops,
+                    ratio=self.ratio)
 
 
-def torch_time_ms(fn, warmup: int, repeat: int) -> float:
+# PyTorch side ------------------------------------------------------------------
+
+@dataclass
+class TorchPath:
+    """One way PyTorch computes a case: the first of `attempts` (how, fn)
+    that runs is timed, inside `context`."""
+
+    name: str
+    attempts: list[tuple[str, Callable]]
+    context: Callable = contextlib.nullcontext
+
+
+@dataclass
+class TorchResult:
+    times: dict
+    notes: dict
+    expected: np.ndarray | None = None
+    checked_against: str | None = None
+    disagree: str = ""
+
+
+def configure_torch() -> None:
+    import torch
+    import torch._dynamo
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    # Every (shape, modifier) compiles flex_attention anew; past the limit
+    # dynamo would fall back to eager and make Flex look slow.
+    for name, value in (("recompile_limit", 64), ("cache_size_limit", 64),
+                        ("accumulated_recompile_limit", 4096),
+                        ("accumulated_cache_size_limit", 4096)):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, value)
+
+
+def torch_settings(device: str) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    def read(getter):  # reading a TF32 flag may raise where the APIs were mixed
+        try:
+            return getter()
+        except Exception as error:
+            return f"unreadable ({error})"[:200]
+
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    return {
+        "torch": torch.__version__,
+        "device": f"{device} ({name})",
+        "cuda.matmul.allow_tf32": read(lambda: torch.backends.cuda.matmul.allow_tf32),
+        "cudnn.allow_tf32": read(lambda: torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": read(torch.get_float32_matmul_precision),
+        "gqa": "enable_gqa=True" if sdpa_has_gqa(F) else "K/V heads repeat_interleave'd",
+    }
+
+
+def sdpa_has_gqa(F) -> bool:
+    sdpa = F.scaled_dot_product_attention
+    try:
+        return "enable_gqa" in inspect.signature(sdpa).parameters
+    except (TypeError, ValueError):  # a builtin: its docstring has the signature
+        return "enable_gqa" in (sdpa.__doc__ or "").split("->")[0]
+
+
+def time_torch(fn, device: str, warmup: int, repeat: int) -> float:
+    """Median ms of `fn`. On CUDA the runs are queued back to back with an
+    event pair each, so Python's launch overhead hides behind the GPU work
+    (as it does in a model) instead of being counted."""
     import torch
 
-    for _ in range(warmup):
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    start = time.perf_counter()
+    fn()
+    sync()
+    first_ms = (time.perf_counter() - start) * 1e3
+    repeat = max(3, min(repeat, int(BUDGET_MS / max(first_ms, 1e-3))))
+    for _ in range(min(warmup, repeat)):
         fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    sync()
+    if not cuda:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(times)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeat)]
+    for begin, end in events:
+        begin.record()
         fn()
         end.record()
+    sync()
+    return statistics.median(begin.elapsed_time(end) for begin, end in events)
+
+
+def run_torch(paths: list[TorchPath], device: str, warmup: int, repeat: int) -> TorchResult:
+    """Time every path; a path that refuses the case is n/a with its reason.
+    The first path that ran gives the expected output; the others are
+    checked against it too (a baseline computing something else is a bug)."""
+    import torch
+
+    result = TorchResult(times={}, notes={})
+    reference = None
+    for path in paths:
+        result.times[path.name] = None
+        reasons = []
+        for how, fn in path.attempts:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    with path.context(), torch.no_grad():
+                        out = fn()
+                        if reference is None:
+                            reference, result.checked_against = out, path.name
+                        else:
+                            diff = (out - reference).abs().max().item()
+                            if not diff <= WRONG:
+                                result.disagree += f"{path.name} differs from " \
+                                                   f"{result.checked_against} by {diff:.2e}; "
+                        del out
+                        result.times[path.name] = time_torch(fn, device, warmup, repeat)
+                except Exception as error:  # n/a: the backend refuses (or OOM)
+                    said = [str(w.message) for w in caught] + [f"{type(error).__name__}: {error}"]
+                    reasons.append((f"{how}: " if how else "") + " | ".join(said)[:400])
+                    if device == "cuda":
+                        torch.cuda.empty_cache()
+                    continue
+            if how:
+                result.notes[path.name] = how
+            break
+        else:
+            result.notes[path.name] = " || ".join(reasons)
+    if reference is not None:
+        result.expected = reference.float().cpu().numpy()
+    del reference
+    if device == "cuda":
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return float(np.median(times))
+        torch.cuda.empty_cache()  # our Vulkan buffers need that memory next
+    return result
 
 
-def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repeat: int):
+@functools.cache
+def compiled_flex():
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def fa2_torch_paths(q, k, v, mod: Modifier, device: str) -> list[TorchPath]:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    heads, kv_heads, seq = q.shape[1], k.shape[1], q.shape[2]
+    gqa = kv_heads < heads
+    idx = torch.arange(seq, device=device)
+    kwargs = mod.sdpa_kwargs(idx[:, None], idx[None, :],
+                             torch.arange(heads, device=device)[:, None, None], heads, torch)
+    paths = []
+    if kwargs is not None:
+        attempts = [("", lambda: F.scaled_dot_product_attention(q, k, v, **kwargs))]
+        if gqa:
+            group = heads // kv_heads
+            k_rep, v_rep = (t.repeat_interleave(group, dim=1) for t in (k, v))
+            attempts = [("K/V repeated", lambda: F.scaled_dot_product_attention(
+                q, k_rep, v_rep, **kwargs))]
+            if sdpa_has_gqa(F):  # a backend that refuses enable_gqa falls back to repeating
+                attempts.insert(0, ("enable_gqa", lambda: F.scaled_dot_product_attention(
+                    q, k, v, enable_gqa=True, **kwargs)))
+        for name, member in SDPA_BACKENDS.items():
+            backend = getattr(SDPBackend, member)
+            paths.append(TorchPath(name, attempts, functools.partial(sdpa_kernel, [backend])))
+    if mod is not PLAIN:  # built at its first call, so a failure there is 'n/a'
+        flex = functools.cache(lambda: flex_call(q, k, v, mod, device))
+        paths.append(TorchPath("flex", [("", lambda: flex()())]))
+    return paths
+
+
+def flex_call(q, k, v, mod: Modifier, device: str) -> Callable:
+    """`torch.compile(flex_attention)` with the modifier; the BlockMask is
+    built once, here, and the compile happens at the first (untimed) call."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    heads, seq = q.shape[1], q.shape[2]
+    block_mask = None
+    if mod.masks:
+        block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: mod.keep(q_idx, kv_idx),
+                                       None, None, seq, seq, device=device)
+    score_mod = None
+    if mod.scores:
+        score_mod = lambda score, b, h, q_idx, kv_idx: mod.score(  # noqa: E731
+            score, q_idx, kv_idx, h, heads, torch)
+    flex = compiled_flex()
+    gqa = k.shape[1] < heads
+    return lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
+
+
+def mla_torch_paths(t: dict, rank: int, rope: int) -> list[TorchPath]:
+    import torch
+
+    heads, dim = t["q"].shape
+
+    def absorbed():
+        return mla_absorbed(t["q"], t["kv_cache"], t["kr_cache"], t["w_uk"], t["w_uv"],
+                            torch.einsum, lambda s: torch.softmax(s, dim=-1))
+
+    def eager():
+        # Decompress K and V for every head, then attend per head.
+        k = torch.einsum("sr,rhd->hsd", t["kv_cache"], t["w_uk"].view(rank, heads, dim))
+        k[:, :, :rope] += t["kr_cache"]
+        v = torch.einsum("sr,rhd->hsd", t["kv_cache"], t["w_uv"].view(rank, heads, dim))
+        scores = torch.einsum("hd,hsd->hs", t["q"], k) * (1.0 / math.sqrt(dim))
+        return torch.einsum("hs,hsd->hd", torch.softmax(scores, dim=-1), v)
+
+    return [TorchPath("absorbed", [("", absorbed)]), TorchPath("eager", [("", eager)])]
+
+
+# Our side ----------------------------------------------------------------------
+
+def lower(module, optimize: str | None):
+    """Lowered for the Vulkan device that runs it, where lower_to_gpu can
+    read a device's limits (else "default" would fit a generic device)."""
+    from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
+
+    optimize = optimize or "default"
+    kwargs = {}
+    if "device" in inspect.signature(vx.lower_to_gpu).parameters \
+            and optimize in OPTIMISATION_LEVELS:
+        kwargs["device"] = "vulkan"
+    return vx.lower_to_gpu(module, optimize, **kwargs)
+
+
+def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repeat: int,
+             expected: np.ndarray | None):
+    """(max |out - expected| of the first run, median ms, each ms)."""
     lowered = lower(module, optimize)
     # one kernel, or a program (flash-decoding: partials, then a merge); the
     # timestamps cover every dispatch of it, temporaries stay on the device
@@ -82,202 +474,245 @@ def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repea
     arrays = {
         b.name: np.zeros(b.count, np.float32)
         if b.is_output
-        else np.ascontiguousarray(inputs[b.name], np.float32).reshape(-1).copy()
+        else np.ascontiguousarray(inputs[b.name], np.float32).reshape(-1)
         for b in info.buffers
         if not b.is_temporary
     }
     spirv = emit_spirv(lowered)
     probe: dict = {}
     execute(spirv, info, arrays, timings=probe)
-    # A slow variant (the seed's layout at large shapes) gets fewer runs, so
-    # the whole benchmark stays within minutes.
-    budget_ms = 3000.0
-    repeat = max(3, min(repeat, int(budget_ms / max(probe["dispatch_ms"], 1e-3))))
+    err = None
+    if expected is not None:
+        err = float(np.max(np.abs(arrays["out"].reshape(expected.shape) - expected)))
+    repeat = max(3, min(repeat, int(BUDGET_MS / max(probe["dispatch_ms"], 1e-3))))
     warmup = min(warmup, repeat)
     timings: dict = {}
     execute(spirv, info, arrays, timings=timings, repeat=warmup + repeat)
     each = timings["dispatch_ms_each"][warmup:]
-    out = {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}
-    return out, float(np.median(each)), each
+    return err, float(np.median(each)), each
 
 
-def lower(module, optimize):
-    return vx.lower_to_gpu(module) if optimize is None else vx.lower_to_gpu(module, optimize=optimize)
-
-
-def supports(function, parameter: str) -> bool:
-    return parameter in inspect.signature(function).parameters
-
-
-def tile_size_of(optimize: str | None) -> tuple[int, str | None]:
-    """`tile=N/OPTIMIZE` -> (N, OPTIMIZE); a plain OPTIMIZE keeps tile 64."""
+def tile_size_of(optimize: str | None) -> tuple[int | None, str | None]:
+    """`tile=N/OPTIMIZE` -> (N, OPTIMIZE); a plain OPTIMIZE keeps the default tile."""
     if optimize and optimize.startswith("tile="):
         tile, _, rest = optimize.partition("/")
         return int(tile.removeprefix("tile=")), rest or None
-    return 64, optimize
+    return None, optimize
 
 
-def fa2_case(batch, heads, seq, dim, *, causal, variants, warmup, repeat, rng,
-             match="") -> list[Row]:
-    label = f"B={batch} H={heads} N={seq} D={dim}" + (" causal" if causal else "")
-    if match not in f"fa2 {label}":
-        return []
-    import torch
-    import torch.nn.functional as F
-
-    flops = 4.0 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
+def our_rows(template: Row, build: Callable, inputs, expected, variants, warmup,
+             repeat) -> list[Row]:
+    """One row per variant; a failing variant notes its error and the run goes on."""
     rows = []
-    groups = batch * heads  # batch and heads are both independent (q, k, v) groups
-    if groups > 1 and not supports(vx.flash_attention_2, "num_heads"):
-        return [Row("fa2", label, "-", flops, note="needs num_heads in vx.flash_attention_2")]
-    if causal and not supports(vx.flash_attention_2, "mask_mod"):
-        return [Row("fa2", label, "-", flops, note="needs mask_mod in vx.flash_attention_2")]
-    q, k, v = (rng.standard_normal((groups, seq, dim), dtype=np.float32) for _ in range(3))
-    tq, tk, tv = (torch.from_numpy(a).cuda() for a in (q, k, v))
-    with torch.no_grad():
-        expected = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
-    torch_ms = torch_time_ms(
-        lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal), warmup, repeat
-    )
-    expected = expected.cpu().numpy()
-    kwargs = dict(seq_len=seq, head_dim=dim)
-    if groups > 1:
-        kwargs["num_heads"] = groups
-    if causal:
-        kwargs["mask_mod"] = lambda q_idx, kv_idx: kv_idx <= q_idx
-    inputs = {"q": q, "k": k, "v": v}
     for variant, optimize in variants:
-        row = Row("fa2", label, variant, flops, torch_ms=torch_ms)
+        row = Row(**{**asdict(template), "variant": variant})
         tile, optimize = tile_size_of(optimize)
         try:
-            module = vx.flash_attention_2(**kwargs, tile_size=tile)
-            out, ms, each = run_ours(module, inputs, optimize, warmup, repeat)
-        except Exception as error:  # report and go on: one variant failing is a result
-            row.note = f"{type(error).__name__}: {error}"[:300]
-        else:
-            row.ours_ms, row.ours_each_ms = ms, each
-            row.max_abs_err = float(np.max(np.abs(out["out"].reshape(expected.shape) - expected)))
+            module = build(tile)
+            row.max_abs_err, row.ours_ms, row.ours_each_ms = run_ours(
+                module, inputs, optimize, warmup, repeat, expected)
+        except Exception as error:  # one variant failing is a result
+            row.note += f"{type(error).__name__}: {error}"[:300]
+        if row.max_abs_err is not None and not row.max_abs_err <= WRONG:
+            row.note = f"WRONG (max|err| > {WRONG:g}) " + row.note
         rows.append(row)
     return rows
 
 
-def mla_case(seq, heads, dim, rank, rope, *, variants, warmup, repeat, rng,
-             match="") -> list[Row]:
-    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}"
-    if match not in f"mla {label}":
+def with_torch(template: Row, result: TorchResult) -> Row:
+    template.torch_ms, template.torch_notes = result.times, result.notes
+    template.checked_against = result.checked_against
+    template.note = result.disagree
+    return template
+
+
+# Cases -------------------------------------------------------------------------
+
+def fa2_case(batch, heads, seq, dim, mod: Modifier = PLAIN, kv_heads=None, *, opts) -> list[Row]:
+    kv_heads = kv_heads or heads
+    label = " ".join([f"B={batch} H={heads} N={seq} D={dim}"]
+                     + ([f"Hkv={kv_heads}"] if kv_heads != heads else [])
+                     + ([mod.name] if mod.name else []))
+    if opts.match not in f"fa2 {label}":
         return []
     import torch
 
+    q = opts.rng.standard_normal((batch, heads, seq, dim), dtype=np.float32)
+    k, v = (opts.rng.standard_normal((batch, kv_heads, seq, dim), dtype=np.float32)
+            for _ in range(2))
+    tq, tk, tv = (torch.from_numpy(a).to(opts.device) for a in (q, k, v))
+    result = run_torch(fa2_torch_paths(tq, tk, tv, mod, opts.device), opts.device,
+                       opts.warmup, opts.repeat)
+    del tq, tk, tv
+    template = with_torch(Row("fa2", label, "", fa2_flops(batch, heads, seq, dim, mod),
+                              params=dict(B=batch, H=heads, Hkv=kv_heads, N=seq, D=dim,
+                                          modifier=mod.name)), result)
+
+    def build(tile):
+        return vx.flash_attention_2(seq, dim, **({} if tile is None else {"tile_size": tile}),
+                                    num_heads=batch * heads, num_kv_heads=batch * kv_heads,
+                                    **vx_mods(mod, heads, batch))
+
+    return our_rows(template, build, {"q": q, "k": k, "v": v}, result.expected,
+                    opts.variants, opts.warmup, opts.repeat)
+
+
+def mla_case(seq, heads, dim, rank, rope, *, opts) -> list[Row]:
+    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}"
+    if opts.match not in f"mla {label}":
+        return []
+    import torch
+
+    rng, w_scale = opts.rng, np.float32(1.0 / math.sqrt(rank))
     ins = dict(
-        q=rng.standard_normal((heads, dim)),
-        kv_cache=rng.standard_normal((seq, rank)),
-        kr_cache=rng.standard_normal((seq, rope)),
-        w_uk=rng.standard_normal((rank, heads * dim)) / math.sqrt(rank),
-        w_uv=rng.standard_normal((rank, heads * dim)) / math.sqrt(rank),
+        q=rng.standard_normal((heads, dim), dtype=np.float32),
+        kv_cache=rng.standard_normal((seq, rank), dtype=np.float32),
+        kr_cache=rng.standard_normal((seq, rope), dtype=np.float32),
+        w_uk=rng.standard_normal((rank, heads * dim), dtype=np.float32) * w_scale,
+        w_uv=rng.standard_normal((rank, heads * dim), dtype=np.float32) * w_scale,
     )
-    ins = {name: a.astype(np.float32) for name, a in ins.items()}
-    t = {name: torch.from_numpy(a).cuda() for name, a in ins.items()}
-    scale = 1.0 / math.sqrt(dim)
+    t = {name: torch.from_numpy(a).to(opts.device) for name, a in ins.items()}
+    result = run_torch(mla_torch_paths(t, rank, rope), opts.device, opts.warmup, opts.repeat)
+    del t
+    template = with_torch(Row("mla", label, "", mla_flops(seq, heads, dim, rank, rope),
+                              params=dict(S=seq, H=heads, D=dim, R=rank, P=rope)), result)
 
-    def eager():
-        # What a PyTorch user writes: decompress K and V, then attend per head.
-        k = torch.einsum("sr,rhd->hsd", t["kv_cache"], t["w_uk"].view(rank, heads, dim)).clone()
-        k[:, :, :rope] += t["kr_cache"]
-        v = torch.einsum("sr,rhd->hsd", t["kv_cache"], t["w_uv"].view(rank, heads, dim))
-        scores = torch.einsum("hd,hsd->hs", t["q"], k) * scale
-        return torch.einsum("hs,hsd->hd", torch.softmax(scores, dim=-1), v)
+    def build(tile):
+        return vx.mla_decode(seq_len=seq, num_heads=heads, head_dim=dim, kv_lora_rank=rank,
+                             qk_rope_head_dim=rope,
+                             **({} if tile is None else {"tile_size": tile}))
 
-    with torch.no_grad():
-        expected = eager().cpu().numpy()
-        torch_ms = torch_time_ms(eager, warmup, repeat)
-    # Work of the decompressing formulation (K and V decompression + attention).
-    flops = 2.0 * seq * rank * heads * dim * 2 + 4.0 * heads * seq * dim
-    module = vx.mla_decode(seq_len=seq, num_heads=heads, head_dim=dim, kv_lora_rank=rank,
-                           qk_rope_head_dim=rope)
-    rows = []
-    for variant, optimize in variants:
-        row = Row("mla", label, variant, flops, torch_ms=torch_ms)
-        try:
-            out, ms, each = run_ours(module, ins, optimize, warmup, repeat)
-        except Exception as error:
-            row.note = f"{type(error).__name__}: {error}"[:300]
-        else:
-            row.ours_ms, row.ours_each_ms = ms, each
-            row.max_abs_err = float(np.max(np.abs(out["out"] - expected)))
-        rows.append(row)
-    return rows
+    return our_rows(template, build, ins, result.expected, opts.variants, opts.warmup,
+                    opts.repeat)
 
 
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
+def fa2_cases(quick: bool) -> list[tuple]:
+    """(B, H, N, D, modifier[, Hkv]) of the FlashAttention-2 rows."""
+    if quick:  # lavapipe stops an invocation after 65535 loop iterations
+        return [(1, 2, 256, 64, PLAIN), (2, 4, 128, 32, PLAIN, 2),
+                (2, 2, 256, 32, CAUSAL), (2, 2, 256, 32, sliding_window(64)),
+                (2, 2, 256, 32, soft_cap(30)), (2, 2, 256, 32, ALIBI)]
+    return [(1, 32, 4096, 64, PLAIN), (1, 32, 4096, 128, PLAIN), (4, 32, 1024, 64, PLAIN),
+            (1, 1, 4096, 64, PLAIN), (1, 1, 4096, 128, PLAIN), (1, 32, 4096, 64, CAUSAL),
+            (1, 16, 8192, 128, CAUSAL), (1, 32, 16384, 64, PLAIN), (1, 4, 300, 256, PLAIN),
+            (1, 32, 4096, 64, sliding_window(256)), (1, 32, 4096, 64, soft_cap(30)),
+            (1, 32, 4096, 64, ALIBI)]
 
 
-HEADER = (f"{'case':4} {'shape':30} {'variant':12} {'ours ms':>9} {'TFLOP/s':>8} "
-          f"{'%peak':>6} {'torch ms':>9} {'TFLOP/s':>8} {'ratio':>6} {'max|err|':>9}  note")
+def mla_cases(quick: bool) -> list[tuple]:
+    """(S, H, D, R, P) of the MLA decode rows."""
+    if quick:
+        return [(512, 4, 64, 32, 16)]
+    return [(4096, 16, 128, 512, 64), (4096, 128, 128, 512, 64), (32768, 16, 128, 512, 64)]
+
+
+SWEEP = dict(batch=1, heads=32, dim=64)  # the plot: TFLOP/s vs N at these
+
+
+# Output ------------------------------------------------------------------------
+
+def fmt(value, spec: str) -> str:
+    """format(value, spec), or '-' as wide as the spec's width."""
+    return format(value, spec) if value is not None else "-".rjust(int(spec.split(".")[0] or 0))
+
+
+HEADER = (f"{'case':4} {'shape':34} {'variant':10} {'ours ms':>9} {'TFLOP/s':>7}  "
+          f"{'PyTorch paths (ms)':56} {'best':8} {'best ms':>8} {'ratio':>6} {'max|err|':>9}  note")
 
 
 def print_row(r: Row) -> None:
-    peak = r.ours_tflops / FP32_PEAK_TFLOPS * 100 if r.ours_tflops else None
-    print(f"{r.case:4} {r.shape:30} {r.variant:12} {fmt(r.ours_ms, '9.3f')} "
-          f"{fmt(r.ours_tflops, '8.2f')} {fmt(peak, '6.1f')} {fmt(r.torch_ms, '9.3f')} "
-          f"{fmt(r.torch_tflops, '8.2f')} {fmt(r.ratio, '6.3f')} "
-          f"{fmt(r.max_abs_err, '9.2e')}  {r.note}", flush=True)
+    name, best_ms = r.best
+    print(f"{r.case:4} {r.shape:34} {r.variant:10} {fmt(r.ours_ms, '9.3f')} "
+          f"{fmt(r.ours_tflops, '7.2f')}  {paths_text(r.torch_ms):56} {name or '-':8} "
+          f"{fmt(best_ms, '8.3f')} {fmt(r.ratio, '6.3f')} {fmt(r.max_abs_err, '9.2e')}  "
+          f"{r.note}", flush=True)
 
 
-def plot(rows: list[Row], path: str) -> None:
+def write_json(path: str, settings: dict, rows: list[Row]) -> None:
+    with open(path, "w") as f:
+        json.dump({"settings": settings, "rows": [r.as_json() for r in rows]}, f, indent=1)
+
+
+def plot(rows: list[Row], path: str, device_name: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sweep = [r for r in rows if r.case == "fa2" and r.shape.startswith("sweep")]
+    sweep = [r for r in rows if r.case == "fa2" and r.params.get("modifier") == ""
+             and r.params["H"] == r.params["Hkv"]
+             and all(r.params[k] == SWEEP[n] for k, n in (("B", "batch"), ("H", "heads"),
+                                                         ("D", "dim")))]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for variant in sorted({r.variant for r in sweep}):
-        pts = sorted((int(r.shape.split("N=")[1].split()[0]), r.ours_tflops)
+        pts = sorted((r.params["N"], r.ours_tflops)
                      for r in sweep if r.variant == variant and r.ours_tflops)
         if pts:
             ax.plot(*zip(*pts), marker="o", label=f"vyre-xdsl ({variant})")
-    torch_pts = sorted({(int(r.shape.split("N=")[1].split()[0]), r.torch_tflops)
-                        for r in sweep if r.torch_tflops})
+    torch_pts = sorted({(r.params["N"], r.best_tflops) for r in sweep if r.best_tflops})
     if torch_pts:
-        ax.plot(*zip(*torch_pts), marker="s", color="black", label="PyTorch SDPA fp32")
-    ax.axhline(FP32_PEAK_TFLOPS, color="grey", linestyle=":", label="f32 FMA peak")
+        ax.plot(*zip(*torch_pts), marker="s", color="black",
+                label="PyTorch SDPA fp32, best backend")
+    if "H200" in device_name:
+        ax.axhline(FP32_PEAK_TFLOPS, color="grey", linestyle=":", label="H200 f32 FMA peak")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length N (B=1, H=32, D=64)")
+    ax.set_xlabel(f"sequence length N (B={SWEEP['batch']}, H={SWEEP['heads']}, "
+                  f"D={SWEEP['dim']})")
     ax.set_ylabel("TFLOP/s (4·B·H·N²·D / time)")
-    ax.set_title("FlashAttention-2 forward, fp32, NVIDIA H200")
+    ax.set_title(f"FlashAttention-2 forward, fp32, {device_name}")
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
+def parse_variants(text: str) -> list[tuple[str, str | None]]:
+    """'none;default' -> [('none', 'none'), ('default', None)] (None: lower_to_gpu's default)."""
+    return [(name, None if name == "default" else name) for name in text.split(";") if name]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="write the rows as JSON here")
-    parser.add_argument("--plot", help="write a PNG of TFLOP/s vs N here")
+    parser.add_argument("--json", help="write the settings and rows as JSON here")
+    parser.add_argument("--plot", help="write a PNG of TFLOP/s vs N here (adds an N sweep)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="small shapes only (smoke test)")
     parser.add_argument("--only", choices=["fa2", "mla"], help="run one decoder's cases")
     parser.add_argument("--match", default="",
                         help="run only the cases whose name ('fa2 B=1 H=32 N=4096 D=128', "
-                             "'mla S=4096 ...') contains this text")
+                             "'fa2 ... window=256', 'mla S=4096 ...') contains this text")
     parser.add_argument("--variants", default="none;default",
                         help="';'-separated optimize= choices of vx.lower_to_gpu: "
                              "'none' (the seed's layout), 'exact', 'default', or a pass "
-                             "pipeline; 'tile=N/CHOICE' builds FA2 with tile_size N")
+                             "pipeline; 'tile=N/CHOICE' builds with tile_size N")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="where PyTorch runs (cpu: a smoke test with host timings)")
     args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("PyTorch sees no CUDA device; use --device cpu for a smoke test")
+    configure_torch()
     print(device_report())
-    rng = np.random.default_rng(0)
-    variants = []
-    for name in args.variants.split(";"):
-        if name == "default":
-            variants.append(("default", None))
-        else:
-            variants.append((name, name))
-    common = dict(variants=variants, warmup=args.warmup, repeat=args.repeat, rng=rng,
-                  match=args.match)
+    settings = torch_settings(args.device)
+    settings["ours"] = ("lower_to_gpu(optimize=level, device='vulkan')"
+                        if "device" in inspect.signature(vx.lower_to_gpu).parameters
+                        else "lower_to_gpu(optimize=level)")
+    print(f"PyTorch {settings['torch']} on {settings['device']}, fp32; TF32 off "
+          f"(torch.backends.cuda.matmul.allow_tf32={settings['cuda.matmul.allow_tf32']}, "
+          f"torch.backends.cudnn.allow_tf32={settings['cudnn.allow_tf32']}); "
+          f"GQA: {settings['gqa']}")
+    print("SDPA on 4-D [B, H, N, D], each backend alone (sdpa_kernel): eff = "
+          "EFFICIENT_ATTENTION, math = MATH, cudnn = CUDNN_ATTENTION, flash = "
+          "FLASH_ATTENTION; n/a = refused (reasons in the JSON). Modifiers: SDPA with "
+          "is_causal or a dense attn_mask where it can express them (soft-cap: no), "
+          "flex = torch.compile(flex_attention) + BlockMask. MLA: absorbed and eager forms "
+          "(TFLOP/s count the absorbed form's work). ratio = best PyTorch ms / ours ms. "
+          f"Ours: {settings['ours']}.")
+    opts = argparse.Namespace(variants=parse_variants(args.variants), warmup=args.warmup,
+                              repeat=args.repeat, rng=np.random.default_rng(0),
+                              match=args.match, device=args.device)
     rows: list[Row] = []
     started = time.perf_counter()
     print(HEADER)
@@ -287,31 +722,24 @@ def main(argv=None) -> int:
         for row in new_rows:
             print_row(row)
         rows.extend(new_rows)
+        if args.json:  # after every case, so an interrupted run keeps what it measured
+            write_json(args.json, settings, rows)
 
-    if args.quick:
-        add(fa2_case(1, 1, 512, 64, causal=False, **common))
-        add(mla_case(512, 4, 64, 32, 16, **common))
-    else:
-        if args.only != "mla":
-            for b, h, n, d in [(1, 32, 4096, 64), (1, 32, 4096, 128), (1, 1, 4096, 64),
-                               (1, 1, 4096, 128), (4, 32, 1024, 64)]:
-                add(fa2_case(b, h, n, d, causal=False, **common))
-            add(fa2_case(1, 32, 4096, 64, causal=True, **common))
-        if args.only != "fa2":
-            add(mla_case(4096, 16, 128, 512, 64, **common))
-        if args.plot and args.only != "mla":
-            for n in (512, 1024, 2048, 4096):
-                sweep = fa2_case(1, 32, n, 64, causal=False, **common)
-                for r in sweep:
-                    r.shape = "sweep " + r.shape
-                add(sweep)
+    if args.only != "mla":
+        cases = fa2_cases(args.quick)
+        if args.plot:
+            done = {(b, h, n, d) for b, h, n, d, mod, *_ in cases if mod is PLAIN}
+            cases += [(SWEEP["batch"], SWEEP["heads"], n, SWEEP["dim"], PLAIN)
+                      for n in ((128, 256) if args.quick else (512, 1024, 2048, 4096))
+                      if (SWEEP["batch"], SWEEP["heads"], n, SWEEP["dim"]) not in done]
+        for b, h, n, d, mod, *kv in cases:
+            add(fa2_case(b, h, n, d, mod, *kv, opts=opts))
+    if args.only != "fa2":
+        for case in mla_cases(args.quick):
+            add(mla_case(*case, opts=opts))
     print(f"(benchmark wall time {time.perf_counter() - started:.1f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([dict(asdict(r), ours_tflops=r.ours_tflops, torch_tflops=r.torch_tflops,
-                            ratio=r.ratio) for r in rows], f, indent=1)
     if args.plot:
-        plot(rows, args.plot)
+        plot(rows, args.plot, settings["device"])
     return 0
 
 
