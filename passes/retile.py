@@ -29,8 +29,8 @@ decode ran 45% slower over 16-key tiles):
   gives large grids: 15.0 ms, where 8 keys took 17.3); 32 where the
   default splits the rows over two lanes (vyre-split-head-dim's
   `automatic_parts`: 12.4 ms, where 16 keys took 13.5, 64 keys 15.6);
-- a kernel of so few items that vyre-split-kv merges its splits in a
-  kernel (`split_kv.few_items`): tiles short enough that each split gets
+- a kernel whose splits vyre-split-kv merges in a kernel
+  (`split_kv.merges_in_kernel`): tiles short enough that each split gets
   one (MLA decode's latent attention: 16 keys, 256 splits, 0.40 ms; one
   tile of 8 keys per split 0.43, of 4 keys 0.60, of 32 keys 0.74; two or
   more tiles per split 0.87-1.30).
@@ -89,24 +89,31 @@ def tiles_for_kernel_merge(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
     return tile if tile != shape["tile_size"] else None
 
 
-def automatic_tile_size(op: vyre.TiledOnlineSoftmaxOp) -> int | None:
+def automatic_tile_size(
+    op: vyre.TiledOnlineSoftmaxOp, shared_memory_bytes: int = 0, max_parts: int = 0
+) -> int | None:
     """The measured choice for `op` (module docstring), or None to keep
-    its tiles."""
+    its tiles; the limits are those vyre-split-kv and vyre-split-head-dim
+    get (0: unbounded)."""
     from vyre_xdsl.passes.split_head_dim import automatic_parts
-    from vyre_xdsl.passes.split_kv import TARGET_INVOCATIONS, automatic_splits, few_items
+    from vyre_xdsl.passes.split_kv import (
+        TARGET_INVOCATIONS,
+        automatic_splits,
+        merges_in_kernel,
+    )
 
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
     lanes = kernel.workgroup_size.value.data
-    if few_items(op, lanes, TARGET_INVOCATIONS):
+    if merges_in_kernel(op, lanes, TARGET_INVOCATIONS, shared_memory_bytes):
         return tiles_for_kernel_merge(op)
-    if automatic_splits(op, lanes, TARGET_INVOCATIONS) > 1:
+    if automatic_splits(op, lanes, TARGET_INVOCATIONS, False, shared_memory_bytes) > 1:
         return None
     if op.shape()["head_dim"] <= SHORT_ROWS:
         wanted = SHORT_ROW_TILE
     elif grid_workgroups(op) <= SMALL_GRID:
         wanted = LONG_ROW_SMALL_GRID_TILE
-    elif automatic_parts(op) > 1:
+    elif automatic_parts(op, max_parts) > 1:
         wanted = SPLIT_ROW_TILE
     elif lanes >= 128:
         wanted = LONG_ROW_WIDE_WORKGROUP_TILE
@@ -136,11 +143,14 @@ def retile(op: vyre.TiledOnlineSoftmaxOp, tile_size: int) -> None:
 @dataclass(frozen=True)
 class RetilePass(ModulePass):
     """Shrink the key tiles of every skeleton to `tile_size` (a divisor of
-    the built size; 0: choose)."""
+    the built size; 0: choose, for the device limits that vyre-split-kv and
+    vyre-split-head-dim will be given)."""
 
     name = "vyre-retile"
 
     tile_size: int = 0
+    shared_memory_bytes: int = 0
+    max_parts: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
@@ -154,7 +164,9 @@ class RetilePass(ModulePass):
                 )
             wanted = self.tile_size
             if wanted == 0:
-                wanted = automatic_tile_size(skeleton)
+                wanted = automatic_tile_size(
+                    skeleton, self.shared_memory_bytes, self.max_parts
+                )
                 if wanted is None:
                     continue
             if wanted < 1 or shape["tile_size"] % wanted:

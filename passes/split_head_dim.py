@@ -357,11 +357,12 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: Plan, parts: int) -> None:
     kernel.properties["item_count"] = IntegerAttr(invocations, i64)
 
 
-def automatic_parts(op: vyre.TiledOnlineSoftmaxOp) -> int:
+def automatic_parts(op: vyre.TiledOnlineSoftmaxOp, max_parts: int = 0) -> int:
     """The measured choice (module docstring): rows longer than SHORT_ROWS
     over as many lanes (a power of two) as leave SHORT_ROWS dims or fewer
     to each; rows of an unsplit kernel on a small grid over 2; fewer where
-    `op` does not qualify for as many; 1 otherwise."""
+    `op` does not qualify for as many or the device shuffles across fewer
+    than that (`max_parts`, 0: unbounded); 1 otherwise."""
     from vyre_xdsl.passes.retile import SHORT_ROWS, SMALL_GRID, grid_workgroups
 
     head_dim = op.shape()["head_dim"]
@@ -371,7 +372,9 @@ def automatic_parts(op: vyre.TiledOnlineSoftmaxOp) -> int:
             parts *= 2
     elif op.splits == 1 and grid_workgroups(op) <= SMALL_GRID:
         parts = 2
-    while parts > 1 and not isinstance(plan(op, parts), Plan):
+    while parts > 1 and (
+        (max_parts and parts > max_parts) or not isinstance(plan(op, parts), Plan)
+    ):
         parts //= 2
     return parts
 
@@ -384,6 +387,9 @@ class SplitHeadDimPass(ModulePass):
     name = "vyre-split-head-dim"
 
     parts: int = 0
+    # the most lanes the device shuffles across (its subgroup size; 0:
+    # unbounded; vyre-to-gpu passes its device profile's)
+    max_parts: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.parts < 0:
@@ -391,10 +397,15 @@ class SplitHeadDimPass(ModulePass):
                 f"vyre-split-head-dim: parts must be 0 (choose) or >= 1, got {self.parts}"
             )
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            parts = self.parts or automatic_parts(skeleton)
+            parts = self.parts or automatic_parts(skeleton, self.max_parts)
             if parts == 1:
                 continue
             found = plan(skeleton, parts)
+            if self.max_parts and parts > self.max_parts:
+                found = (
+                    f"the device shuffles across at most {self.max_parts} lanes"
+                    if self.max_parts > 1 else "the device has no subgroup shuffles"
+                )
             if isinstance(found, str):
                 if self.parts == 0:
                     continue

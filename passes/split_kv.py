@@ -27,9 +27,11 @@ and 35% slower at 128, MLA decode's 16 heads 15 times faster split 64
 ways), at most the workgroup size and the tile count, and with every
 workgroup full (the merge has a barrier).  `merge=auto` (the default)
 merges in a kernel where an item has too few workgroup lanes to reach the
-target (item_count * workgroup size < target: MLA decode's 16 heads) and
-the op has no prologue or epilogue (every split would repeat them), and
-then P is bounded by the tile count only.  A kernel that already has
+target (item_count * workgroup size < target: MLA decode's 16 heads) or a
+merge in the workgroup would not fit `shared_memory_bytes` (rows of 256
+dims, MLA's latent rows of 512), and the op has no prologue or epilogue
+(every split would repeat them), and then P is bounded by the tile count
+only.  A kernel that already has
 enough items, or has a mask (its tile skipping is decided per block of
 items), is left alone.  `splits=N` forces P = N and reports why a kernel
 cannot take it.
@@ -51,11 +53,22 @@ TARGET_INVOCATIONS = 4096
 MERGES = ("auto", "workgroup", "kernel")
 
 
+def workgroup_merge_bytes(op: vyre.TiledOnlineSoftmaxOp, lanes: int) -> int:
+    """The workgroup memory a merge in the workgroup takes: every lane's
+    partial m, l and o_acc (inline_fragments.SplitMerge)."""
+    return 4 * lanes * (op.shape()["head_dim"] + 2)
+
+
 def valid_splits(
-    op: vyre.TiledOnlineSoftmaxOp, lanes: int, splits: int, in_kernel: bool = False
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    splits: int,
+    in_kernel: bool = False,
+    shared_memory_bytes: int = 0,
 ) -> str | None:
     """Why `op` cannot be split `splits` ways (merged in workgroup memory,
-    or `in_kernel`), or None if it can."""
+    or `in_kernel`), or None if it can; `shared_memory_bytes` bounds the
+    workgroup memory of a merge in the workgroup (0: unbounded)."""
     shape = op.shape()
     if op.has_mask:
         return "it has a mask region (tile skipping is decided per block of items)"
@@ -67,6 +80,12 @@ def valid_splits(
         return f"there are only {shape['tile_count']} tiles"
     if in_kernel:
         return None
+    if shared_memory_bytes and workgroup_merge_bytes(op, lanes) > shared_memory_bytes:
+        return (
+            f"a merge in the workgroup needs {workgroup_merge_bytes(op, lanes)} bytes of "
+            f"workgroup memory, more than the device's {shared_memory_bytes} "
+            f"(merge=kernel has no such bound)"
+        )
     if lanes % splits:
         return (
             f"the split count must divide the workgroup size ({lanes}) for a merge "
@@ -81,7 +100,11 @@ def valid_splits(
 
 
 def automatic_splits(
-    op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int, in_kernel: bool = False
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    target: int,
+    in_kernel: bool = False,
+    shared_memory_bytes: int = 0,
 ) -> int:
     """The smallest valid power of two reaching `target` invocations (the
     largest valid one below it if none does); 1 for no split."""
@@ -91,7 +114,7 @@ def automatic_splits(
         return 1
     chosen, splits = 1, 2
     while splits <= (shape["tile_count"] if in_kernel else lanes):
-        if valid_splits(op, lanes, splits, in_kernel) is None:
+        if valid_splits(op, lanes, splits, in_kernel, shared_memory_bytes) is None:
             chosen = splits
             if items * splits >= target:
                 break
@@ -104,25 +127,37 @@ def has_hooks(op: vyre.TiledOnlineSoftmaxOp) -> bool:
     return any(len(hook.block.ops) > 1 for hook in (op.prologue, op.epilogue))
 
 
-def few_items(op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int) -> bool:
-    """Whether `op` has too few items to reach `target` invocations with a
-    workgroup's worth of splits each, no hooks for every split to repeat,
-    and no mask (which is never split): `merge=auto` then merges in a
-    kernel."""
+def merges_in_kernel(
+    op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int, shared_memory_bytes: int = 0
+) -> bool:
+    """Whether `merge=auto` merges `op`'s splits in a kernel: it has too
+    few items to reach `target` invocations with a workgroup's worth of
+    splits each, or a merge in the workgroup would not fit
+    `shared_memory_bytes`; and no hooks for every split to repeat and no
+    mask (which is never split)."""
     if op.has_mask or has_hooks(op):
         return False
-    return op.shape()["item_count"] * lanes < target
+    items = op.shape()["item_count"]
+    if items >= target:
+        return False  # not split at all
+    too_big = bool(shared_memory_bytes) and workgroup_merge_bytes(op, lanes) > shared_memory_bytes
+    return items * lanes < target or too_big
 
 
 def automatic_split(
-    op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int, merge: str
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    target: int,
+    merge: str,
+    shared_memory_bytes: int = 0,
 ) -> tuple[int, bool]:
     """(P, whether a kernel merges) for `merge` (auto, workgroup or
     kernel); P = 1 for no split."""
-    if merge == "workgroup" or (merge == "auto" and not few_items(op, lanes, target)):
-        return automatic_splits(op, lanes, target), False
-    splits = automatic_splits(op, lanes, target, in_kernel=True)
-    return splits, splits > 1
+    in_kernel = merge == "kernel" or (
+        merge == "auto" and merges_in_kernel(op, lanes, target, shared_memory_bytes)
+    )
+    splits = automatic_splits(op, lanes, target, in_kernel, shared_memory_bytes)
+    return splits, in_kernel and splits > 1
 
 
 def merge_in_kernel(
@@ -180,6 +215,9 @@ class SplitKvPass(ModulePass):
     splits: int = 0
     target_invocations: int = TARGET_INVOCATIONS
     merge: str = "auto"
+    # the device's workgroup memory, which a merge in the workgroup must fit
+    # (0: unbounded; vyre-to-gpu passes its device profile's)
+    shared_memory_bytes: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.splits < 0 or self.splits == 1:
@@ -200,11 +238,16 @@ class SplitKvPass(ModulePass):
             splits, in_kernel = self.splits, self.merge == "kernel"
             if splits == 0:
                 splits, in_kernel = automatic_split(
-                    skeleton, lanes, self.target_invocations, self.merge
+                    skeleton, lanes, self.target_invocations, self.merge,
+                    self.shared_memory_bytes,
                 )
                 if splits == 1:
                     continue
-            elif (reason := valid_splits(skeleton, lanes, splits, in_kernel)) is not None:
+            elif (
+                reason := valid_splits(
+                    skeleton, lanes, splits, in_kernel, self.shared_memory_bytes
+                )
+            ) is not None:
                 raise pass_error(
                     skeleton,
                     f"vyre-split-kv: kernel @{kernel.sym_name.data} cannot be split "

@@ -28,8 +28,10 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, pass_error
+from vyre_xdsl.kernel_info import lowered_kernels, read_kernel, workgroup_memory_bytes
 from vyre_xdsl.passes.convert_vyre_to_gpu import ConvertVyreToGpuPass
 from vyre_xdsl.passes.expand_stability import ExpandStabilityPass
 from vyre_xdsl.passes.inline_fragments import InlineFragmentsPass
@@ -42,10 +44,11 @@ LOWERING = (InlineFragmentsPass(), ExpandStabilityPass(), ConvertVyreToGpuPass()
 OPTIMISATION_LEVELS = ("none", "exact", "default")
 
 
-def vyre_rewrites(level: str) -> tuple[ModulePass, ...]:
+def vyre_rewrites(level: str, device: DeviceProfile = GENERIC) -> tuple[ModulePass, ...]:
     """The vyre-level passes that run before the lowering at `level`: only
     `default` has them, as they change the order of floating-point
-    operations (within a documented tolerance)."""
+    operations (within a documented tolerance); their choices fit
+    `device`."""
     from vyre_xdsl.passes.absorb_mla import AbsorbMlaPass
     from vyre_xdsl.passes.resize_workgroup import ResizeWorkgroupPass
     from vyre_xdsl.passes.retile import RetilePass
@@ -54,7 +57,13 @@ def vyre_rewrites(level: str) -> tuple[ModulePass, ...]:
     _check_level(level)
     if level != "default":
         return ()
-    return (AbsorbMlaPass(kernels=3), ResizeWorkgroupPass(), RetilePass(), SplitKvPass())
+    shared, parts = device.shared_memory_bytes, device.max_dim_parts
+    return (
+        AbsorbMlaPass(kernels=3),
+        ResizeWorkgroupPass(),
+        RetilePass(shared_memory_bytes=shared, max_parts=parts),
+        SplitKvPass(shared_memory_bytes=shared),
+    )
 
 
 @dataclass(frozen=True)
@@ -88,15 +97,16 @@ STAGE_TILE_BYTES = 16 * 1024
 DEEP_UNROLL = 64
 
 
-def tuning(module: ModuleOp) -> Tuning:
-    """The default's choices for `module` (vyre IR, after vyre_rewrites)."""
+def tuning(module: ModuleOp, device: DeviceProfile = GENERIC) -> Tuning:
+    """The default's choices for `module` (vyre IR, after vyre_rewrites),
+    within `device`'s limits."""
     from vyre_xdsl.passes.split_head_dim import automatic_parts
 
     skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
     if not skeletons:
         return Tuning()
     if any(s.splits > 1 for s in skeletons):
-        split = any(automatic_parts(s) > 1 for s in skeletons)
+        split = any(automatic_parts(s, device.max_dim_parts) > 1 for s in skeletons)
         return Tuning(unroll_factor=DEEP_UNROLL, split_head_dim=split)
     workgroups = sum(grid_workgroups(s) for s in skeletons)
     small_grid = workgroups <= SMALL_GRID
@@ -107,15 +117,22 @@ def tuning(module: ModuleOp) -> Tuning:
 
     if not all(stages(s) for s in skeletons):
         return Tuning()
-    parts = [automatic_parts(s) for s in skeletons]
+    parts = [automatic_parts(s, device.max_dim_parts) for s in skeletons]
     long_rows = all(
         s.shape()["head_dim"] // n > SHORT_ROWS for s, n in zip(skeletons, parts, strict=True)
     )
     deep = not long_rows or all(s.has_mask for s in skeletons)
+    # the query rows kept in workgroup memory must leave room for a staged tile
+    interleave = ("q_scratch",)
+    tile_bytes = max(4 * s.shape()["tile_size"] * s.shape()["head_dim"] for s in skeletons)
+    if not (small_grid and long_rows) or (
+        scratch_bytes(module, interleave) + tile_bytes > device.shared_memory_bytes
+    ):
+        interleave = ()
     return Tuning(
         unroll_factor=DEEP_UNROLL if deep else 32,
         stage_tiles=True,
-        interleave=("q_scratch",) if small_grid and long_rows else (),
+        interleave=interleave,
         split_head_dim=any(n > 1 for n in parts),
     )
 
@@ -165,24 +182,47 @@ def _check_level(level: str) -> None:
 class VyreToGpuPass(ModulePass):
     """vyre-inline-fragments, vyre-expand-stability, convert-vyre-to-gpu,
     with the optimisation passes of `optimize` (none | exact | default)
-    around them."""
+    around them; `default` chooses within the limits of `device` (a
+    profile of vyre_xdsl.device: generic, h200, lavapipe, or vulkan for the
+    device vx.run would use)."""
 
     name = "vyre-to-gpu"
 
     optimize: str = "default"
+    device: str = GENERIC.name
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         from vyre_xdsl.passes.split_head_dim import SplitHeadDimPass
-        from vyre_xdsl.passes.stage_kv_tiles import SHARED_MEMORY_BYTES, StageKvTilesPass
+        from vyre_xdsl.passes.stage_kv_tiles import StageKvTilesPass
 
-        for rewrite in vyre_rewrites(self.optimize):
+        device = device_profile(self.device)
+        for rewrite in vyre_rewrites(self.optimize, device):
             rewrite.apply(ctx, op)
-        tuned = tuning(op) if self.optimize == "default" else Tuning()
+        tuned = tuning(op, device) if self.optimize == "default" else Tuning()
         if tuned.stage_tiles:
             kept = scratch_bytes(op, tuned.interleave)
-            StageKvTilesPass(SHARED_MEMORY_BYTES - kept).apply(ctx, op)
+            StageKvTilesPass(device.shared_memory_bytes - kept).apply(ctx, op)
         if tuned.split_head_dim:
-            SplitHeadDimPass().apply(ctx, op)
+            SplitHeadDimPass(max_parts=device.max_dim_parts).apply(ctx, op)
         optimising = optimisations(self.optimize, tuned.unroll_factor, tuned.interleave)
         for lowering in LOWERING + optimising:
             lowering.apply(ctx, op)
+        if self.optimize == "default":
+            check_fits(op, device)
+
+
+def check_fits(module: ModuleOp, device: DeviceProfile) -> None:
+    """`default` promises kernels that `device` runs: a choice above that
+    breaks a limit is a bug of the tuning, reported rather than run."""
+    for func in lowered_kernels(module):
+        lanes = read_kernel(func).workgroup_size
+        needed = workgroup_memory_bytes(func)
+        if needed > device.shared_memory_bytes or lanes[0] > device.max_workgroup_invocations:
+            raise pass_error(
+                func,
+                f"vyre-to-gpu: kernel @{func.sym_name.data} needs {needed} bytes of "
+                f"workgroup memory and {lanes[0]} lanes, more than device "
+                f"'{device.name}' allows ({device.shared_memory_bytes} bytes, "
+                f"{device.max_workgroup_invocations} lanes); please report this, and "
+                f"use optimize=exact meanwhile",
+            )

@@ -61,10 +61,13 @@ def test_an_array_read_across_lanes_is_left_as_it_is():
 
 def test_default_keeps_the_query_row_in_workgroup_memory_on_a_small_grid():
     # rows of 132 dims, which vyre-split-head-dim cannot split over two lanes
-    one_head = vx.lower_to_gpu(vx.flash_attention_2(4096, 132))  # 64 workgroups
+    one_head = vx.lower_to_gpu(vx.flash_attention_2(4096, 132), device="h200")  # 64 workgroups
     assert set(_workgroup_arrays(one_head)) == {"q_scratch", "kv_tile"}
-    many_heads = vx.lower_to_gpu(vx.flash_attention_2(1024, 132, num_heads=32))
+    many_heads = vx.lower_to_gpu(vx.flash_attention_2(1024, 132, num_heads=32), device="h200")
     assert set(_workgroup_arrays(many_heads)) == {"kv_tile"}
     # rows of 128 are split instead, 64 dims a lane: no interleaving
-    split = vx.lower_to_gpu(vx.flash_attention_2(4096, 128))
+    split = vx.lower_to_gpu(vx.flash_attention_2(4096, 128), device="h200")
     assert set(_workgroup_arrays(split)) == {"kv_tile"}
+    # a device without room for the query rows next to the tiles: none kept
+    generic = vx.lower_to_gpu(vx.flash_attention_2(4096, 132))
+    assert "q_scratch" not in set(_workgroup_arrays(generic))

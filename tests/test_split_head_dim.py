@@ -11,6 +11,7 @@ import pytest
 import vyre_xdsl as vx
 from vyre_xdsl import reference
 from vyre_xdsl.compiler import apply_pipeline
+from vyre_xdsl.device import H200
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.vyre_to_gpu import tuning, vyre_rewrites
@@ -136,11 +137,13 @@ def test_automatic_parts_split_long_rows_and_small_grids():
 def test_default_splits_long_rows_and_small_grids(heads, dim, split):
     module = vx.flash_attention_2(4096, dim, num_heads=heads)
     rewritten = module.clone()
-    for rewrite in vyre_rewrites("default"):
+    for rewrite in vyre_rewrites("default", H200):
         rewrite.apply(vx.make_context(), rewritten)
-    assert tuning(rewritten).split_head_dim == split
-    lowered = str(vx.lower_to_gpu(module))
+    assert tuning(rewritten, H200).split_head_dim == split
+    lowered = str(vx.lower_to_gpu(module, device="h200"))
     assert ("gpu.shuffle xor" in lowered) == split
+    # a device that cannot shuffle keeps every row on one lane
+    assert "gpu.shuffle" not in str(vx.lower_to_gpu(module, device="generic"))
 
 
 def test_one_kernel_mla_decode_is_left_alone_by_default_and_refused_when_forced():
@@ -299,12 +302,12 @@ def test_default_splits_mla_latent_rows_into_lanes_of_64(backend):
     dims = (64, 2, 16, 256, 8)
     module = vx.mla_decode(*dims, tile_size=16)
     rewritten = module.clone()
-    for rewrite in vyre_rewrites("default"):
+    for rewrite in vyre_rewrites("default", H200):
         rewrite.apply(vx.make_context(), rewritten)
     latent = _skeleton(rewritten)
     tile, splits = latent.shape()["tile_size"], latent.splits
-    assert splits > 1 and tuning(rewritten).split_head_dim
-    lowered = vx.lower_to_gpu(module)
+    assert splits > 1 and tuning(rewritten, H200).split_head_dim
+    lowered = vx.lower_to_gpu(module, device="h200")
     items = [k.attributes["vyre.item_count"].value.data for k in lowered.walk()
              if k.name == "gpu.func"]
     assert 2 * splits * 4 in items

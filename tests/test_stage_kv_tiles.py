@@ -78,10 +78,11 @@ def test_staged_gqa_runs_on_vulkan_within_tolerance():
 
 def test_default_tuning_follows_the_h200_measurements():
     from vyre_xdsl.compiler import apply_pipeline
+    from vyre_xdsl.device import H200
     from vyre_xdsl.passes.vyre_to_gpu import Tuning, tuning
 
     def tuned(module):
-        return tuning(apply_pipeline(module, "vyre-absorb-mla,vyre-retile,vyre-split-kv"))
+        return tuning(apply_pipeline(module, "vyre-absorb-mla,vyre-retile,vyre-split-kv"), H200)
 
     causal = dict(mask_mod=lambda q, kv: kv <= q)
     # rows of 64 dims: 4 KiB tiles of 16 keys, staged, unrolled 64 deep

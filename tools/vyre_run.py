@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vyre_xdsl.device import DEVICE_NAMES, LIVE
 from vyre_xdsl.errors import VyreError
 
 # --check tolerance for backends that are not bit-exact (e.g. a GPU's exp)
@@ -47,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backend", choices=("interpreter", "vulkan"), default="interpreter"
+    )
+    p.add_argument(
+        "--device",
+        choices=DEVICE_NAMES,
+        default=None,
+        help="the device profile a vyre kernel is lowered for (default: the "
+        "Vulkan device with --backend vulkan, else generic)",
     )
     p.add_argument(
         "--input",
@@ -190,7 +198,8 @@ def _run(args: argparse.Namespace) -> int:
     module = parse_module(text, path)
     if args.pipeline:
         module = apply_pipeline(module, args.pipeline)
-    lowered = ensure_lowered(module)
+    device = args.device or (LIVE if args.backend == "vulkan" else None)
+    lowered = ensure_lowered(module, device)
     info = program_info(lowered)  # one kernel, or a program of several
 
     for name in output_paths:

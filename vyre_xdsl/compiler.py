@@ -101,7 +101,9 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     return module
 
 
-def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
+def lower_to_gpu(
+    module: ModuleOp, optimize: str = "default", device: str | None = None
+) -> ModuleOp:
     """A lowered copy of a vyre module: gpu/arith/scf/math/memref IR that
     verifies in xDSL and in upstream MLIR (docs/lowered-ir.md).
 
@@ -112,7 +114,12 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
     is), or a pass pipeline to run after the plain lowering, e.g.
     "vyre-promote-scratch,vyre-unroll-jam{factor=8},cse" (a pipeline that
     names `vyre-to-gpu` itself is run as it is, so vyre-level passes can go
-    first: "vyre-stage-kv-tiles,vyre-to-gpu{optimize=none},cse")."""
+    first: "vyre-stage-kv-tiles,vyre-to-gpu{optimize=none},cse").
+
+    `device` names the profile whose limits "default" fits (vyre_xdsl.device:
+    "generic", the default, runs on any Vulkan 1.1 device; "h200",
+    "lavapipe", or "vulkan" for the device vx.run(backend="vulkan") uses)."""
+    from vyre_xdsl.device import DEVICE_NAMES, GENERIC, device_profile
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
     if not isinstance(optimize, str):
@@ -120,8 +127,17 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
             f"optimize must be a level ({', '.join(OPTIMISATION_LEVELS)}) or a pass "
             f"pipeline string, got {type(optimize).__name__}"
         )
+    if device is not None:
+        if not isinstance(device, str) or device not in DEVICE_NAMES:
+            device_profile(device)  # words the error
+        if optimize not in OPTIMISATION_LEVELS:
+            raise VyreError(
+                f"device={device!r} applies to an optimisation level; with a pass "
+                f"pipeline name it in the pipeline: 'vyre-to-gpu{{device={device}}}'"
+            )
     if optimize in OPTIMISATION_LEVELS:
-        pipeline = f"vyre-to-gpu{{optimize={optimize}}}"
+        chosen = device or GENERIC.name
+        pipeline = f"vyre-to-gpu{{optimize={optimize} device={chosen}}}"
     elif "vyre-to-gpu" in _pass_names(optimize):
         pipeline = optimize  # the whole pipeline, vyre-level passes first
     else:
@@ -144,9 +160,10 @@ def lower_to_gpu(module: ModuleOp, optimize: str = "default") -> ModuleOp:
         ) from None
 
 
-def compile_spirv(module: ModuleOp) -> bytes:
-    """A SPIR-V binary module for the kernel of `module` (vyre or lowered IR)."""
+def compile_spirv(module: ModuleOp, device: str | None = None) -> bytes:
+    """A SPIR-V binary module for the kernel of `module` (vyre IR, lowered
+    for `device` as in lower_to_gpu, or lowered IR)."""
     from vyre_xdsl.run import ensure_lowered
     from vyre_xdsl.spirv import emit_spirv
 
-    return emit_spirv(ensure_lowered(module))
+    return emit_spirv(ensure_lowered(module, device))

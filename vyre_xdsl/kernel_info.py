@@ -212,6 +212,27 @@ def check_device_ir(func: gpu.FuncOp) -> None:
                         )
 
 
+WORKGROUP_MEMORY_SPACE = 3  # memref memory space of workgroup (shared) memory
+
+
+def workgroup_memory_bytes(func: gpu.FuncOp) -> int:
+    """The workgroup memory that the kernel `func` allocates."""
+    from xdsl.dialects import memref
+
+    total = 0
+    for alloc in func.walk():
+        if not isinstance(alloc, memref.AllocOp):
+            continue
+        memref_type = alloc.memref.type
+        space = memref_type.memory_space
+        if isinstance(space, IntegerAttr) and space.value.data == WORKGROUP_MEMORY_SPACE:
+            count = 1
+            for extent in memref_type.get_shape():
+                count *= extent
+            total += count * memref_type.element_type.bitwidth // 8
+    return total
+
+
 def lowered_kernels(module: ModuleOp) -> list[gpu.FuncOp]:
     """The lowered vyre kernels of `module` (gpu.funcs carrying
     'vyre.buffers'), in module order."""

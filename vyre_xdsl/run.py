@@ -13,8 +13,9 @@ from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program, program_i
 BACKENDS = ("interpreter", "vulkan")
 
 
-def ensure_lowered(module: ModuleOp) -> ModuleOp:
-    """`module` itself if it is already lowered, else a lowered copy."""
+def ensure_lowered(module: ModuleOp, device: str | None = None) -> ModuleOp:
+    """`module` itself if it is already lowered, else a copy lowered for
+    `device` (vx.lower_to_gpu)."""
     from vyre_xdsl.compiler import is_vyre_module, lower_to_gpu
 
     if not isinstance(module, ModuleOp):
@@ -22,7 +23,7 @@ def ensure_lowered(module: ModuleOp) -> ModuleOp:
             f"expected an xdsl ModuleOp (from vx.flash_attention_2, vx.mla_decode "
             f"or vx.parse_module), got {type(module).__name__}"
         )
-    return lower_to_gpu(module) if is_vyre_module(module) else module
+    return lower_to_gpu(module, device=device) if is_vyre_module(module) else module
 
 
 def prepare_buffers(
@@ -100,6 +101,7 @@ def run(
     module: ModuleOp,
     inputs: Mapping[str, object],
     backend: str = "interpreter",
+    device: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Run the kernels of `module`, in order, on `inputs` (buffer name ->
     float32 array of the right size, any shape, for every `read` buffer);
@@ -107,12 +109,19 @@ def run(
     buffers are allocated zeroed and not returned.
 
     `backend` is "interpreter" (the xDSL interpreter, f32-exact) or "vulkan"
-    (SPIR-V on the best Vulkan device; `VYRE_VULKAN_DEVICE` picks one)."""
-    if backend not in BACKENDS:
+    (SPIR-V on the best Vulkan device; `VYRE_VULKAN_DEVICE` picks one).
+    A vyre module is lowered for `device` (vx.lower_to_gpu): by default the
+    Vulkan device that runs it, and the generic profile for the
+    interpreter."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise VyreError(
             f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
         )
-    lowered = ensure_lowered(module)
+    if device is None and backend == "vulkan":
+        from vyre_xdsl.device import LIVE
+
+        device = LIVE
+    lowered = ensure_lowered(module, device)
     info = program_info(lowered)
     arrays = prepare_buffers(info, inputs)
     if backend == "interpreter":

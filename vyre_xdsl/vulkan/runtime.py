@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import BufferInfo, KernelInfo, ProgramInfo, as_program
 from vyre_xdsl.spirv.spec import Capability, Op
@@ -310,6 +311,22 @@ def _describe(props) -> str:
     )
 
 
+def live_profile(validation: bool | None = None) -> DeviceProfile:
+    """The limits of the Vulkan device that `execute` uses, as a profile
+    for the tuning (vyre_xdsl.device)."""
+    ctx = _context(_validation_requested(validation))
+    subgroup = ctx.subgroup
+    shuffles = subgroup.compute and {"SHUFFLE", "SHUFFLE_RELATIVE"} <= subgroup.operations
+    limits = ctx.limits
+    return DeviceProfile(
+        name=ctx.name,
+        shared_memory_bytes=limits.maxComputeSharedMemorySize,
+        max_workgroup_invocations=limits.maxComputeWorkGroupInvocations,
+        shuffle_subgroup_size=subgroup.size if shuffles else 0,
+        max_buffer_bytes=limits.maxStorageBufferRange,
+    )
+
+
 def device_report() -> str:
     """A description of every Vulkan device and which one `execute` uses."""
     ctx = _context(_validation_requested(None))
@@ -579,9 +596,10 @@ def _check_kernel_limits(ctx: _Context, spirv: bytes, kernel: KernelInfo) -> Non
         raise VyreError(
             f"kernel @{kernel.name} needs {shared} bytes of workgroup memory but "
             f"Vulkan device {ctx.name!r} allows maxComputeSharedMemorySize = "
-            f"{limits.maxComputeSharedMemorySize}; use a smaller head_dim or "
-            f"tile_size, or lower with optimize='exact' (it keeps no scratch in "
-            f"workgroup memory; the default is tuned for 48 KiB)"
+            f"{limits.maxComputeSharedMemorySize}; lower it for this device "
+            f"(vx.run does; vx.lower_to_gpu(..., device='vulkan'), "
+            f"vyre-to-gpu{{device=vulkan}}), or with optimize='exact' (it keeps no "
+            f"scratch in workgroup memory)"
         )
     wg = kernel.workgroup_size
     invocations = wg[0] * wg[1] * wg[2]

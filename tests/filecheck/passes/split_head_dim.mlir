@@ -7,6 +7,8 @@
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=2 merge=workgroup},vyre-split-head-dim{parts=2}' 2>&1 | filecheck %s --check-prefix=SPLIT-KV
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel},vyre-split-head-dim{parts=2},vyre-inline-fragments' | filecheck %s --check-prefix=PARTIALS
 // RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2},vyre-split-kv{splits=2}' 2>&1 | filecheck %s --check-prefix=THEN-SPLIT-KV
+// RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2 max_parts=1}' 2>&1 | filecheck %s --check-prefix=NO-SHUFFLE
+// RUN: vyre-opt %s -p 'vyre-split-head-dim{max_parts=1}' | filecheck %s --check-prefix=AUTO-NO-SHUFFLE
 
 // FlashAttention-2 with 64 rows of 16 dims in 4 tiles of 16 keys (as
 // vx.flash_attention_2(64, 16, 16) builds it).
@@ -196,3 +198,8 @@ builtin.module {
 // PARTIALS:        %publish_d = arith.addi %{{.*}}, %e{{.*}} : index
 // PARTIALS:        memref.store %{{.*}}, %flash_attention_2_split_o[%{{.*}}] : memref<2048xf32>
 // PARTIALS:      vyre.kernel @flash_attention_2_merge items 1024 workgroup_size 64 {
+// A device without subgroup shuffles (max_parts=1): refused when forced, left
+// alone when choosing.
+// NO-SHUFFLE: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 2 lanes: the device has no subgroup shuffles
+// AUTO-NO-SHUFFLE: vyre.tiled_online_softmax
+// AUTO-NO-SHUFFLE-NOT: dim_parts

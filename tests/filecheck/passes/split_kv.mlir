@@ -2,6 +2,8 @@
 // RUN: vyre-opt %s -p vyre-split-kv | filecheck %s --check-prefix=AUTO
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4},vyre-inline-fragments' | filecheck %s --check-prefix=MERGE
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=8}' 2>&1 | filecheck %s --check-prefix=TOO-MANY
+// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=4 merge=workgroup shared_memory_bytes=1000}' 2>&1 | filecheck %s --check-prefix=NO-ROOM
+// RUN: vyre-opt %s -p 'vyre-split-kv{shared_memory_bytes=1000}' | filecheck %s --check-prefix=AUTO-NO-ROOM
 
 // FlashAttention-2 with 64 rows of 2 dims in 4 tiles of 16 keys (as
 // vx.flash_attention_2(64, 2, 16) builds it).
@@ -122,4 +124,12 @@ builtin.module {
 // MERGE:           vyre.flush_tiny
 // MERGE:           memref.store %{{.*}}, %out[
 
-// TOO-MANY: split_kv.mlir:17:5: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 8 ways: there are only 4 tiles
+// TOO-MANY: split_kv.mlir:19:5: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 8 ways: there are only 4 tiles
+
+// The merge in the workgroup holds every lane's partial m, l and o_acc:
+// 4 * 64 * (2 + 2) = 1024 bytes. A device with less refuses it when forced,
+// and the automatic choice merges in a kernel instead.
+// NO-ROOM: split_kv.mlir:19:5: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 4 ways: a merge in the workgroup needs 1024 bytes of workgroup memory, more than the device's 1000 (merge=kernel has no such bound)
+// AUTO-NO-ROOM: vyre.kernel @flash_attention_2 items 256
+// AUTO-NO-ROOM: vyre.buffer "flash_attention_2_split_o" binding 6 temp [64, 4, 2]
+// AUTO-NO-ROOM: vyre.kernel @flash_attention_2_merge items 128

@@ -1,8 +1,10 @@
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | filecheck %s
 // RUN: vyre-opt %examples/mla_decode.mlir -p 'vyre-to-gpu{optimize=none}' | filecheck %s --check-prefix=MLA
-// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s --check-prefix=DEFAULT
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=DEFAULT
 // RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s --check-prefix=GENERIC
+// RUN: not vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=tpu}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 // NO-VYRE: "gpu.func"
 // NO-VYRE-NOT: "vyre.
 
@@ -24,8 +26,8 @@
 // MLA-SAME:  {name = "kv_cache", binding = 1 : i32, access = "read", shape = array<i64: 100, 8>}
 
 // The default also runs the optimisations: private scratch, unrolled loops.
-// On this small grid (two workgroups) each row is split over two lanes
-// (vyre-split-head-dim), which keep 8 of its 16 dims each.
+// For the H200, on this small grid (two workgroups) each row is split over
+// two lanes (vyre-split-head-dim), which keep 8 of its 16 dims each.
 // DEFAULT:       %q_scratch = memref.alloca() : memref<8xf32>
 // DEFAULT-NEXT:  %score_tile = memref.alloca() : memref<32xf32>
 // DEFAULT-NEXT:  %o_acc = memref.alloca() : memref<8xf32>
@@ -38,3 +40,11 @@
 // DEFAULT:       scf.for %{{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
 // DEFAULT:         vector.load %k[
 // DEFAULT:       gpu.shuffle xor
+
+
+// `device` names the limits the default fits (generic when none is named):
+// the generic profile assumes no subgroup operations, so each row stays on
+// one lane.
+// GENERIC:     %q_scratch = memref.alloca() : memref<16xf32>
+// GENERIC-NOT: gpu.shuffle
+// UNKNOWN: error: unknown device 'tpu'; choose one of generic, h200, lavapipe, vulkan

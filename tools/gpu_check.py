@@ -1,0 +1,199 @@
+"""Both decoders on a real GPU through Vulkan, checked against references.
+
+Each case is lowered for the Vulkan device in use (`device="vulkan"`, the
+default level), run once, and compared: small shapes and the NaN/inf cases
+against the SEMANTICS.md oracle (`vx.reference`), the model-sized shapes
+against dense attention computed in float64.  One line per case; the exit
+status is 1 if any case failed.
+
+    bash tools/gpu_check.sh [--all] [--match TEXT]
+
+`--all` runs FlashAttention-2 at every head_dim from 1 to 256 and MLA decode
+at every head count from 1 to 128 (rank 512, rope 64), not a sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+import vyre_xdsl as vx
+from vyre_xdsl.kernel_info import program_info
+from vyre_xdsl.run import prepare_buffers
+from vyre_xdsl.spirv import emit_spirv
+from vyre_xdsl.vulkan import device_report, execute
+
+# max |ours - reference| / max |reference| that passes: the default level
+# reorders f32 sums (docs/performance.md states its tolerance)
+TOLERANCE = 1e-5
+FA2_DIM_SAMPLE = (1, 2, 3, 5, 8, 24, 31, 63, 64, 65, 96, 127, 128, 129, 160, 192, 255, 256)
+MLA_HEAD_SAMPLE = (1, 2, 3, 16, 32, 64, 100, 128)
+
+
+@dataclass
+class Case:
+    name: str
+    build: Callable[[], object]  # -> vyre module
+    inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]
+    reference: Callable[[dict[str, np.ndarray]], np.ndarray]
+
+
+def dense_attention(q, k, v, causal=False) -> np.ndarray:
+    """softmax(q k^T / sqrt(D)) v in float64, heads [H, N, D], rows in chunks
+    (GQA: k/v heads shared by H / Hkv query heads)."""
+    heads, n, d = q.shape
+    group = heads // k.shape[0]
+    out = np.empty((heads, n, v.shape[2]), np.float64)
+    scale = 1.0 / np.sqrt(np.float32(d))
+    for h in range(heads):
+        kh, vh = k[h // group].astype(np.float64), v[h // group].astype(np.float64)
+        for start in range(0, n, 1024):
+            rows = q[h, start:start + 1024].astype(np.float64)
+            s = rows @ kh.T * scale
+            if causal:
+                keys = np.arange(kh.shape[0])
+                s[keys[None, :] > np.arange(start, start + len(rows))[:, None]] = -np.inf
+            p = np.exp(s - s.max(axis=1, keepdims=True))
+            out[h, start:start + len(rows)] = (p @ vh) / p.sum(axis=1, keepdims=True)
+    return out
+
+
+def dense_mla(ins: dict[str, np.ndarray]) -> np.ndarray:
+    """MLA decode in float64, absorbed (SEMANTICS.md: kr_cache adds to the
+    first P dims of each decompressed key)."""
+    q = ins["q"].astype(np.float64)
+    heads, d = q.shape
+    rank = ins["kv_cache"].shape[1]
+    rope = ins["kr_cache"].shape[1]
+    kv = ins["kv_cache"].astype(np.float64)
+    wk = ins["w_uk"].astype(np.float64).reshape(rank, heads, d)
+    wv = ins["w_uv"].astype(np.float64).reshape(rank, heads, d)
+    q_lat = np.einsum("hd,rhd->hr", q, wk)
+    s = (q_lat @ kv.T + q[:, :rope] @ ins["kr_cache"].astype(np.float64).T) / np.sqrt(d)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    o_lat = (p @ kv) / p.sum(axis=1, keepdims=True)
+    return np.einsum("hr,rhd->hd", o_lat, wv)
+
+
+def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False) -> Case:
+    kv_heads = kv_heads or heads
+    label = f"fa2 H={heads} N={n} D={d}" + (f" Hkv={kv_heads}" if kv_heads != heads else "")
+    label += " causal" * causal + " NaN/inf" * nan_inf
+
+    def build():
+        mask = (lambda q, kv: kv <= q) if causal else None
+        return vx.flash_attention_2(seq_len=n, head_dim=d, num_heads=heads,
+                                    num_kv_heads=kv_heads, mask_mod=mask)
+
+    def inputs(rng):
+        q = rng.standard_normal((heads, n, d), dtype=np.float32)
+        k, v = (rng.standard_normal((kv_heads, n, d), dtype=np.float32) for _ in range(2))
+        if nan_inf:  # a NaN query row, keys at +inf and -inf
+            q[0, 7 % n, 0] = np.nan
+            k[0, 3 % n, 0] = np.inf
+            k[-1, 9 % n, d // 2] = -np.inf
+        return {"q": q, "k": k, "v": v}
+
+    def reference(ins):
+        if nan_inf:  # only the oracle defines NaN and inf (SEMANTICS.md)
+            mask = (lambda q, kv: kv <= q) if causal else None
+            return vx.reference.flash_attention_2(ins["q"], ins["k"], ins["v"], mask_mod=mask)
+        return dense_attention(ins["q"], ins["k"], ins["v"], causal)
+
+    return Case(label, build, inputs, reference)
+
+
+def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False) -> Case:
+    label = f"mla S={s} H={heads} D={d} R={rank} P={rope}" + " NaN/inf" * nan_inf
+
+    def build():
+        return vx.mla_decode(seq_len=s, num_heads=heads, head_dim=d, kv_lora_rank=rank,
+                             qk_rope_head_dim=rope)
+
+    def inputs(rng):
+        ins = dict(q=rng.standard_normal((heads, d)), kv_cache=rng.standard_normal((s, rank)),
+                   kr_cache=rng.standard_normal((s, rope)),
+                   w_uk=rng.standard_normal((rank, heads * d)) / np.sqrt(rank),
+                   w_uv=rng.standard_normal((rank, heads * d)) / np.sqrt(rank))
+        ins = {name: a.astype(np.float32) for name, a in ins.items()}
+        if nan_inf:
+            ins["q"][0, 1] = np.nan
+            ins["kr_cache"][5 % s, 0] = np.inf
+        return ins
+
+    def reference(ins):
+        return vx.reference.mla_decode(**ins) if nan_inf else dense_mla(ins)
+
+    return Case(label, build, inputs, reference)
+
+
+def cases(every: bool) -> list[Case]:
+    found = [
+        fa2_case(1, 512, 64, nan_inf=True),
+        fa2_case(2, 200, 128, causal=True, nan_inf=True),
+        mla_case(1000, 8, 64, 32, 16, nan_inf=True),
+        fa2_case(32, 4096, 64),
+        fa2_case(32, 4096, 128),
+        fa2_case(32, 4096, 64, causal=True),
+        fa2_case(16, 8192, 128, causal=True),
+        fa2_case(32, 1024, 64, kv_heads=8),
+        fa2_case(32, 16384, 64),
+        fa2_case(4, 300, 256),
+        mla_case(4096, 16),
+        mla_case(4096, 128),
+        mla_case(32768, 16),
+    ]
+    dims = range(1, 257) if every else FA2_DIM_SAMPLE
+    found += [fa2_case(2, 70, d) for d in dims]
+    heads = range(1, 129) if every else MLA_HEAD_SAMPLE
+    found += [mla_case(300, h) for h in heads]
+    return found
+
+
+def check(case: Case, rng: np.random.Generator) -> bool:
+    started = time.perf_counter()
+    try:
+        lowered = vx.lower_to_gpu(case.build(), device="vulkan")
+        info = program_info(lowered)
+        ins = case.inputs(rng)
+        arrays = prepare_buffers(info, ins)
+        timings: dict = {}
+        execute(emit_spirv(lowered), info, arrays, timings=timings)
+    except vx.VyreError as error:
+        print(f"FAIL {case.name}: {error}", flush=True)
+        return False
+    (out,) = (arrays[b.name].reshape(b.shape) for b in info.outputs)
+    want = case.reference(ins).reshape(out.shape)
+    nan_ok = bool(np.array_equal(np.isnan(out), np.isnan(want)))
+    finite = ~np.isnan(want)
+    scale = float(np.abs(want[finite]).max()) if finite.any() else 1.0
+    err = float(np.abs(out[finite] - want[finite]).max()) / (scale or 1.0) if finite.any() else 0.0
+    ok = nan_ok and err <= TOLERANCE
+    print(f"{'ok  ' if ok else 'FAIL'} {case.name}: {len(info.kernels)} kernel(s), "
+          f"max|err|/max|ref| {err:.2e}, NaN placement {'ok' if nan_ok else 'WRONG'}, "
+          f"GPU {timings.get('dispatch_ms', float('nan')):.3f} ms, "
+          f"{time.perf_counter() - started:.1f} s in all", flush=True)
+    return ok
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--all", action="store_true",
+                        help="every FA2 head_dim 1..256 and MLA head count 1..128")
+    parser.add_argument("--match", default="", help="only the cases whose name has this text")
+    args = parser.parse_args(argv)
+    print(device_report(), flush=True)
+    rng = np.random.default_rng(0)
+    chosen = [c for c in cases(args.all) if args.match in c.name]
+    failed = [c.name for c in chosen if not check(c, rng)]
+    print(f"{len(chosen) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

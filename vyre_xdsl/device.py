@@ -1,0 +1,65 @@
+"""Device profiles: the limits and capabilities a kernel is tuned against.
+
+`optimize="default"` must never produce a kernel that its device refuses, so
+the tuning reads the limits from a profile instead of assuming one GPU:
+
+    generic    the minimums every Vulkan 1.1 compute device guarantees; the
+               choice when lowering without a device (vx.lower_to_gpu,
+               vx.compile_spirv, vyre-opt, the interpreter)
+    h200       an NVIDIA H200 with driver 580
+    lavapipe   Mesa's CPU driver (Debian 12)
+    vulkan     the Vulkan device that vx.run(backend="vulkan") would use,
+               read from the driver (VYRE_VULKAN_DEVICE picks it)
+
+A profile is data: adding a device is adding an entry to PROFILES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vyre_xdsl.errors import VyreError
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """What the tuning may rely on (Vulkan's names in the comments)."""
+
+    name: str
+    shared_memory_bytes: int  # maxComputeSharedMemorySize
+    max_workgroup_invocations: int  # maxComputeWorkGroupInvocations
+    # subgroupSize where compute shaders may shuffle within a subgroup
+    # (VK_SUBGROUP_FEATURE_SHUFFLE and _RELATIVE); 0: no shuffles
+    shuffle_subgroup_size: int
+    max_buffer_bytes: int  # maxStorageBufferRange
+
+    @property
+    def max_dim_parts(self) -> int:
+        """How many lanes may share a row (vyre-split-head-dim adds a row's
+        parts with shuffles within a subgroup)."""
+        return max(1, self.shuffle_subgroup_size)
+
+
+GENERIC = DeviceProfile("generic", 16384, 128, 0, 2**27)
+H200 = DeviceProfile("h200", 49152, 1024, 32, 2**32 - 1)
+LAVAPIPE = DeviceProfile("lavapipe", 32768, 1024, 8, 2**27)
+
+PROFILES = {p.name: p for p in (GENERIC, H200, LAVAPIPE)}
+LIVE = "vulkan"
+DEVICE_NAMES = (*PROFILES, LIVE)
+
+
+def device_profile(device: str | DeviceProfile = GENERIC.name) -> DeviceProfile:
+    """The profile named `device` (one of DEVICE_NAMES), or `device` itself."""
+    if isinstance(device, DeviceProfile):
+        return device
+    if device == LIVE:
+        from vyre_xdsl.vulkan.runtime import live_profile
+
+        return live_profile()
+    if not isinstance(device, str) or device not in PROFILES:
+        raise VyreError(
+            f"unknown device {device!r}; choose one of {', '.join(DEVICE_NAMES)} "
+            f"('{LIVE}' reads the Vulkan device that runs the kernel)"
+        )
+    return PROFILES[device]
