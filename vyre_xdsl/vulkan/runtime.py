@@ -218,6 +218,7 @@ class _Context:
         # host cannot map exist -> stage through host-visible buffers
         self.staging = any(f & local and not f & visible for f, _ in self.memory_types)
         self.subgroup = self._subgroup_support()
+        self.max_allocation = self._max_allocation()
 
     def _subgroup_support(self) -> SubgroupSupport:
         vk = self.vk
@@ -232,6 +233,17 @@ class _Context:
         )
         compute = bool(found.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
         return SubgroupSupport(found.subgroupSize, compute, operations)
+
+    def _max_allocation(self) -> int:
+        """maxMemoryAllocationSize (Vulkan 1.1), or maxStorageBufferRange
+        where the device cannot say."""
+        vk = self.vk
+        if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0):
+            return self.limits.maxStorageBufferRange
+        found = vk.VkPhysicalDeviceMaintenance3Properties()
+        props = vk.VkPhysicalDeviceProperties2(pNext=found)
+        vk.vkGetPhysicalDeviceProperties2(self.physical, props)
+        return int(found.maxMemoryAllocationSize)
 
     def _create_device(self) -> None:
         vk = self.vk
@@ -536,13 +548,15 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
     limits = ctx.limits
     for buffer in program.buffers:
         size = _buffer_bytes(buffer, arrays)
-        if size > limits.maxStorageBufferRange:
-            raise VyreError(
-                f"buffer {buffer.name!r} is {size} bytes but Vulkan device "
-                f"{ctx.name!r} binds at most maxStorageBufferRange = "
-                f"{limits.maxStorageBufferRange} bytes; use smaller shapes or "
-                f"another device ({DEVICE_ENV})"
-            )
+        for limit, name in ((limits.maxStorageBufferRange, "maxStorageBufferRange"),
+                            (ctx.max_allocation, "maxMemoryAllocationSize")):
+            if size > limit:
+                raise VyreError(
+                    f"buffer {buffer.name!r} is {size} bytes but Vulkan device "
+                    f"{ctx.name!r} allows at most {name} = {limit} bytes; use "
+                    f"smaller shapes (fewer heads or a shorter sequence per call) "
+                    f"or another device ({DEVICE_ENV})"
+                )
     for kernel in program.kernels:
         _check_kernel_limits(ctx, spirv, kernel)
 
@@ -669,12 +683,15 @@ def execute(spirv: bytes, info: KernelInfo | ProgramInfo,
     try:
         _run(ctx, res, bytes(spirv), program, arrays, use_staging, timings, repeat)
     except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as error:
-        total = sum(_buffer_bytes(b, arrays) for b in program.buffers)
+        sizes = {b.name: _buffer_bytes(b, arrays) for b in program.buffers}
+        largest = max(sizes, key=sizes.get)
         where = "device" if isinstance(error, vk.VkErrorOutOfDeviceMemory) else "host"
         raise VyreError(
             f"Vulkan device {ctx.name!r} ran out of {where} memory running "
-            f"{program.label} ({total} bytes of buffers); use smaller shapes, free "
-            f"memory held by other programs, or pick another device ({DEVICE_ENV})"
+            f"{program.label} ({sum(sizes.values())} bytes of buffers, the largest "
+            f"{largest!r} of {sizes[largest]}); use smaller shapes, free memory "
+            f"held by other programs (a framework's cached allocations, e.g. "
+            f"torch.cuda.empty_cache()), or pick another device ({DEVICE_ENV})"
         ) from None
     except vk.VkErrorDeviceLost:
         raise VyreError(
