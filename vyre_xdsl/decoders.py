@@ -62,14 +62,20 @@ def flash_attention_2(
     mask_mod: Callable | None = None,
     num_heads: int = 1,
     num_kv_heads: int | None = None,
+    kv_len: int | None = None,
+    batch: int = 1,
 ) -> ModuleOp:
     """FlashAttention-2 forward, one query row per item:
     `out = softmax(score_mod(q k^T / sqrt(d)) masked by mask_mod) v`.
 
-    `q`/`out` are `[num_heads, seq_len, head_dim]` and `k`/`v`
-    `[num_kv_heads, seq_len, head_dim]` (both `[seq_len, head_dim]` when
-    `num_heads == 1`); query head h reads kv head `h // (num_heads //
-    num_kv_heads)` (grouped-query attention).
+    `q`/`out` are `[batch, num_heads, seq_len, head_dim]` and `k`/`v`
+    `[batch, num_kv_heads, kv_len, head_dim]` (without the batch axis when
+    `batch == 1`, and `[seq_len, head_dim]` / `[kv_len, head_dim]` with one
+    head as well); `kv_len` defaults to `seq_len`. Query head h reads kv
+    head `h // (num_heads // num_kv_heads)` (grouped-query attention). With
+    `seq_len < kv_len` the queries are the last `seq_len` positions of the
+    sequence (bottom-right aligned, as in decoding or chunked prefill):
+    query i sits at position `kv_len - seq_len + i`.
 
     `score_mod(score, q_idx, kv_idx[, head]) -> score` and
     `mask_mod(q_idx, kv_idx[, head]) -> bool` (True keeps the pair) are
@@ -78,35 +84,54 @@ def flash_attention_2(
     the kernel is named `flex_attention` instead of `flash_attention_2`."""
     if num_kv_heads is None:
         num_kv_heads = num_heads
-    seq_len, head_dim, tile_size, num_heads, num_kv_heads = check_dimensions(
+    if kv_len is None:
+        kv_len = seq_len
+    seq_len, head_dim, tile_size, num_heads, num_kv_heads, kv_len, batch = check_dimensions(
         seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
-        num_heads=num_heads, num_kv_heads=num_kv_heads,
+        num_heads=num_heads, num_kv_heads=num_kv_heads, kv_len=kv_len, batch=batch,
     )
+    if seq_len > kv_len:
+        raise VyreError(
+            f"seq_len ({seq_len}) must be <= kv_len ({kv_len}): the queries are the "
+            f"last seq_len of the kv_len positions of each sequence"
+        )
     if num_heads % num_kv_heads:
         raise VyreError(
             f"num_heads ({num_heads}) must be a multiple of num_kv_heads "
             f"({num_kv_heads}): each kv head serves num_heads // num_kv_heads "
             f"query heads"
         )
-    check_u32_size("buffer q", num_heads=num_heads, seq_len=seq_len, head_dim=head_dim)
+    check_u32_size("buffer q", batch=batch, num_heads=num_heads, seq_len=seq_len,
+                   head_dim=head_dim)
+    check_u32_size("buffer k", batch=batch, num_kv_heads=num_kv_heads, kv_len=kv_len,
+                   head_dim=head_dim)
     group = num_heads // num_kv_heads
-    items = num_heads * seq_len
+    items = batch * num_heads * seq_len
+    offset = kv_len - seq_len  # position of query 0 (bottom-right aligned)
     scale = f32_scale(head_dim)
     score_arity = _arity(score_mod, "score_mod", (3, 4)) if score_mod else 0
     mask_arity = _arity(mask_mod, "mask_mod", (2, 3)) if mask_mod else 0
 
     def positions(item: Traced, with_head: bool) -> list[Traced]:
         """[q_idx] or [q_idx, head] of an item, as traced integers."""
+        rows = batch * num_heads
+        q_idx = item if rows == 1 else item % seq_len
+        if offset:
+            q_idx = q_idx + offset
+        if not with_head:
+            return [q_idx]
         if num_heads == 1:
-            return [item, item * 0] if with_head else [item]
-        return [item % seq_len, item // seq_len] if with_head else [item % seq_len]
+            return [q_idx, item * 0]
+        head = item // seq_len
+        return [q_idx, head if batch == 1 else head % num_heads]
 
     def kv_row_base(f: Fragment):
-        """First row of this item's kv head in k/v (None with one head)."""
-        if num_heads == 1:
+        """First row of this item's kv head in k/v (None with one sequence
+        of one head)."""
+        if batch * num_heads == 1:
             return None
         kv_head = f.divui(f.divui(f.item, f.index(seq_len)), f.index(group), "kv_head")
-        return f.muli(kv_head, f.index(seq_len), "kv_base")
+        return f.muli(kv_head, f.index(kv_len), "kv_base")
 
     def kv_row(b: Fragment, base, t):
         return t if base is None else b.addi(base, t, "kv_row")
@@ -169,11 +194,11 @@ def flash_attention_2(
         keep = mask_mod(q_pos[0], kv_idx, *q_pos[1:])
         return check_result(keep, "bool", mask_mod, "mask_mod")
 
-    if num_heads == 1:
-        q_shape = kv_shape = (seq_len, head_dim)
-    else:
-        q_shape = (num_heads, seq_len, head_dim)
-        kv_shape = (num_kv_heads, seq_len, head_dim)
+    q_shape = (batch, num_heads, seq_len, head_dim)
+    kv_shape = (batch, num_kv_heads, kv_len, head_dim)
+    if batch == 1:  # the layouts without a batch axis, and one head's without heads
+        keep = 2 if num_heads == 1 else 1
+        q_shape, kv_shape = q_shape[keep:], kv_shape[keep:]
     # A modified kernel computes something else than FlashAttention-2's
     # oracle: it gets its own name (vyre-run --check must not mistake it).
     name = "flash_attention_2" if score_mod is None and mask_mod is None else "flex_attention"
@@ -182,7 +207,7 @@ def flash_attention_2(
         [Buffer("q", q_shape), Buffer("k", kv_shape), Buffer("v", kv_shape),
          Buffer("out", q_shape, "write")],
         item_count=items,
-        seq_len=seq_len,
+        seq_len=kv_len,
         head_dim=head_dim,
         tile_size=tile_size,
         scores=scores,

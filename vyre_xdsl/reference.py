@@ -287,14 +287,15 @@ def _dot_over_parts(term: Callable[[int], np.ndarray], head_dim: int, dim_parts:
 # --------------------------------------------------------------------------
 
 
-def _heads_array(name: str, value, heads_name: str) -> np.ndarray:
-    """A [heads, seq_len, head_dim] view of a 2-D or 3-D f32 array."""
-    if isinstance(value, np.ndarray) and value.ndim == 3:
-        flat = _matrix(name, value.reshape(value.shape[0] * value.shape[1], -1)
-                       if 0 not in value.shape else value,
-                       f"[{heads_name}, seq_len, head_dim]")
-        return flat.reshape(value.shape)
-    return _matrix(name, value, f"[seq_len, head_dim] or [{heads_name}, seq_len, head_dim]")[None]
+def _heads_array(name: str, value, heads_name: str, len_name: str) -> np.ndarray:
+    """A [batch, heads, length, head_dim] view of a 2-D, 3-D or 4-D f32 array."""
+    layouts = (f"[{len_name}, head_dim], [{heads_name}, {len_name}, head_dim] or "
+               f"[batch, {heads_name}, {len_name}, head_dim]")
+    if isinstance(value, np.ndarray) and value.ndim in (3, 4):
+        flat = _matrix(name, value.reshape(-1, value.shape[-1])
+                       if 0 not in value.shape else value, layouts)
+        return flat.reshape((1,) * (4 - value.ndim) + value.shape)
+    return _matrix(name, value, layouts)[None, None]
 
 
 def _modifier_arity(fn, allowed: tuple[int, ...]) -> int:
@@ -328,9 +329,13 @@ def flash_attention_2(
     dim_parts: int = 1,
 ) -> np.ndarray:
     """FlashAttention-2 of SEMANTICS.md: q, k, v f32[seq_len, head_dim] ->
-    out f32[seq_len, head_dim]; or q f32[num_heads, seq_len, head_dim] and
-    k, v f32[num_kv_heads, seq_len, head_dim] (query head h reads kv head
-    h // (num_heads // num_kv_heads)) -> out shaped like q.
+    out f32[seq_len, head_dim]; with heads q f32[num_heads, seq_len,
+    head_dim] and k, v f32[num_kv_heads, kv_len, head_dim], with a batch
+    q [batch, num_heads, seq_len, head_dim] and k, v [batch, num_kv_heads,
+    kv_len, head_dim] (query head h reads kv head h // (num_heads //
+    num_kv_heads)) -> out shaped like q. With seq_len < kv_len the queries
+    are the last seq_len positions (bottom-right aligned): query i is at
+    position kv_len - seq_len + i, the q_idx the modifiers get.
 
     `score_mod(score, q_idx, kv_idx[, head])` and `mask_mod(q_idx, kv_idx[,
     head])` are the same functions `vx.flash_attention_2` takes, evaluated on
@@ -340,31 +345,36 @@ def flash_attention_2(
     product over its own dims, then added across parts pairwise)."""
     from vyre_xdsl import trace
 
-    three_d = isinstance(q, np.ndarray) and q.ndim == 3
-    q3 = _heads_array("q", q, "num_heads")
-    k3 = _heads_array("k", k, "num_kv_heads")
-    v3 = _heads_array("v", v, "num_kv_heads")
+    q4 = _heads_array("q", q, "num_heads", "seq_len")
+    k4 = _heads_array("k", k, "num_kv_heads", "kv_len")
+    v4 = _heads_array("v", v, "num_kv_heads", "kv_len")
     tile_size = _positive("tile_size", tile_size)
-    num_heads, seq_len, head_dim = q3.shape
-    num_kv_heads = k3.shape[0]
-    if k3.shape != v3.shape or k3.shape[1:] != q3.shape[1:]:
+    batch, num_heads, seq_len, head_dim = q4.shape
+    num_kv_heads, kv_len = k4.shape[1], k4.shape[2]
+    if k4.shape != v4.shape or k4.shape[0] != batch or k4.shape[3] != head_dim:
         raise VyreError(
-            f"q, k and v must have the same shape [seq_len, head_dim] (with "
-            f"heads: k and v the same shape [num_kv_heads, seq_len, head_dim], "
-            f"q's seq_len and head_dim); got q {q.shape}, k {k.shape}, v {v.shape}"
+            f"k and v must have the same shape [batch, num_kv_heads, kv_len, "
+            f"head_dim], with q's batch and head_dim; got q {q.shape}, k {k.shape}, "
+            f"v {v.shape}"
+        )
+    if seq_len > kv_len:
+        raise VyreError(
+            f"q has {seq_len} rows but k and v only {kv_len} keys; the queries are "
+            f"the last seq_len of kv_len positions, so seq_len must be <= kv_len"
         )
     if num_heads % num_kv_heads:
         raise VyreError(
             f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
         )
     group = num_heads // num_kv_heads
-    items = num_heads * seq_len
+    items = batch * num_heads * seq_len
     item = np.arange(items)
-    q_idx, head = item % seq_len, item // seq_len
-    kv_base = (head // group) * seq_len  # first k/v row of each item's kv head
-    qf = q3.reshape(items, head_dim)
-    kf = k3.reshape(num_kv_heads * seq_len, head_dim)
-    vf = v3.reshape(num_kv_heads * seq_len, head_dim)
+    row_group = item // seq_len  # batch * num_heads + head
+    q_idx, head = kv_len - seq_len + item % seq_len, row_group % num_heads
+    kv_base = (row_group // group) * kv_len  # first k/v row of each item's kv head
+    qf = q4.reshape(items, head_dim)
+    kf = k4.reshape(-1, head_dim)
+    vf = v4.reshape(-1, head_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
     dim_parts = _dim_parts(dim_parts, head_dim)
     score_arity = _modifier_arity(score_mod, (3, 4)) if score_mod else 0
@@ -413,10 +423,10 @@ def flash_attention_2(
         return rescale[:, None] * o_acc + wv
 
     out = tiled_online_softmax(
-        items, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
+        items, head_dim, kv_len, tile_size, compute_tile_scores, update_o_acc,
         mask_of if mask_mod is not None else None, kv_splits=kv_splits,
     )
-    return out.reshape(q3.shape) if three_d else out
+    return out.reshape(np.shape(q))
 
 
 # --------------------------------------------------------------------------
