@@ -248,10 +248,8 @@ def test_masked_arrays_are_refused():
 # Vulkan runtime -------------------------------------------------------------------
 
 def test_no_loader_names_what_to_install(monkeypatch, fa2):
-    from vyre_xdsl.vulkan import runtime
-
     monkeypatch.setitem(sys.modules, "vulkan", None)  # `import vulkan` fails
-    monkeypatch.setattr(runtime, "_CONTEXTS", {})
+    monkeypatch.setattr("vyre_xdsl.vulkan.device._CONTEXTS", {})
     with pytest.raises(VyreError, match="libvulkan1 mesa-vulkan-drivers.*pip install vulkan"):
         vx.run(fa2, _qkv(), backend="vulkan")
 
@@ -279,7 +277,7 @@ def test_no_device_names_what_to_install(monkeypatch):
 
     ctx = runtime._context(runtime._validation_requested(None))
     monkeypatch.setattr(ctx.vk, "vkEnumeratePhysicalDevices", lambda instance: [])
-    monkeypatch.setattr(runtime, "_CONTEXTS", {})
+    monkeypatch.setattr("vyre_xdsl.vulkan.device._CONTEXTS", {})
     with pytest.raises(VyreError, match="no Vulkan device found.*mesa-vulkan-drivers"):
         runtime._context(False)
 
