@@ -394,3 +394,131 @@ def test_vyre_run_errors(args, code, message):
 def test_lower_to_gpu_rejects_a_bad_optimize(optimize, message):
     with pytest.raises(VyreError, match=message):
         vx.lower_to_gpu(vx.flash_attention_2(seq_len=4, head_dim=2), optimize=optimize)
+
+
+# public arguments (vyre_xdsl.checks): wrong types and values at the boundary --------
+
+def _noop(f):
+    pass
+
+
+def _skeleton(buffers=None, **change):
+    if buffers is None:
+        buffers = [vx.Buffer("q", (4, 2)), vx.Buffer("out", (4, 2), "write")]
+    args = dict(item_count=4, seq_len=4, head_dim=2, tile_size=2, scores=_noop,
+                update=_noop)
+    return vx.tiled_online_softmax("k", buffers, **{**args, **change})
+
+
+def _fragment(scores):
+    return lambda: _skeleton(scores=scores)
+
+
+_LOOP_BODY = lambda b, i, carried: []  # noqa: E731
+
+
+@pytest.mark.parametrize("call, names", [
+    (lambda: vx.Buffer(3, (4, 2)), ["buffer name 3", "letters, digits"]),
+    (lambda: vx.Buffer("q x", (4, 2)), ["'q x'", "letters, digits"]),
+    (lambda: vx.Buffer("", (4, 2)), ["buffer name ''"]),
+    (lambda: vx.Buffer("q", 32), ["shape of buffer 'q'", "tuple", "(n,)"]),
+    (lambda: vx.Buffer("q", "32"), ["shape of buffer 'q'", "tuple"]),
+    (lambda: vx.Buffer("q", ()), ["shape of buffer 'q' is empty"]),
+    (lambda: vx.Buffer("q", (4, 2.0)), ["q.shape[1]", "positive integer"]),
+    (lambda: vx.Buffer("q", (4, 0)), ["q.shape[1]", "> 0"]),
+    (lambda: vx.Buffer("q", (2**20, 2**20)), ["buffer 'q'", "u32"]),
+    (lambda: vx.Buffer("q", (4, 2), "rw"), ["access of buffer 'q'", '"read"']),
+    (lambda: vx.Buffer("q", (4, 2), binding="0"), ["binding of buffer 'q'", "'0' (str)"]),
+    (lambda: vx.Buffer("q", (4, 2), binding=2**70), ["binding of buffer 'q'", "2147483647"]),
+    (lambda: vx.Buffer("q", (4, 2), binding=2**40), ["binding of buffer 'q'", "32-bit"]),
+    (lambda: vx.Buffer("q", (4, 2), binding=-1), ["binding of buffer 'q' is -1"]),
+    (lambda: vx.Buffer("q", (4, 2), binding=1.0), ["binding of buffer 'q'", "float"]),
+    (lambda: _skeleton({"q": 1, "out": 2}), ["buffers must be a list", "dict"]),
+    (lambda: _skeleton([("q", (4, 2)), ("out", (4, 2), "write")]), ["buffers[0]", "tuple"]),
+    (lambda: _skeleton(()), ["the q buffer 'q' is not among"]),
+    (lambda: _skeleton("qo"), ["buffers must be a list", "str"]),
+    (lambda: _skeleton(scratch=["a"]), ["scratch must be a dict", "list"]),
+    (lambda: _skeleton(scratch={3: 4}), ["scratch array name 3"]),
+    (lambda: _skeleton(scratch={"a": "4"}), ["scratch 'a' length", "positive integer"]),
+    (lambda: _skeleton(q=None), ["the q buffer name None"]),
+    (lambda: _skeleton(out=["out"]), ["the out buffer name ['out']"]),
+    (lambda: _skeleton(scores=None), ["scores must be a function"]),
+    (_fragment(lambda f: f.load("q", 0)), ["an operand must be an IR value", "'q'",
+                                           "f.buffer(name)", "test_errors.py"]),
+    (_fragment(lambda f: f.store(1.0, f.score_tile, 0)), ["an operand", "1.0 (float)"]),
+    (_fragment(lambda f: f.load(f.item, 0)), ["loads and stores take a buffer", "index"]),
+    (_fragment(lambda f: f.load(f.buffer("q"), "0")), ["an index or loop bound", "'0'"]),
+    (_fragment(lambda f: f.load(f.buffer("q"), f.load(f.buffer("q"), 0))),
+     ["must have type index", "f32"]),
+    (_fragment(lambda f: f.loop(0, "x", _LOOP_BODY)), ["an index or loop bound", "'x'"]),
+    (_fragment(lambda f: f.loop(0, 2.5, _LOOP_BODY)), ["an index or loop bound", "2.5"]),
+    (_fragment(lambda f: f.loop(-1, 2, _LOOP_BODY)), ["index constant", "got -1"]),
+    (_fragment(lambda f: f.loop(0, 2**32, _LOOP_BODY)), ["index constant", "4294967296"]),
+    (_fragment(lambda f: f.loop(0, 2, None)), ["loop body must be a function"]),
+    (_fragment(lambda f: f.loop(0, 2, lambda b, i, c: 3)), ["loop body must return a list"]),
+    (_fragment(lambda f: f.loop(0, 2, lambda b, i, c: [], [0.0])),
+     ["loop body returned values of types ()", "(f32)"]),
+    (_fragment(lambda f: f.loop(0, 2, lambda b, i, c: [i], [0.0])),
+     ["loop body returned values of types (index)", "(f32)"]),
+    (_fragment(lambda f: f.if_else(f.cmpi(f.item, f.lane, "eq"), lambda b: [b.f32(1.0)],
+                                   lambda b: [b.index(1)])),
+     ["else-branch", "(index)", "(f32)"]),
+    (_fragment(lambda f: f.cmpi(f.item, f.lane, "bogus")),
+     ["a wrong value reached the IR builder at", "test_errors.py", "bogus"]),
+    (_fragment(lambda f: f.index("3")), ["index constant", "'3'"]),
+    (_fragment(lambda f: f.f32("x")), ["f32 constant", "'x' (str)"]),
+    (_fragment(lambda f: f.f32(None)), ["f32 constant", "None"]),
+    (_fragment(lambda f: f.m_new), ["no 'm_new'", "update fragments", "tile_start"]),
+    (_fragment(lambda f: f.rescale), ["no 'rescale'", "update fragments"]),
+    (_fragment(lambda f: f.addf(f.item, "s")), ["an operand", "'s'"]),
+    (lambda: vx.apply_pipeline(None, "cse"), ["apply_pipeline", "ModuleOp", "NoneType"]),
+    (lambda: vx.apply_pipeline(vx.flash_attention_2(**FA2), None),
+     ["pipeline must be a string", "vyre-to-gpu"]),
+    (lambda: vx.apply_pipeline(vx.flash_attention_2(**FA2), 3), ["pipeline must be a string"]),
+    (lambda: vx.apply_pipeline(vx.flash_attention_2(**FA2), ""), ["pipeline must be a string"]),
+    (lambda: vx.apply_pipeline(vx.lower_to_gpu(vx.flash_attention_2(**FA2)),
+                               "convert-arith-to-riscv"),
+     ["pass 'convert-arith-to-riscv' failed", "NotImplementedError", "leave it out"]),
+    (lambda: vx.wrap(None), ["vx.wrap takes an SSA value", "NoneType"]),
+    (lambda: vx.wrap(3.0), ["vx.wrap takes an SSA value", "float"]),
+    (lambda: vx.run(vx.flash_attention_2(**FA2), _qkv(), backend=np.array(["vulkan"])),
+     ["unknown backend"]),
+    (lambda: vx.tile_class_counts(None), ["tile_class_counts", "ModuleOp"]),
+    (lambda: vx.classify_tiles(None, 4, 4, 2), ["mask must be a function"]),
+    (lambda: vx.classify_tiles(lambda q, kv: kv <= q, 4, 0, 2), ["seq_len", "> 0"]),
+    (lambda: vx.parse_module("builtin.module {}", 3), ["parse_module's path", "int"]),
+], ids=lambda x: "" if callable(x) else None)
+def test_public_arguments_are_checked(call, names):
+    with pytest.raises(VyreError) as info:
+        call()
+    for name in names:
+        assert name in str(info.value), str(info.value)
+
+
+def test_a_loop_body_without_carried_values_may_return_none():
+    """`return []` or no return at all: both mean nothing is carried."""
+    def scores(f):
+        f.loop(0, f.tile_len, lambda b, j, _: None)
+
+    _skeleton(scores=scores)
+
+
+def test_a_users_own_bug_in_a_fragment_is_not_hidden():
+    """Exceptions raised by the user's code (not by a helper given a wrong
+    value) propagate as they are."""
+    def scores(f):
+        raise KeyError("mine")
+
+    with pytest.raises(KeyError, match="mine"):
+        _skeleton(scores=scores)
+
+
+def test_fragment_attribute_errors_still_work_with_hasattr():
+    seen = {}
+
+    def scores(f):
+        seen["m_new"] = hasattr(f, "m_new")
+        seen["tile_len"] = hasattr(f, "tile_len")
+
+    _skeleton(scores=scores)
+    assert seen == {"m_new": False, "tile_len": True}

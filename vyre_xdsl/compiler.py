@@ -13,6 +13,7 @@ from xdsl.utils.exceptions import (
     VerifyException,
 )
 
+from vyre_xdsl.checks import check_module, check_pipeline, check_text
 from vyre_xdsl.dialects import gpu_shuffle, vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes import ALL_PASSES
@@ -42,6 +43,7 @@ def parse_module(text: str, path: str = "<input>") -> ModuleOp:
         raise VyreError(
             f"parse_module expects MLIR text (str), got {type(text).__name__}"
         )
+    check_text("parse_module's path", path, "'kernel.mlir' (it names the input in messages)")
     try:
         module = LocatingParser(make_context(), text, path).parse_module()
     except (ParseError, VerifyException, DiagnosticException) as error:
@@ -70,10 +72,38 @@ def _pass_names(pipeline: str) -> list[str]:
         return []
 
 
+def run_passes(passes: PassPipeline, ctx: Context, module: ModuleOp) -> None:
+    """Apply `passes` in order.  A pass that is not ours (an xDSL pass, a
+    plugin) and raises a plain exception on valid IR (e.g. an xDSL pass
+    that does not handle an op of the lowered form) is reported as a
+    VyreError naming it; our own passes' unexpected exceptions propagate
+    (bugs of ours, reported as such by the tools)."""
+    from vyre_xdsl.diagnostics import first_invalid_op
+
+    for one in passes.passes:
+        try:
+            one.apply(ctx, module)
+        except (VerifyException, DiagnosticException, VyreError):
+            raise
+        except Exception as error:
+            if first_invalid_op(module) is not None or type(one).__module__.startswith(
+                "vyre_xdsl."
+            ):
+                raise  # invalid IR (the caller locates it), or a bug of ours
+            raise VyreError(
+                f"pass '{one.name}' failed on this module ({type(error).__name__}: "
+                f"{str(error).strip() or 'no message'}); it does not handle every op "
+                f"here (see docs/lowered-ir.md for the ops of the lowered form): "
+                f"leave it out of the pipeline or run it on other IR"
+            ) from error
+
+
 def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     """Run a comma-separated pass pipeline (vyre and xDSL passes) in place."""
     from xdsl.transforms import get_all_passes
 
+    check_module(module, "apply_pipeline")
+    check_pipeline(pipeline)
     available = {**get_all_passes(), **ALL_PASSES}
     try:
         passes = PassPipeline.parse_spec(available, pipeline)
@@ -82,9 +112,11 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
         # an ArgSpecParseError (a BaseException)
         raise VyreError(f"bad pass pipeline {pipeline!r}: {error}") from None
     try:
-        passes.apply(make_context(), module)
+        run_passes(passes, make_context(), module)
         module.verify()
     except (VerifyException, DiagnosticException) as error:
+        raise VyreError(f"pipeline {pipeline!r} failed: {error}") from None
+    except VyreError as error:
         raise VyreError(f"pipeline {pipeline!r} failed: {error}") from None
     except Exception as error:
         # Invalid IR reaching a pass, or an xDSL verifier that raises a plain
@@ -142,8 +174,7 @@ def lower_to_gpu(
         pipeline = optimize  # the whole pipeline, vyre-level passes first
     else:
         pipeline = f"vyre-to-gpu{{optimize=none}},{optimize}"
-    if not isinstance(module, ModuleOp):
-        raise VyreError(f"expected an xdsl ModuleOp, got {type(module).__name__}")
+    check_module(module, "lower_to_gpu")
     if not is_vyre_module(module):
         raise VyreError(
             "lower_to_gpu expects vyre IR (a module with a vyre.kernel); this "

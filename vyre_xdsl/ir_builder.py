@@ -8,17 +8,20 @@ arithmetic is on `index`; float arithmetic is f32 with no fast-math.
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, f32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl import trace
+from vyre_xdsl.checks import U32_MAX, is_integer
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import VyreError
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -27,17 +30,73 @@ Value = SSAValue | Operation
 LoopBody = Callable[["IRBuilder", SSAValue, Sequence[SSAValue]], Sequence[Value]]
 
 
+def _not_a_value(value: object, what: str) -> VyreError:
+    hint = " (pass f.buffer(name), not the name)" if isinstance(value, str) else ""
+    return VyreError(
+        f"{what} must be an IR value (a fragment argument, f.buffer(name), the "
+        f"result of a helper such as f.load or f.addf, or a traced value), got "
+        f"{value!r} ({type(value).__name__}){hint} at {trace.user_location()}"
+    )
+
+
 def _v(value: Value) -> SSAValue:
     if isinstance(value, trace.Traced):
         return value.ssa
+    if not isinstance(value, SSAValue | Operation):
+        raise _not_a_value(value, "an operand")
     return SSAValue.get(value)
 
 
-def _index(value: Value) -> SSAValue:
-    """An `index` operand: traced integers are cast."""
+def _index(value: Value, builder: IRBuilder | None = None) -> SSAValue:
+    """An `index` operand: traced integers are cast, and with a `builder`
+    Python ints become constants."""
     if isinstance(value, trace.Traced):
         return trace.as_index(value)
-    return SSAValue.get(value)
+    if builder is not None and is_integer(value):
+        return builder.index(value)
+    if not isinstance(value, SSAValue | Operation):
+        raise _not_a_value(value, "an index or loop bound")
+    ssa = SSAValue.get(value)
+    if not isinstance(ssa.type, IndexType):
+        raise VyreError(
+            f"an index or loop bound must have type index (or be a traced "
+            f"integer), got a value of type {ssa.type} at {trace.user_location()}"
+        )
+    return ssa
+
+
+def _memref(ref: Value) -> SSAValue:
+    """A memref operand (a buffer, scratch array or alloc)."""
+    ssa = _v(ref)
+    if not isinstance(ssa.type, MemRefType):
+        raise VyreError(
+            f"loads and stores take a buffer or scratch array (f.buffer(name), "
+            f"f.o_acc, ...), got a value of type {ssa.type} at {trace.user_location()}"
+        )
+    return ssa
+
+
+def _carried(values, expected, what: str) -> list[SSAValue]:
+    """What a loop body or a branch returned, as SSA values: a list with one
+    value per carried value (`expected`: values or types; None: any)."""
+    if values is None and not expected:
+        values = []
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise VyreError(
+            f"{what} must return a list of values (one per carried value, [] for "
+            f"none), got {type(values).__name__} at {trace.user_location()}"
+        )
+    values = [_v(v) for v in values]
+    if expected is not None:
+        want = [e.type if isinstance(e, SSAValue) else e for e in expected]
+        got = [v.type for v in values]
+        if got != want:
+            raise VyreError(
+                f"{what} returned values of types ({', '.join(map(str, got))}) but "
+                f"must return ({', '.join(map(str, want))}): one per carried value, "
+                f"in order, at {trace.user_location()}"
+            )
+    return values
 
 
 class IRBuilder:
@@ -67,10 +126,21 @@ class IRBuilder:
     # -- constants -------------------------------------------------------
 
     def index(self, value: int) -> SSAValue:
-        return self._result(arith.ConstantOp(IntegerAttr(value, IndexType())))
+        if not is_integer(value) or not 0 <= value <= U32_MAX:
+            raise VyreError(
+                f"an index constant must be an integer in [0, {U32_MAX}] (index is "
+                f"a 32-bit unsigned integer on the device), got {value!r} at "
+                f"{trace.user_location()}"
+            )
+        return self._result(arith.ConstantOp(IntegerAttr(int(value), IndexType())))
 
     def f32(self, value: float) -> SSAValue:
-        return self._result(arith.ConstantOp(FloatAttr(value, f32)))
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            raise VyreError(
+                f"an f32 constant must be a Python number, got {value!r} "
+                f"({type(value).__name__}) at {trace.user_location()}"
+            )
+        return self._result(arith.ConstantOp(FloatAttr(float(value), f32)))
 
     # -- index arithmetic --------------------------------------------------
 
@@ -148,10 +218,10 @@ class IRBuilder:
     # -- memory ------------------------------------------------------------
 
     def load(self, ref: Value, index: Value) -> SSAValue:
-        return self._result(memref.LoadOp.get(ref, [_index(index)]))
+        return self._result(memref.LoadOp.get(_memref(ref), [_index(index, self)]))
 
     def store(self, value: Value, ref: Value, index: Value) -> None:
-        self.emit(memref.StoreOp.get(_v(value), ref, [_index(index)]))
+        self.emit(memref.StoreOp.get(_v(value), _memref(ref), [_index(index, self)]))
 
     # -- control flow ------------------------------------------------------
 
@@ -167,17 +237,18 @@ class IRBuilder:
         """`scf.for %i = lower to upper step 1` carrying `iter_args`; `body`
         gets (builder, %i, iteration values) and returns the next values;
         `attributes` go on the loop."""
-        lower_v = self.index(lower) if isinstance(lower, int) else _index(lower)
-        upper_v = self.index(upper) if isinstance(upper, int) else _index(upper)
+        lower_v, upper_v = _index(lower, self), _index(upper, self)
         step = self.index(1)
         inits = [self.f32(v) if isinstance(v, float) else _v(v) for v in iter_args]
+        if not callable(body):
+            raise VyreError(f"the loop body must be a function, got {type(body).__name__}")
         block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
         if hint:
             block.args[0].name_hint = hint
         inner = self.at(InsertPoint.at_end(block))
         with trace.building(inner):
             next_values = body(inner, block.args[0], block.args[1:])
-        next_values = [_v(v) for v in next_values]
+        next_values = _carried(next_values, inits, "the loop body")
         inner.emit(scf.YieldOp(*next_values))
         op = scf.ForOp(lower_v, upper_v, step, inits, Region(block))
         op.attributes.update(attributes or {})
@@ -206,7 +277,11 @@ class IRBuilder:
             block = Block()
             inner = self.at(InsertPoint.at_end(block))
             with trace.building(inner):
-                values = [_v(v) for v in branch(inner)]
+                returned = branch(inner)
+            if yielded_types is None:
+                values = _carried(returned, None, "the then-branch of if_else")
+            else:
+                values = _carried(returned, yielded_types, "the else-branch of if_else")
             block.add_op(scf.YieldOp(*values))
             yielded_types = [v.type for v in values]
             regions.append(Region(block))

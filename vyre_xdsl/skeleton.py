@@ -8,12 +8,8 @@ is not built here: `vyre-inline-fragments` expands it, once, for everyone.
 
 from __future__ import annotations
 
-import numbers
-import operator
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -22,6 +18,19 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import VerifyException
 
 from vyre_xdsl import trace
+from vyre_xdsl.checks import (
+    check_binding,
+    check_callable,
+    check_dimensions,
+    check_identifier,
+    check_kernel_name,
+    check_mapping,
+    check_module,
+    check_sequence,
+    check_shape,
+    check_u32_size,
+    checked_call,
+)
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder, Value
@@ -41,19 +50,17 @@ class Buffer:
     access: str = "read"
     binding: int | None = None
 
-
-KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def check_kernel_name(name: object) -> str:
-    """`name` if it can name a kernel (and its SPIR-V entry point), else a
-    VyreError saying what a name may hold."""
-    if not isinstance(name, str) or not KERNEL_NAME.fullmatch(name):
-        raise VyreError(
-            f"kernel name {name!r} must be a string of letters, digits and '_', "
-            f"not starting with a digit (it names the kernel's entry point)"
-        )
-    return name
+    def __post_init__(self) -> None:
+        # Checked here, where users write them: a bad field never reaches xDSL.
+        name = check_identifier("buffer name", self.name)
+        object.__setattr__(self, "shape", check_shape(self.shape, name))
+        if self.access not in vyre.ACCESS_MODES:
+            raise VyreError(
+                f"access of buffer {name!r} must be \"read\" (an input), \"write\" "
+                f"(an output) or \"temp\" (between the kernels of a module), got "
+                f"{self.access!r}"
+            )
+        object.__setattr__(self, "binding", check_binding(self.binding, name))
 
 
 def declare_buffers(body: IRBuilder, buffers: Sequence[Buffer]) -> dict[str, SSAValue]:
@@ -127,9 +134,18 @@ class Fragment(IRBuilder):
         args = self.__dict__.get("args", {})
         if name in args:
             return args[name]
-        raise AttributeError(
-            f"a fragment has no {name!r}; it has {', '.join(args)} and "
-            f".buffer(name)"
+        if name.startswith("__") or not args:
+            raise AttributeError(name)  # copy/pickle probing, not the user
+        where = ""
+        for kind, kind_args in (("update", vyre.UPDATE_ARGS), ("scores", vyre.SCORES_ARGS),
+                                ("prologue", vyre.PROLOGUE_ARGS),
+                                ("epilogue", vyre.EPILOGUE_ARGS)):
+            if name in kind_args:
+                where = f" ({name!r} is an argument of {kind} fragments)"
+                break
+        raise FragmentAttributeError(
+            f"a fragment has no {name!r}{where}; this one has {', '.join(args)}, "
+            f".buffer(name) and .scratch(name) (at {trace.user_location()})"
         )
 
     def buffer(self, name: str) -> SSAValue:
@@ -190,44 +206,14 @@ class Fragment(IRBuilder):
         return self.flat_index(self.lane, self.tile_size, j)
 
 
+class FragmentAttributeError(VyreError, AttributeError):
+    """A fragment argument this kind of fragment does not have (an
+    AttributeError too, so that hasattr() keeps working)."""
+
+
 FragmentFn = Callable[[Fragment], None]
 # mask(item, kv_idx) -> bool, over traced integer handles
 MaskFn = Callable[[Traced, Traced], Traced]
-
-
-def check_dimensions(**dims: int) -> tuple[int, ...]:
-    """Every dimension is an integer > 0 that fits u32, else a VyreError
-    naming it.  Any `numbers.Integral` is accepted (numpy integers such as
-    `np.int64(4)` from shape arithmetic), except bool; floats (even 4.0),
-    NaN, strings and None are rejected.  Returns the values as Python ints,
-    in the order given."""
-    checked: list[int] = []
-    for name, value in dims.items():
-        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-            raise VyreError(
-                f"{name} must be a positive integer, got {value!r} "
-                f"({type(value).__name__})"
-            )
-        value = int(value)
-        if value < 1:
-            raise VyreError(f"{name} must be > 0, got {value}")
-        if value > vyre.U32_MAX:
-            raise VyreError(f"{name} = {value} does not fit in u32")
-        checked.append(value)
-    return tuple(checked)
-
-
-def check_u32_size(what: str, **factors: int) -> None:
-    """A buffer or scratch size (product of named factors) must fit u32."""
-    product = reduce(operator.mul, factors.values(), 1)
-    if product > vyre.U32_MAX:
-        names = " * ".join(f"{k} ({v})" for k, v in factors.items())
-        # The workgroup size is fixed at 64 lanes: only the others can shrink.
-        adjustable = [k for k in factors if k != "workgroup_size"]
-        raise VyreError(
-            f"{what} = {names} = {product} elements does not fit in u32 "
-            f"(max {vyre.U32_MAX}); reduce {' or '.join(adjustable)}"
-        )
 
 
 def tiled_online_softmax(
@@ -273,10 +259,10 @@ def tiled_online_softmax(
     check_kernel_name(name)
     for role, fn in (("scores", scores), ("update", update), ("prologue", prologue),
                      ("epilogue", epilogue), ("mask", mask)):
-        if (fn is not None or role in ("scores", "update")) and not callable(fn):
-            raise VyreError(
-                f"{role} must be a function (a fragment callback), got {type(fn).__name__}"
-            )
+        check_callable(role, fn, optional=role not in ("scores", "update"))
+    buffers = check_sequence("buffers", buffers, Buffer, "vx.Buffer(name, shape, ...)")
+    for role, wanted in (("q", q), ("out", out)):
+        check_identifier(f"the {role} buffer name", wanted)
     item_count, seq_len, head_dim, tile_size = check_dimensions(
         item_count=item_count, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size
     )
@@ -285,8 +271,11 @@ def tiled_online_softmax(
     check_u32_size(
         "scratch score_tile", workgroup_size=WORKGROUP_SIZE, tile_size=tile_size
     )
-    extra_scratch = dict(scratch or {})
+    extra_scratch = dict(check_mapping(
+        "scratch", {} if scratch is None else scratch, "{'q_lat': kv_lora_rank}"
+    ))
     for scratch_name, length in extra_scratch.items():
+        check_identifier("scratch array name", scratch_name)
         if scratch_name in ("q_scratch", "score_tile", "o_acc"):
             raise VyreError(
                 f"scratch array {scratch_name!r} is the skeleton's own; give the "
@@ -369,7 +358,7 @@ def tiled_online_softmax(
         point = InsertPoint.before(terminator) if terminator else InsertPoint.at_end(block)
         fragment = Fragment(block.args, arg_names, values, shape, point, own_scratch)
         with trace.building(fragment):
-            fill(fragment)
+            checked_call(fill, fragment)
         if terminator is None:
             block.add_op(vyre.YieldOp())
     if mask is not None:
@@ -379,7 +368,9 @@ def tiled_online_softmax(
             block.args, vyre.MASK_ARGS, values, shape, InsertPoint.at_end(block)
         )
         with trace.building(fragment):
-            keep = mask(fragment.traced(fragment.item), fragment.traced(fragment.kv_idx))
+            keep = checked_call(
+                mask, fragment.traced(fragment.item), fragment.traced(fragment.kv_idx)
+            )
             keep = check_result(keep, "bool", mask, "mask")
             if not isinstance(keep, Traced):
                 keep = Traced("bool", trace.IR.const("bool", keep), trace.IR)
@@ -420,6 +411,10 @@ def classify_tiles(
     with numpy on every (item, key) pair of each block of `block_rows` items
     (as FlexAttention's block mask does) and call a tile empty (no pair
     kept), full (every pair kept) or partial."""
+    check_callable("mask", mask)
+    item_count, seq_len, tile_size, block_rows = check_dimensions(
+        item_count=item_count, seq_len=seq_len, tile_size=tile_size, block_rows=block_rows
+    )
     tiles = -(-seq_len // tile_size)
     padded = tiles * tile_size
     kv = trace.array("int", np.arange(seq_len, dtype=np.int64)[None, :])
@@ -452,6 +447,7 @@ def classify_tiles(
 def tile_class_counts(module: ModuleOp) -> dict[str, int]:
     """How many (query block, key tile) pairs of the skeleton in `module` are
     empty (skipped), full and partial."""
+    check_module(module, "tile_class_counts")
     counts = {name: 0 for name in vyre.TILE_CLASS_NAMES.values()}
     for op in module.walk():
         if isinstance(op, vyre.TiledOnlineSoftmaxOp):

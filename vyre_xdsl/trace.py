@@ -432,6 +432,11 @@ class Traced:
 
 def wrap(value: SSAValue | Operation) -> Traced:
     """An IR handle for an SSA value: `index` values are cast to i32."""
+    if not isinstance(value, SSAValue | Operation):
+        raise VyreError(
+            f"vx.wrap takes an SSA value of a fragment (e.g. f.item, or the result "
+            f"of f.load), got {value!r} ({type(value).__name__}) at {user_location()}"
+        )
     ssa = SSAValue.get(value)
     kind = _kind_of_type(ssa.type)
     if isinstance(ssa.type, IndexType):
