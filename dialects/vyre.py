@@ -22,18 +22,23 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
     SymbolNameConstraint,
+    bf16,
+    f16,
     f32,
     i1,
     i8,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
+    AttrSizedOperandSegments,
     IRDLOperation,
     VarConstraint,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     opt_region_def,
     prop_def,
@@ -59,6 +64,10 @@ U32_MAX = 2**32 - 1
 # pass values from one kernel of a module to a later one (neither passed in
 # nor returned)
 ACCESS_MODES = ("read", "write", "temp")
+# The element types of a storage buffer, by the names the builders take
+# (`dtype=`): inputs and outputs may be half precision, everything the
+# recurrence keeps (scores, m, l, scratch, accumulator) stays f32.
+BUFFER_ELEMENT_TYPES = {"f32": f32, "f16": f16, "bf16": bf16}
 
 
 def _int(attr: IntegerAttr) -> int:
@@ -115,19 +124,32 @@ def check_u32_product(what: str, factors: Sequence[tuple[str, int]], fix: str) -
     return product
 
 
-def _check_f32_vector(value: SSAValue, role: str) -> MemRefType:
+def _check_f32_vector(
+    value: SSAValue, role: str, element_types: Sequence[Attribute] = (f32,)
+) -> MemRefType:
     memref = value.type
     if (
         not isinstance(memref, MemRefType)
-        or memref.element_type != f32
+        or memref.element_type not in element_types
         or len(memref.get_shape()) != 1
         or memref.get_shape()[0] < 1
     ):
+        if len(element_types) == 1:
+            raise VerifyException(
+                f"{role} must be a static 1-D memref of f32 (e.g. memref<4096xf32>), "
+                f"got {memref}"
+            )
         raise VerifyException(
-            f"{role} must be a static 1-D memref of f32 (e.g. memref<4096xf32>), "
-            f"got {memref}"
+            f"{role} must be a static 1-D memref of f32, f16 or bf16 (e.g. "
+            f"memref<4096xf32> or memref<4096xbf16>: the builders' dtype=), got "
+            f"{memref}"
         )
     return memref
+
+
+def _check_buffer_vector(value: SSAValue, role: str) -> MemRefType:
+    """A storage buffer's memref: static, 1-D, of f32, f16 or bf16."""
+    return _check_f32_vector(value, role, tuple(BUFFER_ELEMENT_TYPES.values()))
 
 
 # --------------------------------------------------------------------------
@@ -277,7 +299,9 @@ class KernelOp(IRDLOperation):
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
-    """A storage buffer of the kernel: a flat f32 array bound at `binding`,
+    """A storage buffer of the kernel: a flat array of f32, f16 or bf16
+    (BUFFER_ELEMENT_TYPES; loads of a half one are widened to f32 with
+    arith.extf, stores to it rounded with arith.truncf) bound at `binding`,
     read-only (`read`), written (`write`, an output) or `temp` (allocated
     by the runtime, zeroed, passing values between the kernels of one
     module: a kernel may read and write it), with its logical shape.
@@ -296,7 +320,8 @@ class BufferOp(IRDLOperation):
     traits = traits_def(HasParent(KernelOp))
 
     def __init__(
-        self, name: str, binding: int, access: str, shape: Sequence[int]
+        self, name: str, binding: int, access: str, shape: Sequence[int],
+        element_type: Attribute = f32,
     ) -> None:
         count = 1
         for dim in shape:
@@ -308,7 +333,7 @@ class BufferOp(IRDLOperation):
                 "access": StringAttr(access),
                 "shape": DenseArrayBase.from_list(i64, list(shape)),
             },
-            result_types=[MemRefType(f32, [count])],
+            result_types=[MemRefType(element_type, [count])],
         )
         self.result.name_hint = name
 
@@ -322,7 +347,7 @@ class BufferOp(IRDLOperation):
 
     def verify_(self) -> None:
         name = self.sym_name.data
-        memref = _check_f32_vector(self.result, f"buffer '{name}'")
+        memref = _check_buffer_vector(self.result, f"buffer '{name}'")
         if self.access.data not in ACCESS_MODES:
             raise VerifyException(
                 f"buffer '{name}' has access \"{self.access.data}\"; use \"read\" "
@@ -344,7 +369,7 @@ class BufferOp(IRDLOperation):
         if count != _element_count(memref):
             raise VerifyException(
                 f"buffer '{name}' has shape {list(shape)} ({count} elements) but "
-                f"type {memref}; make the memref hold exactly {count} f32"
+                f"type {memref}; make the memref hold exactly {count} {memref.element_type}"
             )
 
     @classmethod
@@ -570,6 +595,12 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     i of `out`, which then holds item_count * P rows.  Nothing is shared
     between an item's invocations, so P need not divide the workgroup.
 
+    `lse(%lse)` (optional) also writes each item's log-sum-exp, the natural
+    log of its softmax denominator, `m + log(l)` (-inf where every key was
+    dropped), to `lse[item]`.  `v_head_dim D` (optional; head_dim without
+    it) is the width of the value rows: `o_acc` and `out` hold rows of D,
+    the query rows stay head_dim wide.
+
     `dim_parts P` (set by vyre-split-head-dim) gives each item (each
     split, with partials) P consecutive invocations that split its head
     dims: invocation `item * P + p` (`(item * kv_splits + s) * P + p`;
@@ -595,6 +626,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     o_acc = operand_def(MemRefType)
     # (m, l) buffers of a split whose merge is another kernel's
     partials = var_operand_def(MemRefType)
+    # where the log-sum-exp of each item goes, if anywhere
+    lse = opt_operand_def(MemRefType)
 
     item_count = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
@@ -612,6 +645,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     # Each item's head dims are split over this many consecutive lanes (set
     # by vyre-split-head-dim).
     dim_parts = opt_prop_def(IntegerAttr)
+    # The width of the value rows (o_acc, out) where it is not head_dim.
+    v_head_dim = opt_prop_def(IntegerAttr)
 
     scores = region_def("single_block")
     update = region_def("single_block")
@@ -620,6 +655,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     mask = opt_region_def("single_block")
 
     traits = traits_def(HasParent(KernelOp))
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(
         self,
@@ -635,6 +671,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         tile_size: int,
         with_mask: bool = False,
         tile_classes: Sequence[int] | None = None,
+        v_head_dim: int | None = None,
+        lse: SSAValue | None = None,
     ) -> None:
         scores_types, update_types = region_types(q_scratch, score_tile, o_acc)
         scores = Region(Block(arg_types=scores_types))
@@ -662,8 +700,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         }
         if tile_classes is not None:
             properties["tile_classes"] = DenseArrayBase.from_list(i8, list(tile_classes))
+        if v_head_dim is not None and v_head_dim != head_dim:
+            properties["v_head_dim"] = IntegerAttr(v_head_dim, i64)
         super().__init__(
-            operands=[q, out, q_scratch, score_tile, o_acc, []],
+            operands=[q, out, q_scratch, score_tile, o_acc, [], [lse] if lse else []],
             properties=properties,
             regions=[scores, update, prologue, epilogue, mask],
         )
@@ -671,6 +711,20 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     def shape(self) -> dict[str, int]:
         """item_count, seq_len, head_dim, tile_size, tile_count as ints."""
         return {field: _int(getattr(self, field)) for field in SHAPE_FIELDS}
+
+    @property
+    def v_dim(self) -> int:
+        """The width of the value rows: o_acc's slices and out's rows."""
+        return _int(self.v_head_dim) if self.v_head_dim is not None else _int(self.head_dim)
+
+    def set_partials(self, out: SSAValue, m: SSAValue, l: SSAValue) -> None:  # noqa: E741
+        """Leave the merge to another kernel: write partial rows to `out`,
+        m and l to their buffers (vyre-split-kv{merge=kernel})."""
+        self.operands = [self.q, out, self.q_scratch, self.score_tile, self.o_acc, m, l,
+                         *([self.lse] if self.lse is not None else [])]
+        self.properties["operandSegmentSizes"] = DenseArrayBase.from_list(
+            i32, [1, 1, 1, 1, 1, 2, 1 if self.lse is not None else 0]
+        )
 
     def score_stride(self) -> int:
         """Elements of score_tile per lane: tile_size, or more after
@@ -828,6 +882,12 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 "partials are merged by another kernel (partials(%m, %l)): the "
                 "merge in workgroup memory takes whole rows"
             )
+        if self.v_dim != shape["head_dim"]:
+            raise VerifyException(
+                f"'dim_parts' needs value rows as wide as the query rows (v_head_dim "
+                f"{self.v_dim}, head_dim {shape['head_dim']}): a lane keeps the same "
+                f"dims of both"
+            )
         if shape["head_dim"] % (parts * DIM_CHUNK):
             raise VerifyException(
                 f"'dim_parts' is {parts} but head_dim ({shape['head_dim']}) is not a "
@@ -900,41 +960,48 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 )
 
     def _verify_sizes(self, shape: dict[str, int], lanes: int) -> None:
-        row_elements = check_u32_product(
-            "q/out size",
-            [("item_count", shape["item_count"]), ("head_dim", shape["head_dim"])],
-            "reduce item_count or head_dim",
-        )
+        v_name = "head_dim" if self.v_head_dim is None else "v_head_dim"
+        widths = {"q": ("head_dim", shape["head_dim"]), "out": (v_name, self.v_dim)}
         out_rows = shape["item_count"] * (self.splits if self.merges_in_kernel else 1)
         for role, value, access in (("q", self.q, "read"), ("out", self.out, "write")):
+            width_name, width = widths[role]
+            row_elements = check_u32_product(
+                "q/out size" if self.v_head_dim is None else f"{role} size",
+                [("item_count", shape["item_count"]), (width_name, width)],
+                f"reduce item_count or {width_name}",
+            )
             owner = value.owner
             if not isinstance(owner, BufferOp) or owner.access.data not in (access, "temp"):
                 raise VerifyException(
                     f"operand '{role}' must be a vyre.buffer with access "
                     f"\"{access}\" (or \"temp\", between the kernels of a module)"
                 )
-            count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
+            memref_type = _check_buffer_vector(value, f"operand '{role}'")
+            count, element = _element_count(memref_type), memref_type.element_type
             if role == "out" and out_rows != shape["item_count"]:
-                if count != out_rows * shape["head_dim"]:
+                if count != out_rows * width:
                     raise VerifyException(
-                        f"buffer '{owner.sym_name.data}' (out) holds {count} f32 but "
-                        f"with partials it takes one row per split: item_count * "
-                        f"kv_splits * head_dim = {out_rows * shape['head_dim']}"
+                        f"buffer '{owner.sym_name.data}' (out) holds {count} {element} "
+                        f"but with partials it takes one row per split: item_count * "
+                        f"kv_splits * {width_name} = {out_rows * width}"
                     )
             elif count != row_elements:
                 raise VerifyException(
-                    f"buffer '{owner.sym_name.data}' ({role}) holds {count} f32 but "
-                    f"item_count * head_dim = {row_elements}; size it "
-                    f"memref<{row_elements}xf32>"
+                    f"buffer '{owner.sym_name.data}' ({role}) holds {count} {element} "
+                    f"but item_count * {width_name} = {row_elements}; size it "
+                    f"memref<{row_elements}x{element}>"
                 )
-        lane_dims = (
-            ("head_dim", shape["head_dim"]) if self.parts == 1
-            else ("head_dim / dim_parts", shape["head_dim"] // self.parts)
-        )
+        if self.lse is not None:
+            self._verify_lse(shape)
+        parts = self.parts
+        q_dims = ("head_dim", shape["head_dim"]) if parts == 1 else (
+            "head_dim / dim_parts", shape["head_dim"] // parts)
+        o_dims = (v_name, self.v_dim) if parts == 1 else (
+            f"{v_name} / dim_parts", self.v_dim // parts)
         for role, value, stride in (
-            ("q_scratch", self.q_scratch, lane_dims),
+            ("q_scratch", self.q_scratch, q_dims),
             ("score_tile", self.score_tile, ("tile_size", shape["tile_size"])),
-            ("o_acc", self.o_acc, lane_dims),
+            ("o_acc", self.o_acc, o_dims),
         ):
             if not isinstance(value.owner, ScratchOp):
                 raise VerifyException(f"operand '{role}' must be a vyre.scratch")
@@ -951,6 +1018,27 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                     f"scratch '{role}' holds {count} f32 but workgroup_size * "
                     f"{stride[0]} = {wanted}; size it memref<{wanted}xf32>"
                 )
+
+    def _verify_lse(self, shape: dict[str, int]) -> None:
+        assert self.lse is not None
+        owner = self.lse.owner
+        if not isinstance(owner, BufferOp) or owner.access.data != "write":
+            raise VerifyException(
+                "operand 'lse' must be a vyre.buffer with access \"write\""
+            )
+        count = _element_count(_check_f32_vector(self.lse, "operand 'lse'"))
+        if count != shape["item_count"]:
+            raise VerifyException(
+                f"buffer '{owner.sym_name.data}' (lse) holds {count} f32 but there "
+                f"are {shape['item_count']} items, one log-sum-exp each; size it "
+                f"memref<{shape['item_count']}xf32>"
+            )
+        if self.merges_in_kernel:
+            raise VerifyException(
+                "'lse' cannot be combined with partials(%m, %l): the kernel that "
+                "merges the splits does not write the log-sum-exp; merge in the "
+                "workgroup or do not split"
+            )
 
     def _verify_region(
         self,
@@ -986,6 +1074,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             parser.parse_punctuation("(")
             operands.append(parser.parse_unresolved_operand())
             parser.parse_punctuation(")")
+        lse: list[UnresolvedOperand] = []
+        if parser.parse_optional_keyword("lse"):
+            parser.parse_punctuation("(")
+            lse.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
         parser.parse_keyword("scratch")
         operands.extend(
             parser.parse_comma_separated_list(
@@ -1013,7 +1106,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
         if parser.parse_optional_keyword("exp2"):
             properties["exp2"] = UnitAttr()
-        for field in ("kv_splits", "dim_parts"):
+        for field in ("kv_splits", "dim_parts", "v_head_dim"):
             if parser.parse_optional_keyword(field):
                 properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
         attributes = parser.parse_optional_attr_dict_with_keyword()
@@ -1021,12 +1114,15 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         types = parser.parse_comma_separated_list(
             parser.Delimiter.PAREN, parser.parse_type
         )
-        if len(types) != 5 + len(partials):
+        if len(types) != 5 + len(partials) + len(lse):
             parser.raise_error(
-                f"expected {5 + len(partials)} operand types (q, out, 3 scratch"
-                f"{', partials' if partials else ''})"
+                f"expected {5 + len(partials) + len(lse)} operand types (q, out, 3 "
+                f"scratch{', partials' if partials else ''}{', lse' if lse else ''})"
             )
-        resolved = parser.resolve_operands(operands + partials, types, parser.pos)
+        resolved = parser.resolve_operands(operands + partials + lse, types, parser.pos)
+        properties["operandSegmentSizes"] = DenseArrayBase.from_list(
+            i32, [1, 1, 1, 1, 1, len(partials), len(lse)]
+        )
         # Region argument types follow from the operands (see region_types).
         regions = []
         for region_name, arg_types in zip(
@@ -1061,6 +1157,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         printer.print_operand(self.q)
         printer.print_string(") out(")
         printer.print_operand(self.out)
+        if self.lse is not None:
+            printer.print_string(") lse(")
+            printer.print_operand(self.lse)
         printer.print_string(") scratch(")
         printer.print_list(
             (self.q_scratch, self.score_tile, self.o_acc), printer.print_operand
@@ -1084,6 +1183,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 printer.print_string(f" kv_splits {self.splits}")
             if self.dim_parts is not None:
                 printer.print_string(f" dim_parts {self.parts}")
+            if self.v_head_dim is not None:
+                printer.print_string(f" v_head_dim {self.v_dim}")
             printer.print_op_attributes(self.attributes, print_keyword=True)
             printer._print_new_line()
             printer.print_string(": (")
@@ -1214,7 +1315,8 @@ class MergeSplitsOp(IRDLOperation):
                 raise VerifyException(
                     f"operand '{role}' must be a vyre.buffer with access {wanted}"
                 )
-            got = _element_count(_check_f32_vector(value, f"operand '{role}'"))
+            check = _check_buffer_vector if role == "out" else _check_f32_vector
+            got = _element_count(check(value, f"operand '{role}'"))
             if got != count:
                 raise VerifyException(
                     f"buffer '{owner.sym_name.data}' ({role}) holds {got} f32 but the "

@@ -31,8 +31,11 @@ are recomputed for it instead.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from xdsl.context import Context
 from xdsl.dialects import gpu, scf
@@ -244,9 +247,11 @@ class Partials:
             exp2,
         )
 
-    def merge(self, b: IRBuilder) -> Callable[[IRBuilder, SSAValue], SSAValue]:
+    def merge(
+        self, b: IRBuilder
+    ) -> tuple[Callable[[IRBuilder, SSAValue], SSAValue], SSAValue, SSAValue]:
         """Emit m* and the denominator; return `out_of(b, d)`, which emits
-        out[d]."""
+        out[d], and the merged m and l."""
         splits = self.splits
 
         def max_step(b: IRBuilder, s, acc):
@@ -273,7 +278,7 @@ class Partials:
             (o,) = b.loop(0, splits, o_step, [b.f32(0.0)], hint="o_s")
             return b.flush_tiny(b.divf(o, denom))
 
-        return out_of
+        return out_of, m_max, l_total
 
 
 @dataclass(frozen=True)
@@ -298,7 +303,7 @@ class SplitMerge:
         return SplitMerge(*arrays)
 
     def combine(self, b: IRBuilder, op, item, lane, split, splits, m_part, l_part) -> None:
-        head_dim = op.shape()["head_dim"]
+        head_dim = op.v_dim  # the partial rows are value rows
         b.store(m_part, self.m, lane)
         b.store(l_part, self.l, lane)
 
@@ -314,9 +319,14 @@ class SplitMerge:
         def split_lane(b: IRBuilder, s) -> SSAValue:
             return b.addi(first, s)
 
-        out_of = Partials.in_rows(
+        out_of, m_total, l_total = Partials.in_rows(
             splits, self.m, self.l, self.o, head_dim, split_lane, op.exp2 is not None
         ).merge(b)
+        if op.lse is not None:
+            b.if_then(
+                b.cmpi(split, b.index(0), "eq"),
+                lambda b: write_lse(b, op, item, m_total, l_total),
+            )
 
         def write_dim(b: IRBuilder, d) -> None:
             b.store(out_of(b, d), op.out, b.flat_index(item, head_dim, d))
@@ -332,12 +342,26 @@ class SplitMerge:
         b.loop(0, -(-head_dim // splits), own_dims, hint="final_c")
 
 
+LN_2 = float(np.float32(math.log(2.0)))
+
+
+def write_lse(b: IRBuilder, op, item, m: SSAValue, l: SSAValue) -> None:  # noqa: E741
+    """lse[item] = m + log(l), the log of the softmax denominator (-inf
+    where every key was dropped: l = 0); with scores in log2 units (exp2)
+    m * ln 2 + log(l)."""
+    if op.exp2 is not None:
+        m = b.mulf(m, b.f32(LN_2))
+    # log is undefined at 0 in SPIR-V's GLSL.std.450: choose -inf explicitly
+    value = b.select(b.cmpf(l, b.f32(0.0), "oeq"), b.f32(-math.inf), b.addf(m, b.log(l)))
+    b.store(value, op.lse, item)
+
+
 def leave_partials(b: IRBuilder, op, split_row, lane, part, m_part, l_part) -> None:
     """Store this invocation's partial (m, l, o_acc) for a vyre.merge_splits
     kernel: m and l at `split_row`, o_acc as row `split_row` of out.  With
     dim_parts, each part stores its own dims of the row, and part 0 m and
     l (every part has the same)."""
-    head_dim, parts = op.shape()["head_dim"], op.parts
+    head_dim, parts = op.v_dim, op.parts
     m_buffer, l_buffer = op.partials
 
     def store_m_l(b: IRBuilder) -> None:
@@ -374,7 +398,7 @@ class ExpandMergeSplits(RewritePattern):
             return b.addi(b.muli(item, b.index(splits)), s, "row")
 
         def merge_one(b: IRBuilder) -> None:
-            out_of = Partials.in_rows(
+            out_of, _, _ = Partials.in_rows(
                 splits, op.m, op.l, op.o, head_dim, row, op.exp2 is not None
             ).merge(b)
             b.store(out_of(b, d), op.out, invocation)
@@ -403,7 +427,7 @@ class ExpandSkeleton(RewritePattern):
         b = IRBuilder(InsertPoint.before(op))
         splits, parts = op.splits, op.parts
         in_workgroup = splits > 1 and not op.merges_in_kernel
-        merge = SplitMerge.declare(b, lanes, head_dim) if in_workgroup else None
+        merge = SplitMerge.declare(b, lanes, op.v_dim) if in_workgroup else None
         item = b.emit(vyre.ItemIndexOp()).results[0]
         lane = b.emit(vyre.LaneIndexOp()).results[0]
         part = None
@@ -415,7 +439,9 @@ class ExpandSkeleton(RewritePattern):
             invocation = item
             item = b.divui(invocation, b.index(splits), "item")
             split = b.remui(invocation, b.index(splits), "split")
-        lane_dims = head_dim // parts  # a lane's slice of q_scratch and o_acc
+        lane_dims = head_dim // parts  # a lane's slice of q_scratch
+        v_dim = op.v_dim
+        lane_v_dims = v_dim // parts  # ... and of o_acc
         store_weights = not update_reads_scores(op)
         ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
 
@@ -461,10 +487,10 @@ class ExpandSkeleton(RewritePattern):
             m0, l0 = b.f32(F32_MIN), b.f32(0.0)
 
             def zero_accumulator(b: IRBuilder, d, _):
-                b.store(b.f32(0.0), op.o_acc, b.flat_index(lane, lane_dims, d))
+                b.store(b.f32(0.0), op.o_acc, b.flat_index(lane, lane_v_dims, d))
                 return []
 
-            b.loop(0, lane_dims, zero_accumulator, hint="zero_d")
+            b.loop(0, lane_v_dims, zero_accumulator, hint="zero_d")
             splice_copy(b, op.prologue, [item, lane, op.q_scratch, op.o_acc])
             if op.has_mask:
                 bounds = block_bounds(b)
@@ -480,16 +506,22 @@ class ExpandSkeleton(RewritePattern):
                 assert merge is not None
                 merge.combine(b, op, item, lane, split, splits, m_part, l_part)
                 return
-            (_, l_final) = b.loop(0, tile_count, body, [m0, l0], hint="tile_idx")
+            (m_final, l_final) = b.loop(0, tile_count, body, [m0, l0], hint="tile_idx")
             splice_copy(b, op.epilogue, [item, lane, op.o_acc])
             denom = b.positive_denominator(l_final)
 
             def write_output(b: IRBuilder, d, slot, _):
-                o = b.load(op.o_acc, b.flat_index(lane, lane_dims, slot))
-                b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, head_dim, d))
+                o = b.load(op.o_acc, b.flat_index(lane, lane_v_dims, slot))
+                b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, v_dim, d))
                 return []
 
-            loop_over_part_dims(b, head_dim, parts, part, write_output, hint="final_d")
+            loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d")
+            if op.lse is not None:
+                if part is None:
+                    write_lse(b, op, item, m_final, l_final)
+                else:  # every part has the same m and l
+                    b.if_then(b.cmpi(part, b.index(0), "eq"),
+                              lambda b: write_lse(b, op, item, m_final, l_final))
 
         def split_tiles(b: IRBuilder, body, carried) -> list[SSAValue]:
             """This invocation's run of ceil(tile_count / splits) tiles."""

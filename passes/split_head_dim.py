@@ -195,6 +195,11 @@ def plan(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> Plan | str:
     head_dim, lanes = op.shape()["head_dim"], kernel.workgroup_size.value.data
     if op.parts > 1:
         return "it is already split (dim_parts)"
+    if op.v_dim != head_dim:
+        return (
+            f"its value rows ({op.v_dim} dims) are not as wide as its query rows "
+            f"({head_dim}): a lane keeps the same dims of both"
+        )
     if op.splits > 1 and not op.merges_in_kernel:
         return (
             "its tiles are split (vyre-split-kv) and merged in workgroup memory, "

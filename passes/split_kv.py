@@ -56,7 +56,7 @@ MERGES = ("auto", "workgroup", "kernel")
 def workgroup_merge_bytes(op: vyre.TiledOnlineSoftmaxOp, lanes: int) -> int:
     """The workgroup memory a merge in the workgroup takes: every lane's
     partial m, l and o_acc (inline_fragments.SplitMerge)."""
-    return 4 * lanes * (op.shape()["head_dim"] + 2)
+    return 4 * lanes * (op.v_dim + 2)
 
 
 def valid_splits(
@@ -79,6 +79,8 @@ def valid_splits(
     if splits > shape["tile_count"]:
         return f"there are only {shape['tile_count']} tiles"
     if in_kernel:
+        if op.lse is not None:
+            return "it writes the log-sum-exp, which a merge kernel does not (merge=workgroup)"
         return None
     if shared_memory_bytes and workgroup_merge_bytes(op, lanes) > shared_memory_bytes:
         return (
@@ -135,7 +137,7 @@ def merges_in_kernel(
     splits each, or a merge in the workgroup would not fit
     `shared_memory_bytes`; and no hooks for every split to repeat and no
     mask (which is never split)."""
-    if op.has_mask or has_hooks(op):
+    if op.has_mask or has_hooks(op) or op.lse is not None:
         return False
     items = op.shape()["item_count"]
     if items >= target:
@@ -166,7 +168,7 @@ def merge_in_kernel(
     """Give `op` partial buffers and the kernel after `kernel` that merges
     them (`vyre.merge_splits`); `kernel` then no longer writes the output."""
     shape = op.shape()
-    items, head_dim = shape["item_count"], shape["head_dim"]
+    items, head_dim = shape["item_count"], op.v_dim  # the partial rows are value rows
     name = kernel.sym_name.data
     out = op.out.owner
     assert isinstance(out, vyre.BufferOp)
@@ -187,8 +189,7 @@ def merge_in_kernel(
     ]
     Rewriter.insert_op(partials, InsertPoint.before(out))
     split_m, split_l, split_o = (p.result for p in partials)
-    op.operands = [op.q, split_o, op.q_scratch, op.score_tile, op.o_acc,
-                   split_m, split_l]
+    op.set_partials(split_o, split_m, split_l)
     if not out.result.uses:
         Rewriter.erase_op(out)
 

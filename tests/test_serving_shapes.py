@@ -134,3 +134,100 @@ def test_the_oracle_refuses_mismatched_batches_and_lengths():
         reference.flash_attention_2(q, k[:1], v[:1])
     with pytest.raises(VyreError, match="seq_len must be <= kv_len"):
         reference.flash_attention_2(k.repeat(2, axis=1), q[:, :, :2], q[:, :, :2])
+
+
+def dense_lse(q, k, mask_mod=None):
+    """log of each row's softmax denominator, in float64 (-inf: no key kept)."""
+    batch, heads, sq, d = q.shape
+    length = k.shape[2]
+    kk = np.repeat(k.astype(np.float64), heads // k.shape[1], axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), kk) / np.sqrt(d)
+    if mask_mod is not None:
+        keep = mask_mod((length - sq + np.arange(sq))[:, None], np.arange(length)[None, :])
+        s = np.where(keep, s, -np.inf)
+    top = s.max(-1)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isinf(top), -np.inf, top + np.log(np.exp(s - top[..., None]).sum(-1)))
+
+
+LSE_CASES = [
+    # batch, heads, kv heads, queries, keys, head_dim, v_head_dim, mask
+    (2, 2, 1, 5, 37, 8, 12, None),
+    (1, 2, 2, 37, 37, 16, 4, lambda q, kv: kv <= q),
+    (1, 1, 1, 64, 64, 8, 8, lambda q, kv: kv < q),  # row 0 keeps no key
+]
+
+
+def _lse_case(batch, heads, kv_heads, sq, length, d, dv, mask, seed=1):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((batch, heads, sq, d), dtype=np.float32)
+    k = rng.standard_normal((batch, kv_heads, length, d), dtype=np.float32)
+    v = rng.standard_normal((batch, kv_heads, length, dv), dtype=np.float32)
+    module = vx.flash_attention_2(seq_len=sq, kv_len=length, batch=batch, num_heads=heads,
+                                  num_kv_heads=kv_heads, head_dim=d, v_head_dim=dv,
+                                  tile_size=16, mask_mod=mask, return_lse=True)
+    return module, {"q": q, "k": k, "v": v}
+
+
+def _dense_out(ins, mask):
+    q, k, v = ins["q"], ins["k"], ins["v"]
+    with np.errstate(invalid="ignore"):
+        out = dense(q, k, v, mask)
+    return np.nan_to_num(out, nan=0.0)  # a row with no key outputs 0
+
+
+@pytest.mark.parametrize("case", LSE_CASES)
+def test_oracle_lse_and_value_rows_match_dense_attention(case):
+    _, ins = _lse_case(*case)
+    out, lse = reference.flash_attention_2(*ins.values(), tile_size=16, mask_mod=case[7],
+                                           return_lse=True)
+    assert out.shape == (*ins["q"].shape[:-1], case[6]) and lse.shape == ins["q"].shape[:-1]
+    np.testing.assert_allclose(out, _dense_out(ins, case[7]), atol=1e-6)
+    np.testing.assert_allclose(lse, dense_lse(ins["q"], ins["k"], case[7]), atol=1e-5)
+
+
+@pytest.mark.parametrize("case", LSE_CASES)
+@pytest.mark.parametrize("device", ["generic", "h200"])
+def test_interpreter_lse_and_value_rows(case, device):
+    module, ins = _lse_case(*case)
+    got = vx.run(module, ins, device=device)
+    want_out, want_lse = reference.flash_attention_2(*ins.values(), tile_size=16,
+                                                     mask_mod=case[7], return_lse=True)
+    np.testing.assert_allclose(got["out"].reshape(want_out.shape), want_out, atol=1e-6)
+    np.testing.assert_allclose(got["lse"].reshape(want_lse.shape), want_lse, atol=1e-6)
+    exact = vx.run(vx.lower_to_gpu(module, optimize="exact"), ins)
+    np.testing.assert_array_equal(exact["out"].reshape(want_out.shape), want_out)
+    np.testing.assert_array_equal(exact["lse"].reshape(want_lse.shape), want_lse)
+
+
+def test_lse_through_a_merge_in_the_workgroup():
+    # one head of 64 rows on the H200's profile: split over invocations and
+    # merged in workgroup memory; split 0 writes the merged log-sum-exp
+    module, ins = _lse_case(1, 1, 1, 64, 256, 8, 8, None)
+    lowered = vx.lower_to_gpu(module, device="h200")
+    assert "split_m" in str(lowered)
+    got = vx.run(lowered, ins)
+    np.testing.assert_allclose(got["lse"].reshape(64), dense_lse(ins["q"], ins["k"]).reshape(64),
+                               atol=1e-5)
+    np.testing.assert_allclose(got["out"].reshape(64, 8), _dense_out(ins, None).reshape(64, 8),
+                               atol=1e-6)
+
+
+@needs_vulkan
+@pytest.mark.parametrize("case", LSE_CASES)
+def test_vulkan_lse_and_value_rows(case):
+    module, ins = _lse_case(*case)
+    got = vx.run(module, ins, backend="vulkan")
+    want_out, want_lse = _dense_out(ins, case[7]), dense_lse(ins["q"], ins["k"], case[7])
+    np.testing.assert_allclose(got["out"].reshape(want_out.shape), want_out, atol=2e-6)
+    np.testing.assert_allclose(got["lse"].reshape(want_lse.shape), want_lse, atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(return_lse=1), "return_lse must be True or False"),
+    (dict(v_head_dim=0), "v_head_dim"),
+    (dict(v_head_dim=2.5), "v_head_dim"),
+])
+def test_bad_lse_and_value_row_arguments_are_refused(kwargs, match):
+    with pytest.raises(VyreError, match=match):
+        vx.flash_attention_2(seq_len=4, head_dim=4, **kwargs)

@@ -148,7 +148,7 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
 
     def shaped(name: str) -> np.ndarray:
         buffer = info.buffer(name)
-        shape = buffer.shape if len(buffer.shape) in (2, 3) else (-1, buffer.count)
+        shape = buffer.shape if len(buffer.shape) in (2, 3, 4) else (-1, buffer.count)
         return np.asarray(arrays[name], dtype=np.float32).reshape(shape)
 
     # a program holds the decoder's kernel beside those flash-decoding adds
@@ -161,9 +161,13 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     tile_size = _tile_size(module, info)
     try:
         if "flash_attention_2" in names:
+            with_lse = "lse" in {b.name for b in info.outputs}
             out = reference.flash_attention_2(
-                shaped("q"), shaped("k"), shaped("v"), tile_size=tile_size
+                shaped("q"), shaped("k"), shaped("v"), tile_size=tile_size,
+                return_lse=with_lse,
             )
+            if with_lse:
+                return dict(zip(("out", "lse"), out))
         else:
             out = reference.mla_decode(
                 shaped("q"),

@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from vyre_xdsl import trace
+from vyre_xdsl.dtypes import check_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.trace import Traced
@@ -64,9 +65,18 @@ def flash_attention_2(
     num_kv_heads: int | None = None,
     kv_len: int | None = None,
     batch: int = 1,
+    dtype: str = "f32",
+    v_head_dim: int | None = None,
+    return_lse: bool = False,
 ) -> ModuleOp:
     """FlashAttention-2 forward, one query row per item:
     `out = softmax(score_mod(q k^T / sqrt(d)) masked by mask_mod) v`.
+
+    `v_head_dim` (default head_dim) is the width of v's and out's rows.
+    `return_lse=True` adds an output `lse` shaped like q without its last
+    axis: the natural log of each row's softmax denominator (-inf for a row
+    whose keys are all dropped), as FlexAttention and FlashAttention
+    return it.
 
     `q`/`out` are `[batch, num_heads, seq_len, head_dim]` and `k`/`v`
     `[batch, num_kv_heads, kv_len, head_dim]` (without the batch axis when
@@ -81,11 +91,21 @@ def flash_attention_2(
     `mask_mod(q_idx, kv_idx[, head]) -> bool` (True keeps the pair) are
     Python functions over traced values (vyre_xdsl.trace); `q_idx`/`kv_idx`
     are positions in the sequence, `head` the query head.  With a modifier
-    the kernel is named `flex_attention` instead of `flash_attention_2`."""
+    the kernel is named `flex_attention` instead of `flash_attention_2`.
+
+    `dtype` ("f32", "f16" or "bf16") is the element type of q, k, v and out;
+    scores, the softmax state and the accumulator stay f32 (inputs widened
+    exactly, the output rounded once to nearest even)."""
+    dtype = check_dtype(dtype)
     if num_kv_heads is None:
         num_kv_heads = num_heads
     if kv_len is None:
         kv_len = seq_len
+    if v_head_dim is None:
+        v_head_dim = head_dim
+    if not isinstance(return_lse, bool):
+        raise VyreError(f"return_lse must be True or False, got {return_lse!r}")
+    (v_head_dim,) = check_dimensions(v_head_dim=v_head_dim)
     seq_len, head_dim, tile_size, num_heads, num_kv_heads, kv_len, batch = check_dimensions(
         seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
         num_heads=num_heads, num_kv_heads=num_kv_heads, kv_len=kv_len, batch=batch,
@@ -171,7 +191,7 @@ def flash_attention_2(
             def weigh_step(b: Fragment, j, acc):
                 weight = b.weight(j)
                 t = b.addi(f.tile_start, j, "t")
-                v_d = b.load(v, b.flat_index(kv_row(b, base, t), head_dim, d))
+                v_d = b.load(v, b.flat_index(kv_row(b, base, t), v_head_dim, d))
                 term = b.mulf(weight, v_d)
                 if mask_mod is not None:
                     # A masked key (weight exactly 0; a kept key's weight is at
@@ -187,25 +207,28 @@ def flash_attention_2(
             b.store(b.addf(b.mulf(f.rescale, o), wv), f.o_acc, o_index)
             return []
 
-        f.loop(0, head_dim, update_one_dim, hint="d")
+        f.loop(0, v_head_dim, update_one_dim, hint="d")
 
     def mask(item: Traced, kv_idx: Traced) -> Traced:
         q_pos = positions(item, mask_arity == 3)
         keep = mask_mod(q_pos[0], kv_idx, *q_pos[1:])
         return check_result(keep, "bool", mask_mod, "mask_mod")
 
-    q_shape = (batch, num_heads, seq_len, head_dim)
-    kv_shape = (batch, num_kv_heads, kv_len, head_dim)
+    rows = (batch, num_heads, seq_len)
+    kv_rows = (batch, num_kv_heads, kv_len)
     if batch == 1:  # the layouts without a batch axis, and one head's without heads
         keep = 2 if num_heads == 1 else 1
-        q_shape, kv_shape = q_shape[keep:], kv_shape[keep:]
+        rows, kv_rows = rows[keep:], kv_rows[keep:]
+    buffers = [Buffer("q", (*rows, head_dim)), Buffer("k", (*kv_rows, head_dim)),
+               Buffer("v", (*kv_rows, v_head_dim)), Buffer("out", (*rows, v_head_dim), "write")]
+    if return_lse:  # the log-sum-exp stays f32 whatever the inputs are
+        buffers.append(Buffer("lse", rows, "write", dtype="f32"))
     # A modified kernel computes something else than FlashAttention-2's
     # oracle: it gets its own name (vyre-run --check must not mistake it).
     name = "flash_attention_2" if score_mod is None and mask_mod is None else "flex_attention"
     return tiled_online_softmax(
         name,
-        [Buffer("q", q_shape), Buffer("k", kv_shape), Buffer("v", kv_shape),
-         Buffer("out", q_shape, "write")],
+        buffers,
         item_count=items,
         seq_len=kv_len,
         head_dim=head_dim,
@@ -213,6 +236,9 @@ def flash_attention_2(
         scores=scores,
         update=update,
         mask=mask if mask_mod is not None else None,
+        dtype=dtype,
+        v_head_dim=v_head_dim,
+        lse="lse" if return_lse else None,
     )
 
 
@@ -269,10 +295,15 @@ def mla_decode(
     kv_lora_rank: int,
     qk_rope_head_dim: int,
     tile_size: int = 64,
+    *,
+    dtype: str = "f32",
 ) -> ModuleOp:
     """Multi-head latent attention decode of one new token, one head per item:
     K and V are decompressed on the fly from the latent `kv_cache` through
-    `w_uk`/`w_uv`; the first `qk_rope_head_dim` key dims add `kr_cache`."""
+    `w_uk`/`w_uv`; the first `qk_rope_head_dim` key dims add `kr_cache`.
+    `dtype` ("f32", "f16" or "bf16") is the element type of every buffer;
+    the computation stays f32 (inputs widened, the output rounded once)."""
+    dtype = check_dtype(dtype)
     (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
      tile_size) = _check_mla_shape(
         seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
@@ -356,6 +387,7 @@ def mla_decode(
         tile_size=tile_size,
         scores=scores,
         update=update,
+        dtype=dtype,
     )
 
 
@@ -380,6 +412,8 @@ def mla_decode_absorbed(
     kv_lora_rank: int,
     qk_rope_head_dim: int,
     tile_size: int = 64,
+    *,
+    dtype: str = "f32",
 ) -> ModuleOp:
     """MLA decode with `w_uk` and `w_uv` absorbed: what `vyre-absorb-mla`
     turns `mla_decode` into.  The same attention, with the sums reordered
@@ -399,7 +433,8 @@ def mla_decode_absorbed(
     FlashAttention-2's folds it into `o_acc`; the epilogue projects `o_lat`
     through `w_uv` into `o_acc`, which the skeleton then divides by the
     softmax denominator.  `reference.mla_decode_absorbed` is its oracle, op
-    for op."""
+    for op.  `dtype` is the buffers' element type, as in `mla_decode`."""
+    dtype = check_dtype(dtype)
     (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
      tile_size) = _check_mla_shape(
         seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
@@ -507,6 +542,7 @@ def mla_decode_absorbed(
         scratch={"q_lat": kv_lora_rank, "o_lat": kv_lora_rank},
         prologue=absorb_query,
         epilogue=project_output,
+        dtype=dtype,
     )
 
 
@@ -519,6 +555,7 @@ def mla_decode_program(
     tile_size: int = 64,
     *,
     name: str = "mla_decode",
+    dtype: str = "f32",
 ) -> ModuleOp:
     """MLA decode with `w_uk` and `w_uv` absorbed once per head, as a
     program of three kernels (what `vyre-absorb-mla{kernels=3}` turns
@@ -541,7 +578,10 @@ def mla_decode_program(
     rounding of the other forms; `reference.mla_decode_program` is its
     oracle, op for op.  The score reads the head's q_lat row from the
     buffer, where every lane of a workgroup of one head's splits reads the
-    same row; the skeleton's own copy of it (q_scratch) goes unread."""
+    same row; the skeleton's own copy of it (q_scratch) goes unread.
+    `dtype` is the element type of the inputs and `out`, as in
+    `mla_decode`; q_lat and o_lat stay f32."""
+    dtype = check_dtype(dtype)
     (seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
      tile_size) = _check_mla_shape(
         seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size
@@ -557,7 +597,7 @@ def mla_decode_program(
     }
     binding = len(buffers)
     for latent in ("q_lat", "o_lat"):
-        buffers[latent] = Buffer(latent, (num_heads, rank), "temp", binding)
+        buffers[latent] = Buffer(latent, (num_heads, rank), "temp", binding, "f32")
         binding += 1
 
     def uses(*names: str) -> list[Buffer]:
@@ -640,16 +680,18 @@ def mla_decode_program(
         update=update,
         q="q_lat",
         out="o_lat",
+        dtype=dtype,
     ).body.block.ops
     attention.detach()
     module = ModuleOp([
         per_item_kernel(
             f"{name}_absorb_query", uses("q", "w_uk", "q_lat"),
-            num_heads * rank, absorb_query,
+            num_heads * rank, absorb_query, dtype,
         ),
         attention,
         per_item_kernel(
-            f"{name}_project", uses("w_uv", "o_lat", "out"), num_heads * head_dim, project
+            f"{name}_project", uses("w_uv", "o_lat", "out"), num_heads * head_dim, project,
+            dtype,
         ),
     ])
     module.verify()

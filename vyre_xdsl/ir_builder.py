@@ -3,6 +3,8 @@
 Every helper inserts at the builder's insertion point and returns the new
 SSA value, so fragment code reads like the formulas of SEMANTICS.md.  Index
 arithmetic is on `index`; float arithmetic is f32 with no fast-math.
+Loads of half-precision buffers are widened to f32 and f32 stores to them
+rounded here, so every fragment and the recurrence compute in f32.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from vyre_xdsl import trace
 from vyre_xdsl.checks import U32_MAX, is_integer
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.dtypes import is_half
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -198,6 +201,9 @@ class IRBuilder:
     def exp(self, a: Value, hint: str | None = None) -> SSAValue:
         return self._result(math.ExpOp(_v(a)), hint)
 
+    def log(self, a: Value, hint: str | None = None) -> SSAValue:
+        return self._result(math.LogOp(_v(a)), hint)
+
     def absf(self, a: Value) -> SSAValue:
         return self._result(math.AbsFOp(_v(a)))
 
@@ -218,10 +224,21 @@ class IRBuilder:
     # -- memory ------------------------------------------------------------
 
     def load(self, ref: Value, index: Value) -> SSAValue:
-        return self._result(memref.LoadOp.get(_memref(ref), [_index(index, self)]))
+        """Element `index` of `ref`; of a half-precision (f16/bf16) buffer,
+        widened exactly to f32 (arith.extf): fragments compute in f32."""
+        value = self._result(memref.LoadOp.get(_memref(ref), [_index(index, self)]))
+        if is_half(value.type):
+            return self._result(arith.ExtFOp(value, f32))
+        return value
 
     def store(self, value: Value, ref: Value, index: Value) -> None:
-        self.emit(memref.StoreOp.get(_v(value), _memref(ref), [_index(index, self)]))
+        """Store `value` at element `index` of `ref`; an f32 value stored to a
+        half-precision buffer is rounded once, to nearest even (arith.truncf)."""
+        value = _v(value)
+        element = _memref(ref).type.element_type
+        if value.type == f32 and is_half(element):
+            value = self._result(arith.TruncFOp(value, element))
+        self.emit(memref.StoreOp.get(value, _memref(ref), [_index(index, self)]))
 
     # -- control flow ------------------------------------------------------
 

@@ -14,11 +14,14 @@ decoder only supplies its two fragments (`compute_tile_scores`,
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
+from vyre_xdsl.dtypes import check_dtype, numpy_dtype, numpy_name, round_to
 from vyre_xdsl.errors import VyreError
 
 __all__ = [
@@ -129,7 +132,8 @@ def tiled_online_softmax(
     epilogue: Callable[[np.ndarray], np.ndarray] | None = None,
     prologue: Callable[[], None] | None = None,
     kv_splits: int = 1,
-) -> np.ndarray:
+    return_lse: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The public oracle skeleton for new decoders: the recurrence of
     SEMANTICS.md over `item_count` items with your two fragments (and an
     optional mask), vectorised over items.
@@ -145,7 +149,9 @@ def tiled_online_softmax(
         ceil(tile_count / kv_splits) tiles, and the partial results merge
         as inline_fragments.SplitMerge does.
 
-    Returns out: f32[item_count, head_dim]. With `mask_of`, a masked pair leaves the
+    Returns out: f32[item_count, head_dim] (head_dim: the width of o_acc,
+    the value rows), and with `return_lse` also lse: f32[item_count], each
+    item's m + log(l) (-inf where l = 0). With `mask_of`, a masked pair leaves the
     tile max alone and has weight exactly 0 in the tile sum and the update.
     A tile whose pairs are all masked then changes nothing, so the kernel may
     skip it, provided `update_o_acc` adds nothing for a zero weight: guard
@@ -192,10 +198,16 @@ def tiled_online_softmax(
             o_acc = epilogue(o_acc)
         return m, l, o_acc
 
+    def finish(m, l, o_acc):  # noqa: E741
+        out = flush_tiny(o_acc / positive_denominator(l)[:, None])
+        if not return_lse:
+            return out
+        lse = np.where(l == _ZERO, np.float32(-np.inf), m + np.log(l)).astype(np.float32)
+        return out, lse
+
     with np.errstate(all="ignore"):
         if kv_splits == 1:
-            _, l, o_acc = recurrence(range(tile_count))
-            return flush_tiny(o_acc / positive_denominator(l)[:, None])
+            return finish(*recurrence(range(tile_count)))
         per_split = -(-tile_count // kv_splits)
         parts = [
             recurrence(range(s * per_split, min((s + 1) * per_split, tile_count)))
@@ -210,7 +222,7 @@ def tiled_online_softmax(
             l_total = l_total + _exp(bounded_exp_arg(m - m_max)) * l
         for m, _, o_acc in parts:
             o_total = o_total + _exp(bounded_exp_arg(m - m_max))[:, None] * o_acc
-        return flush_tiny(o_total / positive_denominator(l_total)[:, None])
+        return finish(m_max, l_total, o_total)
 
 
 # --------------------------------------------------------------------------
@@ -283,6 +295,64 @@ def _dot_over_parts(term: Callable[[int], np.ndarray], head_dim: int, dim_parts:
 
 
 # --------------------------------------------------------------------------
+# Half-precision buffers
+# --------------------------------------------------------------------------
+
+
+def _widened(name: str, value, dtype: str) -> np.ndarray:
+    """A `dtype` input array as the exact f32 values the kernel computes on."""
+    wanted = numpy_dtype(dtype)
+    if not isinstance(value, np.ndarray):
+        raise VyreError(
+            f"{name} must be a numpy array, got {type(value).__name__}; wrap it "
+            f"with np.asarray(..., dtype={numpy_name(dtype)})"
+        )
+    if value.dtype != wanted:
+        raise VyreError(
+            f"{name} has dtype {value.dtype}, the oracle of a {dtype} kernel reads "
+            f"{wanted}; convert it with {name}.astype({numpy_name(dtype)})"
+        )
+    return value.astype(np.float32)
+
+
+def _with_dtype(*array_names: str):
+    """Give an f32 oracle a keyword `dtype` ("f32", "f16" or "bf16"), as the
+    builders have: the arrays named take that dtype (np.float16,
+    ml_dtypes.bfloat16) and are read as their exact f32 values, everything
+    is computed in f32 as for an f32 kernel, and the output is rounded once
+    to nearest even into `dtype` (a returned log-sum-exp stays f32)."""
+
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def oracle(*args, dtype: str = "f32", **kwargs):
+            dtype = check_dtype(dtype)
+            if dtype == "f32":
+                return fn(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            for name in array_names:
+                bound.arguments[name] = _widened(name, bound.arguments[name], dtype)
+            result = fn(*bound.args, **bound.kwargs)
+            if isinstance(result, tuple):
+                return (round_to(result[0], dtype), *result[1:])
+            return round_to(result, dtype)
+
+        keyword = inspect.Parameter("dtype", inspect.Parameter.KEYWORD_ONLY, default="f32")
+        oracle.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), keyword]
+        )
+        oracle.__doc__ = (fn.__doc__ or "") + (
+            "\n\n    `dtype` (\"f32\", \"f16\" or \"bf16\"): the inputs' type (np.float16 /\n"
+            "    ml_dtypes.bfloat16 arrays, read as their exact f32 values); the\n"
+            "    output is rounded once, to nearest even, into it."
+        )
+        return oracle
+
+    return wrap
+
+
+# --------------------------------------------------------------------------
 # Decoder 1: FlashAttention-2
 # --------------------------------------------------------------------------
 
@@ -317,6 +387,7 @@ def _modifier_arity(fn, allowed: tuple[int, ...]) -> int:
     return n
 
 
+@_with_dtype("q", "k", "v")
 def flash_attention_2(
     q: np.ndarray,
     k: np.ndarray,
@@ -327,7 +398,8 @@ def flash_attention_2(
     mask_mod: Callable | None = None,
     kv_splits: int = 1,
     dim_parts: int = 1,
-) -> np.ndarray:
+    return_lse: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """FlashAttention-2 of SEMANTICS.md: q, k, v f32[seq_len, head_dim] ->
     out f32[seq_len, head_dim]; with heads q f32[num_heads, seq_len,
     head_dim] and k, v f32[num_kv_heads, kv_len, head_dim], with a batch
@@ -335,7 +407,11 @@ def flash_attention_2(
     kv_len, head_dim] (query head h reads kv head h // (num_heads //
     num_kv_heads)) -> out shaped like q. With seq_len < kv_len the queries
     are the last seq_len positions (bottom-right aligned): query i is at
-    position kv_len - seq_len + i, the q_idx the modifiers get.
+    position kv_len - seq_len + i, the q_idx the modifiers get. v's rows may
+    be wider or narrower than q's and k's (v_head_dim): out has v's width.
+    `return_lse` returns (out, lse) with lse shaped like q without its last
+    axis: the natural log of each row's softmax denominator (-inf for a row
+    whose keys are all dropped).
 
     `score_mod(score, q_idx, kv_idx[, head])` and `mask_mod(q_idx, kv_idx[,
     head])` are the same functions `vx.flash_attention_2` takes, evaluated on
@@ -351,12 +427,13 @@ def flash_attention_2(
     tile_size = _positive("tile_size", tile_size)
     batch, num_heads, seq_len, head_dim = q4.shape
     num_kv_heads, kv_len = k4.shape[1], k4.shape[2]
-    if k4.shape != v4.shape or k4.shape[0] != batch or k4.shape[3] != head_dim:
+    if k4.shape[:3] != v4.shape[:3] or k4.shape[0] != batch or k4.shape[3] != head_dim:
         raise VyreError(
             f"k and v must have the same shape [batch, num_kv_heads, kv_len, "
-            f"head_dim], with q's batch and head_dim; got q {q.shape}, k {k.shape}, "
-            f"v {v.shape}"
+            f"head_dim] (v's rows may be of another width, v_head_dim), with q's "
+            f"batch and head_dim; got q {np.shape(q)}, k {np.shape(k)}, v {np.shape(v)}"
         )
+    v_dim = v4.shape[3]
     if seq_len > kv_len:
         raise VyreError(
             f"q has {seq_len} rows but k and v only {kv_len} keys; the queries are "
@@ -374,7 +451,7 @@ def flash_attention_2(
     kv_base = (row_group // group) * kv_len  # first k/v row of each item's kv head
     qf = q4.reshape(items, head_dim)
     kf = k4.reshape(-1, head_dim)
-    vf = v4.reshape(-1, head_dim)
+    vf = v4.reshape(-1, v_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
     dim_parts = _dim_parts(dim_parts, head_dim)
     score_arity = _modifier_arity(score_mod, (3, 4)) if score_mod else 0
@@ -410,7 +487,7 @@ def flash_attention_2(
         return evaluate(mask_mod, args, "bool", (tile_len, items))
 
     def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
-        wv = np.zeros((items, head_dim), dtype=np.float32)
+        wv = np.zeros((items, v_dim), dtype=np.float32)
         for j in range(tile_len):
             rows = vf[kv_base + tile_start + j]  # [items, head_dim]
             w = weight(j)[:, None]
@@ -422,11 +499,16 @@ def flash_attention_2(
             wv = wv + term
         return rescale[:, None] * o_acc + wv
 
-    out = tiled_online_softmax(
-        items, head_dim, kv_len, tile_size, compute_tile_scores, update_o_acc,
+    result = tiled_online_softmax(
+        items, v_dim, kv_len, tile_size, compute_tile_scores, update_o_acc,
         mask_of if mask_mod is not None else None, kv_splits=kv_splits,
+        return_lse=return_lse,
     )
-    return out.reshape(np.shape(q))
+    rows = np.shape(q)[:-1]
+    if return_lse:
+        out, lse = result
+        return out.reshape(*rows, v_dim), lse.reshape(rows)
+    return result.reshape(*rows, v_dim)
 
 
 # --------------------------------------------------------------------------
@@ -488,6 +570,7 @@ def _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size) -> MlaArrays:
     )
 
 
+@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
 def mla_decode(
     q: np.ndarray,
     kv_cache: np.ndarray,
@@ -581,6 +664,7 @@ def _project(wv: np.ndarray, o_lat: np.ndarray) -> np.ndarray:
     return out
 
 
+@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
 def mla_decode_absorbed(
     q: np.ndarray,
     kv_cache: np.ndarray,
@@ -627,6 +711,7 @@ def mla_decode_absorbed(
     )
 
 
+@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
 def mla_decode_program(
     q: np.ndarray,
     kv_cache: np.ndarray,

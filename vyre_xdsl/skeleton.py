@@ -32,6 +32,7 @@ from vyre_xdsl.checks import (
     checked_call,
 )
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dtypes import check_dtype, element_type
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder, Value
 from vyre_xdsl.trace import Traced
@@ -43,12 +44,15 @@ WORKGROUP_SIZE = 64
 class Buffer:
     """A storage buffer of a kernel: `access` is "read" (input), "write"
     (output) or "temp" (between the kernels of a module); `shape` is its
-    logical row-major shape; `binding` defaults to its place in the list."""
+    logical row-major shape; `binding` defaults to its place in the list;
+    `dtype` ("f32", "f16" or "bf16") is its element type, by default the
+    kernel's (`tiled_online_softmax(dtype=...)`, f32 unless given)."""
 
     name: str
     shape: tuple[int, ...]
     access: str = "read"
     binding: int | None = None
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
         # Checked here, where users write them: a bad field never reaches xDSL.
@@ -61,15 +65,21 @@ class Buffer:
                 f"{self.access!r}"
             )
         object.__setattr__(self, "binding", check_binding(self.binding, name))
+        if self.dtype is not None:
+            check_dtype(self.dtype, f"the dtype of buffer {self.name!r}")
 
 
-def declare_buffers(body: IRBuilder, buffers: Sequence[Buffer]) -> dict[str, SSAValue]:
-    """Emit a vyre.buffer per entry of `buffers`; return their values by name."""
+def declare_buffers(
+    body: IRBuilder, buffers: Sequence[Buffer], dtype: str = "f32"
+) -> dict[str, SSAValue]:
+    """Emit a vyre.buffer per entry of `buffers` (of element type `dtype`
+    where a buffer does not give its own); return their values by name."""
     values: dict[str, SSAValue] = {}
     for index, buffer in enumerate(buffers):
         binding = index if buffer.binding is None else buffer.binding
+        element = element_type(buffer.dtype or dtype)
         values[buffer.name] = body.emit(
-            vyre.BufferOp(buffer.name, binding, buffer.access, buffer.shape)
+            vyre.BufferOp(buffer.name, binding, buffer.access, buffer.shape, element)
         ).results[0]
     return values
 
@@ -79,12 +89,13 @@ def per_item_kernel(
     buffers: Sequence[Buffer],
     item_count: int,
     body: Callable[[IRBuilder, dict[str, SSAValue], SSAValue], None],
+    dtype: str = "f32",
 ) -> vyre.KernelOp:
     """A kernel without the skeleton: `body(b, buffers, item)` runs once per
     item (the lanes past `item_count` in the last workgroup do nothing)."""
     kernel = vyre.KernelOp(check_kernel_name(name), item_count, WORKGROUP_SIZE)
     b = IRBuilder(InsertPoint.at_end(kernel.body.block))
-    values = declare_buffers(b, buffers)
+    values = declare_buffers(b, buffers, check_dtype(dtype))
     item = b.emit(vyre.ItemIndexOp()).results[0]
     if item_count % WORKGROUP_SIZE:
         b.if_then(b.cmpi(item, b.index(item_count), "ult"), lambda b: body(b, values, item))
@@ -127,6 +138,7 @@ class Fragment(IRBuilder):
         self.buffers = buffers
         self.scratch_arrays = dict(scratch or {})
         self.head_dim = shape["head_dim"]
+        self.v_head_dim = shape.get("v_head_dim", self.head_dim)
         self.tile_size = shape["tile_size"]
         self.seq_len = shape["seq_len"]
 
@@ -200,7 +212,7 @@ class Fragment(IRBuilder):
         return self.flat_index(self.lane, self.head_dim, d)
 
     def o_index(self, d: Value) -> SSAValue:
-        return self.flat_index(self.lane, self.head_dim, d)
+        return self.flat_index(self.lane, self.v_head_dim, d)
 
     def score_index(self, j: Value) -> SSAValue:
         return self.flat_index(self.lane, self.tile_size, j)
@@ -232,11 +244,21 @@ def tiled_online_softmax(
     scratch: Mapping[str, int] | None = None,
     prologue: FragmentFn | None = None,
     epilogue: FragmentFn | None = None,
+    dtype: str = "f32",
+    v_head_dim: int | None = None,
+    lse: str | None = None,
 ) -> ModuleOp:
     """A verified module holding one `vyre.kernel` named `name`: storage
     `buffers` (bound in the order given), the three scratch arrays, and the
     skeleton with the `scores` and `update` fragments.  `q` names the buffer
     whose rows are the items' queries, `out` the output buffer.
+
+    `dtype` ("f32", "f16" or "bf16") is the element type of the buffers that
+    do not give their own (`Buffer(..., dtype=...)`).  Fragments and the
+    recurrence compute in f32 whatever it is: `f.load` of a half buffer
+    widens the value exactly (arith.extf), and `f.store` of an f32 value to
+    one, like the skeleton's write of the output, rounds it once to nearest
+    even (arith.truncf).
 
     `scratch` declares the decoder's own per-lane scratch arrays, name ->
     per-lane length (e.g. `{"q_lat": kv_lora_rank}`): each holds
@@ -255,8 +277,13 @@ def tiled_online_softmax(
     `mask(item, kv_idx) -> bool` (traced integers; True keeps the pair) adds
     the mask region; it is also evaluated with numpy over every (item, key)
     pair at build time to classify each (block of 64 items, key tile) as
-    empty, full or partial (`tile_classes`)."""
+    empty, full or partial (`tile_classes`).
+
+    `v_head_dim` (default head_dim) is the width of the value rows: o_acc's
+    lane slices and the rows of `out`. `lse` names a write buffer of
+    item_count f32 that receives each item's log-sum-exp."""
     check_kernel_name(name)
+    dtype = check_dtype(dtype)
     for role, fn in (("scores", scores), ("update", update), ("prologue", prologue),
                      ("epilogue", epilogue), ("mask", mask)):
         check_callable(role, fn, optional=role not in ("scores", "update"))
@@ -266,8 +293,14 @@ def tiled_online_softmax(
     item_count, seq_len, head_dim, tile_size = check_dimensions(
         item_count=item_count, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size
     )
+    if v_head_dim is None:
+        v_head_dim = head_dim
+    (v_head_dim,) = check_dimensions(v_head_dim=v_head_dim)
     check_u32_size(f"buffer {q!r}", item_count=item_count, head_dim=head_dim)
     check_u32_size("scratch q_scratch", workgroup_size=WORKGROUP_SIZE, head_dim=head_dim)
+    if v_head_dim != head_dim:
+        check_u32_size(f"buffer {out!r}", item_count=item_count, v_head_dim=v_head_dim)
+        check_u32_size("scratch o_acc", workgroup_size=WORKGROUP_SIZE, v_head_dim=v_head_dim)
     check_u32_size(
         "scratch score_tile", workgroup_size=WORKGROUP_SIZE, tile_size=tile_size
     )
@@ -293,7 +326,8 @@ def tiled_online_softmax(
         raise VyreError(
             f"{clashes[0]!r} names both a buffer and a scratch array; rename one"
         )
-    for role, wanted in (("q", q), ("out", out)):
+    roles = (("q", q), ("out", out)) + ((("lse", lse),) if lse is not None else ())
+    for role, wanted in roles:
         if wanted not in names:
             raise VyreError(
                 f"the {role} buffer {wanted!r} is not among the buffers "
@@ -304,12 +338,14 @@ def tiled_online_softmax(
         shape = {f"{buffer.name}.shape[{i}]": d for i, d in enumerate(buffer.shape)}
         dims = check_dimensions(**shape)
         check_u32_size(f"buffer {buffer.name!r}", **dict(zip(shape, dims)))
-        checked_buffers.append(Buffer(buffer.name, dims, buffer.access, buffer.binding))
+        checked_buffers.append(
+            Buffer(buffer.name, dims, buffer.access, buffer.binding, buffer.dtype)
+        )
     buffers = checked_buffers
 
     kernel = vyre.KernelOp(name, item_count, WORKGROUP_SIZE)
     body = IRBuilder(InsertPoint.at_end(kernel.body.block))
-    values = declare_buffers(body, buffers)
+    values = declare_buffers(body, buffers, dtype)
     scratch = {
         scratch_name: body.emit(
             vyre.ScratchOp(scratch_name, WORKGROUP_SIZE * stride)
@@ -317,7 +353,7 @@ def tiled_online_softmax(
         for scratch_name, stride in (
             ("q_scratch", head_dim),
             ("score_tile", tile_size),
-            ("o_acc", head_dim),
+            ("o_acc", v_head_dim),
         )
     }
     own_scratch = {
@@ -342,9 +378,11 @@ def tiled_online_softmax(
         tile_size=tile_size,
         with_mask=mask is not None,
         tile_classes=classes,
+        v_head_dim=v_head_dim,
+        lse=values[lse] if lse is not None else None,
     )
     body.emit(skeleton)
-    shape = skeleton.shape()
+    shape = {**skeleton.shape(), "v_head_dim": skeleton.v_dim}
     for region, arg_names, fill in (
         (skeleton.scores, vyre.SCORES_ARGS, scores),
         (skeleton.update, vyre.UPDATE_ARGS, update),
