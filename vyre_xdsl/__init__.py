@@ -5,6 +5,7 @@
     g = vx.lower_to_gpu(m)                                 # gpu/arith/scf/math/memref
     spv = vx.compile_spirv(m)                              # SPIR-V binary
     out = vx.run(m, {"q": q, "k": k, "v": v})["out"]       # interpreter or vulkan
+    kernel = vx.compile(m, backend="vulkan")               # once; then kernel(q=q, k=k, v=v)
 """
 
 from vyre_xdsl.errors import VyreError
@@ -21,6 +22,7 @@ from vyre_xdsl.decoders import (
     mla_decode_absorbed,
     mla_decode_program,
 )
+from vyre_xdsl.kernel import DeviceArray, Kernel, compile
 from vyre_xdsl.run import run
 from vyre_xdsl.skeleton import (
     Buffer,
@@ -55,10 +57,13 @@ def __getattr__(name: str):
 __all__ = [
     "VyreError",
     "Buffer",
+    "DeviceArray",
+    "Kernel",
     "Fragment",
     "Traced",
     "abs",
     "classify_tiles",
+    "compile",
     "exp",
     "exp2",
     "log",

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program, program_info
+from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
 
 BACKENDS = ("interpreter", "vulkan")
 
 
-def ensure_lowered(module: ModuleOp, device: str | None = None) -> ModuleOp:
+def ensure_lowered(
+    module: ModuleOp, device: str | None = None, optimize: str = "default"
+) -> ModuleOp:
     """`module` itself if it is already lowered, else a copy lowered for
-    `device` (vx.lower_to_gpu)."""
+    `device` at `optimize` (vx.lower_to_gpu)."""
     from vyre_xdsl.compiler import is_vyre_module, lower_to_gpu
 
     if not isinstance(module, ModuleOp):
@@ -23,15 +25,25 @@ def ensure_lowered(module: ModuleOp, device: str | None = None) -> ModuleOp:
             f"expected an xdsl ModuleOp (from vx.flash_attention_2, vx.mla_decode "
             f"or vx.parse_module), got {type(module).__name__}"
         )
-    return lower_to_gpu(module, device=device) if is_vyre_module(module) else module
+    if is_vyre_module(module):
+        return lower_to_gpu(module, optimize=optimize, device=device)
+    if optimize != "default":
+        raise VyreError(
+            f"optimize={optimize!r} applies to vyre IR; this module is already "
+            f"lowered (lower the vyre module with vx.lower_to_gpu(m, optimize=...))"
+        )
+    return module
 
 
 def prepare_buffers(
-    info: KernelInfo | ProgramInfo, inputs: Mapping[str, object]
+    info: KernelInfo | ProgramInfo,
+    inputs: Mapping[str, object],
+    resident: Collection[str] = (),
 ) -> dict[str, np.ndarray]:
     """Check `inputs` against the program's input buffers; return flat f32
     arrays for every buffer (inputs copied, outputs and temporaries zeroed),
-    keyed by buffer name."""
+    keyed by buffer name. Inputs named in `resident` (vx.compile's
+    DeviceArrays, checked by the kernel) count as given and are left out."""
     program = as_program(info)
     if not isinstance(inputs, Mapping):
         raise VyreError(
@@ -56,6 +68,8 @@ def prepare_buffers(
     for buffer in program.buffers:
         if not buffer.is_input:
             arrays[buffer.name] = np.zeros(buffer.count, dtype=np.float32)
+            continue
+        if buffer.name in resident:
             continue
         value = inputs[buffer.name]
         if isinstance(value, np.ma.MaskedArray):
@@ -113,24 +127,7 @@ def run(
     A vyre module is lowered for `device` (vx.lower_to_gpu): by default the
     Vulkan device that runs it, and the generic profile for the
     interpreter."""
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise VyreError(
-            f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
-        )
-    if device is None and backend == "vulkan":
-        from vyre_xdsl.device import LIVE
+    from vyre_xdsl.kernel import compile
 
-        device = LIVE
-    lowered = ensure_lowered(module, device)
-    info = program_info(lowered)
-    arrays = prepare_buffers(info, inputs)
-    if backend == "interpreter":
-        from vyre_xdsl.interp import execute
-
-        execute(lowered, info, arrays)
-    else:
-        from vyre_xdsl.spirv import emit_spirv
-        from vyre_xdsl.vulkan import execute as vulkan_execute
-
-        vulkan_execute(emit_spirv(lowered), info, arrays)
-    return {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}
+    with compile(module, backend=backend, device=device) as kernel:
+        return kernel(inputs)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import weakref
 from dataclasses import dataclass
 
 from vyre_xdsl.device import DeviceProfile
@@ -91,6 +92,7 @@ class _Context:
         self.validation = validation
         self.messages: list[str] = []
         self.messenger = None
+        self.users: weakref.WeakSet = weakref.WeakSet()  # dispatchers on the device
         try:
             layers = [p.layerName for p in vk.vkEnumerateInstanceLayerProperties()]
         except Exception as error:  # loader present but broken
@@ -293,6 +295,11 @@ def close() -> None:
     messages: list[str] = []
     for key in list(_CONTEXTS):
         ctx = _CONTEXTS.pop(key)
+        for user in list(ctx.users):  # compiled kernels still open
+            try:
+                user.close()
+            except VyreError as error:
+                messages.append(str(error))
         ctx.close()
         messages.extend(ctx.messages)
     _check(messages, "vulkan.close()")

@@ -1,0 +1,437 @@
+"""`vx.compile`: a kernel lowered and made ready once, called many times.
+
+    kernel = vx.compile(m, backend="vulkan")        # lowers, emits SPIR-V, makes pipelines
+    out = kernel(q=q, k=k, v=v)["out"]              # a dict of new numpy arrays
+    k_dev = kernel.upload("k", k)                   # resident on the device
+    out = kernel(q=q, k=k_dev, v=v_dev)["out"]      # k and v are not copied again
+    k_dev.write(new_rows, offset=row * head_dim)    # update part of it in place
+    kernel.close()                                  # or `with vx.compile(...) as kernel:`
+
+`vx.run` is `vx.compile` and one call. On Vulkan a kernel keeps its shader
+module, pipelines, descriptor set, command buffer, fence and the buffers of
+its outputs and temporaries across calls (vulkan/dispatch.py); the buffer
+of an input is made on the first call that passes it as an array. On the
+interpreter it keeps the lowered module and the resident arrays.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Mapping
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import BufferInfo, ProgramInfo, program_info
+from vyre_xdsl.run import BACKENDS, ensure_lowered, prepare_buffers
+
+
+def compile(
+    module: ModuleOp,
+    backend: str = "interpreter",
+    optimize: str = "default",
+    device: str | None = None,
+    *,
+    staging: bool | None = None,
+) -> Kernel:
+    """Lower `module` once (vx.lower_to_gpu with `optimize` and `device`;
+    a lowered module is taken as it is) and make it ready to run on
+    `backend` ("interpreter" or "vulkan", as vx.run). Returns a `Kernel`:
+    call it with the input arrays, as many times as needed.
+
+    On Vulkan `device` defaults to the device that runs it ("vulkan"), the
+    device's limits are checked now, and the SPIR-V module and pipelines
+    are made now. `staging` (Vulkan) forces (True) or avoids (False)
+    device-local buffers with staging copies; by default they are used
+    where the device has memory of its own (a discrete GPU)."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise VyreError(
+            f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
+        )
+    if device is None and backend == "vulkan":
+        from vyre_xdsl.device import LIVE
+
+        device = LIVE
+    lowered = ensure_lowered(module, device, optimize)
+    info = program_info(lowered)
+    if backend == "interpreter":
+        impl = _Interpreter(lowered, info)
+    else:
+        from vyre_xdsl.spirv import emit_spirv
+        from vyre_xdsl.vulkan.runtime import load
+
+        impl = _Vulkan(load(emit_spirv(lowered), info, staging=staging))
+    return Kernel(backend, lowered, info, impl)
+
+
+class Kernel:
+    """A compiled kernel (or program of kernels): `kernel(**arrays) -> dict`.
+
+    Inputs are checked as vx.run checks them (every `read` buffer, the
+    buffer's dtype, the right number of elements in any shape); each call
+    returns a dict of new numpy arrays, one per output buffer, in its
+    logical shape. An input may also be a `DeviceArray` from
+    `kernel.upload(name, array)`: it stays on the device and is not copied
+    again. `timings=` (a dict) receives what the call cost (see __call__).
+
+    Not thread-safe: call a kernel from one thread at a time. `close()`
+    (or leaving a `with` block, or garbage collection, or the end of the
+    program) frees its device objects and its DeviceArrays."""
+
+    def __init__(self, backend: str, lowered: ModuleOp, info: ProgramInfo, impl):
+        self.backend = backend
+        self.lowered = lowered  # the gpu-level module it runs
+        self.info = info  # its buffers and kernels (vyre_xdsl.kernel_info)
+        self._impl = impl
+        self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+
+    # names ------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The names of its input buffers, in binding order."""
+        return tuple(b.name for b in self.info.inputs)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(b.name for b in self.info.outputs)
+
+    @property
+    def spirv(self) -> bytes | None:
+        """The SPIR-V module it dispatches (Vulkan), else None."""
+        return getattr(self._impl, "spirv", None)
+
+    @property
+    def closed(self) -> bool:
+        """After close(), or vulkan.close() (which closes the device's kernels)."""
+        return self._impl is None or getattr(self._impl, "closed", False)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.backend
+        return f"<vx.Kernel {self.info.label} ({state})>"
+
+    # calls ------------------------------------------------------------------
+    def __call__(self, inputs: Mapping[str, object] | None = None, /, *,
+                 timings: dict | None = None, **arrays: object) -> dict[str, np.ndarray]:
+        """Run on the inputs given as keywords (`kernel(q=q, k=k, v=v)`) or
+        as one dict (`kernel({"q": q, ...})`, as vx.run takes them); return
+        {output name: new array in its logical shape}.
+
+        `timings`, a dict, receives per call: 'total_ms' (host wall time of
+        the call), 'host_ms' (the part the host spent itself: checks,
+        copies, recording, submission, read-back; total_ms - wait_ms),
+        'wait_ms' (blocked on the device), 'uploaded_bytes' (input bytes
+        copied for this call; 0 when every input is resident), and on
+        Vulkan 'dispatch_ms' (GPU time of the dispatches, where the queue
+        has timestamps) and 'recorded' (whether the command buffer was
+        recorded again: the first call, or other resident arrays)."""
+        start = time.perf_counter()
+        impl = self._open()
+        if timings is not None and not isinstance(timings, dict):
+            raise VyreError(f"timings must be a dict to fill, got {type(timings).__name__}")
+        given = _merge(inputs, arrays)
+        resident = {name: value for name, value in given.items()
+                    if isinstance(value, DeviceArray)}
+        host = prepare_buffers(self.info, given, resident=resident.keys())
+        values = {}
+        for buffer in self.info.inputs:
+            handle = resident.get(buffer.name)
+            values[buffer.name] = (host[buffer.name] if handle is None
+                                   else self._data_of(buffer.name, handle))
+        stats = {} if timings is not None else None
+        outputs = impl.run(values, host, stats)
+        result = {b.name: outputs[b.name].reshape(b.shape) for b in self.info.outputs}
+        if timings is not None:
+            total = time.perf_counter() - start
+            timings.update(stats)
+            timings["total_ms"] = total * 1e3
+            timings["host_ms"] = total * 1e3 - stats.get("wait_ms", 0.0)
+        return result
+
+    # resident arrays --------------------------------------------------------
+    def upload(self, name: str, array: np.ndarray) -> DeviceArray:
+        """Copy `array` to the device once, as input `name`, and return a
+        DeviceArray to pass as that input in later calls (`kernel(k=k_dev)`)
+        instead of the array: it is not copied again. Checked as a call
+        checks an input. Free it with `.free()` (the kernel's close() frees
+        every one)."""
+        impl = self._open()
+        flat = self._checked(name, array)
+        buffer = self.info.buffer(name)
+        handle = DeviceArray(self, buffer, flat.dtype, impl.upload(buffer, flat))
+        self._arrays.add(handle)
+        return handle
+
+    def _checked(self, name: object, array: object) -> np.ndarray:
+        """`array` as a flat copy for input `name`, checked as a call checks
+        it (the other inputs are not looked at)."""
+        others = {b.name: None for b in self.info.inputs if b.name != name}
+        return prepare_buffers(self.info, {name: array, **others},
+                               resident=others.keys())[name]
+
+    def _data_of(self, name: str, handle: DeviceArray):
+        """What the backend binds for a DeviceArray passed as input `name`."""
+        if handle._kernel is not self:
+            raise VyreError(
+                f"input {name!r} is {handle!r}, uploaded to another kernel; a "
+                f"DeviceArray belongs to the kernel that made it: upload it to this "
+                f"one with kernel.upload({name!r}, array)"
+            )
+        if handle._data is None:
+            raise VyreError(
+                f"input {name!r} is {handle!r}, which was freed; upload the array "
+                f"again with kernel.upload({name!r}, array)"
+            )
+        if handle.name != name:
+            raise VyreError(
+                f"input {name!r} is {handle!r}, the device copy of input "
+                f"{handle.name!r} ({handle.size} elements, shape {handle.shape}); "
+                f"pass it as {handle.name}=, and upload {name!r} with "
+                f"kernel.upload({name!r}, array)"
+            )
+        return handle._data
+
+    # lifetime ---------------------------------------------------------------
+    def _open(self):
+        impl = self._impl
+        if impl is None:
+            raise VyreError(
+                f"{self.info.label} was closed (kernel.close()); compile it again "
+                f"with vx.compile"
+            )
+        if getattr(impl, "closed", False):
+            self._impl = None
+            raise VyreError(
+                f"{self.info.label} was closed with its Vulkan device "
+                f"(vyre_xdsl.vulkan.close()); compile it again with vx.compile"
+            )
+        return impl
+
+    def close(self) -> None:
+        """Free the kernel's device objects and every DeviceArray it made;
+        later calls raise a VyreError. Idempotent."""
+        impl, self._impl = self._impl, None
+        if impl is None:
+            return
+        for handle in list(self._arrays):
+            handle._data = None
+        self._arrays.clear()
+        impl.close()
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass  # at interpreter exit the device may be gone already
+
+
+class DeviceArray:
+    """An input array kept on the device by the kernel that uploaded it
+    (`kernel.upload(name, array)`); pass it as that input instead of the
+    array (`kernel(q=q, k=k_dev)`), as often as needed.
+
+    `write(values, offset=0)` overwrites it in place, wholly or from
+    element `offset` of the flattened array on (a new row of a KV cache);
+    `read()` copies it back; `free()` (or the kernel's close(), or garbage
+    collection) releases the device memory."""
+
+    def __init__(self, kernel: Kernel, buffer: BufferInfo, dtype: np.dtype, data):
+        self._kernel = kernel
+        self._buffer = buffer
+        self.dtype = dtype
+        self._data = data  # the backend's: a DeviceBuffer (Vulkan), an array (interpreter)
+
+    @property
+    def name(self) -> str:
+        """The input buffer it is a copy of."""
+        return self._buffer.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._buffer.shape
+
+    @property
+    def size(self) -> int:
+        return self._buffer.count
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def freed(self) -> bool:
+        return self._data is None
+
+    def __repr__(self) -> str:
+        state = "freed" if self.freed else self._kernel.backend
+        return (f"DeviceArray({self.name!r}, shape={self.shape}, dtype={self.dtype}, "
+                f"{state})")
+
+    def _live(self):
+        if self._data is None:
+            raise VyreError(f"{self!r} was freed; upload the array again with "
+                            f"kernel.upload({self.name!r}, array)")
+        return self._kernel._open()
+
+    def write(self, values: np.ndarray, offset: int = 0) -> None:
+        """Overwrite elements offset .. offset + values.size - 1 of the
+        flattened array with `values` (any shape, the array's dtype); with
+        offset 0 and as many values as the array has, all of it."""
+        impl = self._live()
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+            raise VyreError(f"offset must be an element index (int), got {offset!r}")
+        offset = int(offset)
+        if offset == 0 and getattr(values, "size", None) == self.size:
+            flat = self._kernel._checked(self.name, values)
+        else:
+            flat = self._part(values, offset)
+        impl.write(self._data, flat, offset)
+
+    def _part(self, values: object, offset: int) -> np.ndarray:
+        if not isinstance(values, np.ndarray) or isinstance(values, np.ma.MaskedArray):
+            raise VyreError(
+                f"values for {self.name!r} must be a numpy array of {self.dtype}, got "
+                f"{type(values).__name__}"
+            )
+        if values.dtype != self.dtype:
+            raise VyreError(
+                f"values for {self.name!r} have dtype {values.dtype}, the array holds "
+                f"{self.dtype}; convert them with .astype(...)"
+            )
+        if offset < 0 or offset + values.size > self.size:
+            raise VyreError(
+                f"cannot write {values.size} elements at offset {offset} of "
+                f"{self.name!r}, which has {self.size} (shape {self.shape}); the "
+                f"offset counts elements of the flattened array"
+            )
+        return np.ascontiguousarray(values).reshape(-1)
+
+    def read(self) -> np.ndarray:
+        """A new numpy array with what the device holds, in the buffer's shape."""
+        impl = self._live()
+        return impl.read(self._data).reshape(self.shape)
+
+    def free(self) -> None:
+        """Release the device memory now (idempotent)."""
+        data, self._data = self._data, None
+        if data is None:
+            return
+        self._kernel._arrays.discard(self)
+        impl = self._kernel._impl
+        if impl is not None:
+            impl.free(data)
+
+    def __enter__(self) -> DeviceArray:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+def _merge(inputs: object, arrays: dict[str, object]) -> Mapping[str, object]:
+    if inputs is None:
+        return arrays
+    if not isinstance(inputs, Mapping):
+        raise VyreError(
+            f"inputs must be a dict of buffer name -> numpy array, got "
+            f"{type(inputs).__name__}"
+        )
+    twice = [name for name in arrays if name in inputs]
+    if twice:
+        raise VyreError(f"input {twice[0]!r} is given twice, in the dict and as a keyword")
+    return {**inputs, **arrays} if arrays else inputs
+
+
+# backends -------------------------------------------------------------------------
+
+class _Interpreter:
+    """The xDSL interpreter: resident arrays are flat host copies."""
+
+    def __init__(self, lowered: ModuleOp, info: ProgramInfo):
+        from vyre_xdsl.interp.execute import check_supported
+
+        for kernel in info.kernels:  # refuse unsupported ops now, not at a call
+            check_supported(kernel.func)
+        self.lowered, self.info = lowered, info
+
+    def run(self, values, host, stats):
+        from vyre_xdsl.interp import execute
+
+        arrays = dict(host)
+        arrays.update(values)
+        execute(self.lowered, self.info, arrays)
+        if stats is not None:
+            stats["uploaded_bytes"] = sum(host[b.name].nbytes for b in self.info.inputs
+                                          if b.name in host)
+        return {b.name: arrays[b.name] for b in self.info.outputs}
+
+    def upload(self, buffer: BufferInfo, flat: np.ndarray) -> np.ndarray:
+        return flat  # already a copy of the caller's array
+
+    def write(self, data: np.ndarray, flat: np.ndarray, offset: int) -> None:
+        data[offset:offset + flat.size] = flat
+
+    def read(self, data: np.ndarray) -> np.ndarray:
+        return data.copy()
+
+    def free(self, data) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Vulkan:
+    """A vulkan.dispatch.Dispatcher; resident arrays are its DeviceBuffers."""
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+
+    @property
+    def spirv(self) -> bytes:
+        return self.dispatcher.spirv
+
+    @property
+    def closed(self) -> bool:
+        return self.dispatcher.closed
+
+    def run(self, values, host, stats):
+        from vyre_xdsl.vulkan.device import _check
+
+        dispatcher = self.dispatcher
+        outputs = dispatcher.run(values, stats)
+        ctx = dispatcher.ctx
+        _check(ctx.messages, f"the run of {dispatcher.program.label} on {ctx.name}")
+        return outputs
+
+    def upload(self, buffer, flat):
+        return self.dispatcher.upload(buffer, flat)
+
+    def write(self, data, flat, offset):
+        self.dispatcher.write(data, flat, offset)
+
+    def read(self, data):
+        return self.dispatcher.read(data)
+
+    def free(self, data):
+        self.dispatcher.free(data)
+
+    def close(self):
+        self.dispatcher.close()
