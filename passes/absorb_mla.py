@@ -26,6 +26,8 @@ passing q_lat and o_lat through `temp` buffers.  In the one-kernel form
 every invocation projects its head's query and output itself, which is
 what bounds MLA decode once vyre-split-kv gives a head many invocations.
 
+A kernel of f16 or bf16 buffers is rewritten into the absorbed form of the
+same dtype (its latent temporaries and scratch stay f32).
 The absorbed forms sum in another order, so their results are not
 bit-identical to the seed's (within the tolerance in docs/performance.md):
 `vyre-to-gpu` runs this pass only at `optimize=default`.
@@ -48,6 +50,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dtypes import dtype_name
 from vyre_xdsl.errors import VyreError
 
 MLA_BUFFERS = ("q", "kv_cache", "kr_cache", "w_uk", "w_uv", "out")
@@ -72,12 +75,24 @@ def only_kernel(module: ModuleOp) -> vyre.KernelOp:
     return kernel
 
 
-def is_seed_mla(kernel: vyre.KernelOp, shape: tuple[int, ...]) -> bool:
-    """Whether `kernel` is, up to its name and SSA names, `mla_decode(*shape)`."""
+def mla_dtype(kernel: vyre.KernelOp) -> str | None:
+    """The element type ("f32", "f16", "bf16") shared by the kernel's
+    buffers, or None if they differ (no seed MLA kernel then)."""
+    names = {dtype_name(b.result.type.element_type) for b in kernel.buffers}
+    return names.pop() if len(names) == 1 else None
+
+
+def is_seed_mla(
+    kernel: vyre.KernelOp, shape: tuple[int, ...], dtype: str | None = "f32"
+) -> bool:
+    """Whether `kernel` is, up to its name and SSA names,
+    `mla_decode(*shape, dtype=dtype)`."""
     from vyre_xdsl.decoders import mla_decode
 
+    if dtype is None:
+        return False
     try:
-        seed = only_kernel(mla_decode(*shape))
+        seed = only_kernel(mla_decode(*shape, dtype=dtype))
     except VyreError:
         return False
     return (
@@ -95,7 +110,8 @@ def seed_mla_shape(kernel: vyre.KernelOp) -> tuple[int, ...] | None:
     if len(skeletons) != 1:
         return None
     shape = mla_shape(kernel, skeletons[0])
-    return shape if shape is not None and is_seed_mla(kernel, shape) else None
+    seed = shape is not None and is_seed_mla(kernel, shape, mla_dtype(kernel))
+    return shape if seed else None
 
 
 class AbsorbMlaPerHead(RewritePattern):
@@ -108,7 +124,9 @@ class AbsorbMlaPerHead(RewritePattern):
         shape = seed_mla_shape(kernel)
         if shape is None:
             return
-        program = mla_decode_program(*shape, name=kernel.sym_name.data)
+        program = mla_decode_program(
+            *shape, name=kernel.sym_name.data, dtype=mla_dtype(kernel)
+        )
         kernels = list(program.body.block.ops)
         for new in kernels:
             new.detach()
@@ -130,7 +148,7 @@ class AbsorbMla(RewritePattern):
         shape = seed_mla_shape(kernel)
         if shape is None:
             return
-        absorbed = only_kernel(mla_decode_absorbed(*shape))
+        absorbed = only_kernel(mla_decode_absorbed(*shape, dtype=mla_dtype(kernel)))
         declared = {
             d.sym_name.data: d.result
             for d in kernel.body.block.ops

@@ -26,6 +26,8 @@ staged tiles of a fragment must fit `shared_memory_bytes` (the H200's and
 most GPUs' Vulkan `maxComputeSharedMemorySize`, 48 KiB, by default; the
 scores and update fragments reuse the same array).
 
+The stage holds f32: a tile of an f16 or bf16 buffer is copied widened
+(arith.extf, exact) and the fragment's widenings of its loads go away.
 The values read are the same, so results are bit-identical.  The
 fragment's loads of the tile are then neighbours in workgroup memory, which
 vyre-vectorize-loads reads as vec4: on the H200 that, not the staging
@@ -38,12 +40,13 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dtypes import is_half
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import linear_index
 from vyre_xdsl.ir_builder import IRBuilder
@@ -113,8 +116,22 @@ def _range_of(value: SSAValue) -> tuple[int, int] | None:
     return None if top is None else (0, top)
 
 
+def widened_only(load: memref.LoadOp) -> bool:
+    """Whether every use of the load is a widening to f32 (always so for an
+    f32 load, which needs none; a load of an f16 or bf16 buffer is staged as
+    the f32 values its widenings give)."""
+    if not is_half(load.res.type):
+        return True
+    return all(
+        isinstance(use.operation, arith.ExtFOp) and use.operation.result.type == f32
+        for use in load.res.uses
+    )
+
+
 def tile_read(load: memref.LoadOp, args: FragmentArgs, lanes: int) -> TileRead | None:
     """`load` as a read of a row of the current tile, if provably one."""
+    if not widened_only(load):
+        return None
     form = linear_index(load.indices[0])
     terms = dict(form.terms)
     row_length = terms.pop(args.tile_start, 0)
@@ -231,6 +248,10 @@ def _redirect(read: TileRead, stage: SSAValue, offset: int) -> None:
         index = b.addi(index, value if coefficient == 1 else b.muli(value, b.index(coefficient)))
     new_load = b.load(stage, index)
     new_load.name_hint = read.load.res.name_hint
+    if is_half(read.load.res.type):  # the stage holds the widened values
+        for use in list(read.load.res.uses):
+            use.operation.results[0].replace_all_uses_with(new_load)
+            Rewriter.erase_op(use.operation)
     read.load.res.replace_all_uses_with(new_load)
     Rewriter.erase_op(read.load)
 

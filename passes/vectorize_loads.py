@@ -4,7 +4,8 @@ one vector load.
 After vyre-unroll-jam, an invocation reads K and V one f32 at a time: one
 load instruction per multiply-add, and a GPU issues loads at a quarter of
 its FMA rate.  This pass merges the loads of `width` consecutive elements
-of a read-only kernel buffer or of a workgroup array (a staged K/V tile),
+of a read-only f32 kernel buffer or of a workgroup array (a staged K/V
+tile; the loads of an f16 or bf16 buffer stay scalar, each widened to f32),
 `base + 0 .. base + width-1` with `base` a provable multiple of `width`,
 into one `vector.load` and `vector.extract`s.
 Where such loads sit in copies of a loop body that are not unrolled yet (an
@@ -28,9 +29,11 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IndexType,
     IntegerAttr,
+    MemRefType,
     ModuleOp,
     StringAttr,
     VectorType,
+    f32,
 )
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -46,7 +49,8 @@ WORKGROUP_MEMORY_SPACE = 3
 
 
 def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
-    """The arguments of a lowered vyre kernel that it only reads."""
+    """The f32 arguments of a lowered vyre kernel that it only reads (an f16
+    or bf16 buffer's loads stay scalar: each is widened on its own)."""
     buffers = func.attributes.get(BUFFERS_ATTR)
     if buffers is None:
         return set()
@@ -55,6 +59,7 @@ def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
         for arg, described in zip(func.body.block.args, buffers.data, strict=False)
         if isinstance(described, DictionaryAttr)
         and described.data.get("access") == StringAttr("read")
+        and isinstance(arg.type, MemRefType) and arg.type.element_type == f32
     }
 
 

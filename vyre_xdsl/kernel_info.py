@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects import gpu
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -23,6 +24,7 @@ from xdsl.dialects.builtin import (
 )
 
 from vyre_xdsl.dialects.vyre import ACCESS_MODES  # the lowered buffers keep vyre's
+from vyre_xdsl.dtypes import dtype_name, itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
 
@@ -38,8 +40,20 @@ class BufferInfo:
     name: str
     binding: int
     access: str  # "read", "write" or "temp" (ACCESS_MODES)
-    count: int  # f32 elements
+    count: int  # elements
     shape: tuple[int, ...]  # logical shape, row-major; prod(shape) == count
+    # element type, from the gpu.func argument's memref: "f32", "f16", "bf16"
+    dtype: str = "f32"
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The dtype of its host arrays (np.float16, ml_dtypes.bfloat16, ...)."""
+        return numpy_dtype(self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        """Its size on the device: 4 bytes an element for f32, 2 for halves."""
+        return self.count * itemsize(self.dtype)
 
     @property
     def is_input(self) -> bool:
@@ -292,7 +306,7 @@ def _check_unique_names(kernels: tuple[KernelInfo, ...]) -> None:
 
 
 def _declared(buffer: BufferInfo) -> str:
-    return f"binding {buffer.binding} {buffer.access} {list(buffer.shape)}"
+    return f"binding {buffer.binding} {buffer.access} {list(buffer.shape)} {buffer.dtype}"
 
 
 def _check_shared_buffers(kernels: tuple[KernelInfo, ...]) -> None:
@@ -356,6 +370,12 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
             raise _at(func,
                 f"argument {index} of {kernel} must be a static memref, got {arg_type}"
             )
+        dtype = dtype_name(arg_type.element_type)
+        if dtype is None:
+            raise _at(func,
+                f"argument {index} of {kernel} is {arg_type}; a storage buffer holds "
+                f"f32, f16 or bf16 (memref<Nxf32>, memref<Nxf16>, memref<Nxbf16>)"
+            )
         fields = entry.data
         name = fields.get("name")
         binding = fields.get("binding")
@@ -390,7 +410,7 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
                 f"its memref; make the product of the shape equal {count}"
             )
         buffers.append(
-            BufferInfo(name.data, binding.value.data, access.data, count, shape)
+            BufferInfo(name.data, binding.value.data, access.data, count, shape, dtype)
         )
     bindings = [b.binding for b in buffers]
     if len(set(bindings)) != len(bindings):

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from vyre_xdsl.dtypes import numpy_name
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
 
@@ -67,7 +68,7 @@ def prepare_buffers(
     arrays: dict[str, np.ndarray] = {}
     for buffer in program.buffers:
         if not buffer.is_input:
-            arrays[buffer.name] = np.zeros(buffer.count, dtype=np.float32)
+            arrays[buffer.name] = np.zeros(buffer.count, dtype=buffer.numpy_dtype)
             continue
         if buffer.name in resident:
             continue
@@ -77,15 +78,17 @@ def prepare_buffers(
                 f"input {buffer.name!r} is a masked array; kernels read every "
                 f"element, so fill the masked ones first ({buffer.name}.filled(...))"
             )
+        wanted = numpy_name(buffer.dtype)
         if not isinstance(value, np.ndarray):
             raise VyreError(
                 f"input {buffer.name!r} must be a numpy array, got "
-                f"{type(value).__name__}; wrap it with np.asarray(..., dtype=np.float32)"
+                f"{type(value).__name__}; wrap it with np.asarray(..., dtype={wanted})"
             )
-        if value.dtype != np.float32:
+        if value.dtype != buffer.numpy_dtype:
             raise VyreError(
                 f"input {buffer.name!r} has dtype {value.dtype}, the kernel reads "
-                f"float32; convert it with {buffer.name}.astype(np.float32)"
+                f"{buffer.numpy_dtype} ({buffer.dtype} buffer); convert it with "
+                f"{buffer.name}.astype({wanted})"
             )
         if value.size != buffer.count:
             raise VyreError(
@@ -118,8 +121,9 @@ def run(
     device: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Run the kernels of `module`, in order, on `inputs` (buffer name ->
-    float32 array of the right size, any shape, for every `read` buffer);
-    return each output (`write`) buffer in its logical shape. `temp`
+    array of the right size, any shape, for every `read` buffer: float32,
+    or np.float16 / ml_dtypes.bfloat16 for an f16 / bf16 buffer); return
+    each output (`write`) buffer in its logical shape and dtype. `temp`
     buffers are allocated zeroed and not returned.
 
     `backend` is "interpreter" (the xDSL interpreter, f32-exact) or "vulkan"

@@ -92,14 +92,14 @@ def _check_arrays(program: ProgramInfo, arrays: Mapping[str, np.ndarray]) -> Non
         array = arrays[buffer.name]
         if (
             not isinstance(array, np.ndarray)
-            or array.dtype != np.float32
+            or array.dtype != buffer.numpy_dtype
             or array.ndim != 1
             or not array.flags.c_contiguous
             or array.size != buffer.count
         ):
             raise VyreError(
                 f"buffer {buffer.name!r} of {program.label} must be a flat "
-                f"contiguous float32 array of {buffer.count} elements"
+                f"contiguous {buffer.numpy_dtype} array of {buffer.count} elements"
             )
         if not buffer.is_input and not array.flags.writeable:
             kind = "output" if buffer.is_output else "temporary"
@@ -114,7 +114,8 @@ def execute(
     listeners: tuple = (),
 ) -> None:
     """Run the kernel of `module`, or each kernel of a program in order, on
-    `arrays` (buffer name -> flat float32 array, shared by the kernels);
+    `arrays` (buffer name -> flat array of the buffer's dtype: float32,
+    float16 or ml_dtypes.bfloat16, shared by the kernels);
     outputs are written in place. A temporary buffer starts zeroed: one
     given in `arrays` is zeroed and left holding what the kernels wrote (for
     debugging), one left out is allocated here. `listeners` are xDSL
@@ -128,7 +129,7 @@ def execute(
         if buffer.name in storage:
             storage[buffer.name][:] = 0
         else:
-            storage[buffer.name] = np.zeros(buffer.count, np.float32)
+            storage[buffer.name] = np.zeros(buffer.count, buffer.numpy_dtype)
     buffers = {
         b.name: Buffer(
             storage[b.name],

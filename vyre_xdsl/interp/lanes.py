@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -63,6 +64,10 @@ def dtype_of(type_attr: Attribute) -> np.dtype:
         return np.dtype(np.float64)
     if isinstance(type_attr, Float16Type):
         return np.dtype(np.float16)
+    if isinstance(type_attr, BFloat16Type):
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
     raise VyreError(f"the interpreter does not support values of type {type_attr}")
 
 

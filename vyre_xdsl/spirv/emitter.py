@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
     Float32Type,
     IndexType,
     IntegerType,
@@ -45,6 +47,9 @@ class MemoryObject:
     # >1: an array of vectors of this width (spirv/vector.py); element i is
     # component i % width of vector i / width
     vector_width: int = 1
+    # "f16" / "bf16": a buffer of 16-bit elements, each loaded into the low
+    # half of a 32-bit uint and stored back from it (spirv/half.py)
+    half: str | None = None
 
 
 class ProgramEmitter:
@@ -78,7 +83,7 @@ class KernelEmitter:
     """The entry point and function of one kernel of a program."""
 
     def __init__(self, program: ProgramEmitter, info: KernelInfo):
-        from vyre_xdsl.spirv import arith, gpu, math, memref, scf, vector
+        from vyre_xdsl.spirv import arith, gpu, half, math, memref, scf, vector
 
         self.program = program
         self.info = info
@@ -89,7 +94,7 @@ class KernelEmitter:
         self.memories: dict[SSAValue, MemoryObject] = {}
         self.interface: list[int] = []  # Input variables of the entry point
         self.handlers: dict[str, Handler] = {}
-        for family in (arith, math, memref, scf, gpu, vector):
+        for family in (arith, half, math, memref, scf, gpu, vector):
             self.handlers.update(family.HANDLERS)
         self.fn: FunctionBuilder | None = None
 
@@ -117,6 +122,12 @@ class KernelEmitter:
                 return self.uint
         if isinstance(attr, Float32Type):
             return self.f32
+        if isinstance(attr, Float16Type | BFloat16Type):
+            raise VyreError(
+                f"the SPIR-V emitter supports {attr} values only as loads and stores "
+                f"of storage buffers, widened to f32 (arith.extf) and narrowed from "
+                f"it (arith.truncf); {what} has type {attr}"
+            )
         raise VyreError(
             f"the SPIR-V emitter supports index, i1, i32 and f32 values; "
             f"{what} has type {attr}"

@@ -2,7 +2,8 @@
 
 - kernel arguments: one StorageBuffer variable per buffer (set 0, binding from
   `vyre.buffers`), a Block struct holding a runtime array of f32 with
-  ArrayStride 4 and Offset 0; read buffers are NonWritable. The kernels of a
+  ArrayStride 4 and Offset 0 (of 16-bit uints with ArrayStride 2 for an f16
+  or bf16 buffer, spirv/half.py); read buffers are NonWritable. The kernels of a
   program share the variable of a binding (one declaration, several entry
   points).
 - `memref.alloc` in memory space 3: a Workgroup array, one per workgroup
@@ -18,7 +19,8 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv.emitter import MemoryObject
-from vyre_xdsl.spirv.spec import Decoration, Op, StorageClass
+from vyre_xdsl.spirv.half import half_kind
+from vyre_xdsl.spirv.spec import Capability, Decoration, Op, StorageClass
 
 WORKGROUP_SPACE = 3
 
@@ -47,18 +49,25 @@ def bind_buffers(e, body: Block) -> None:
     shared = e.program.storage_buffers
     for arg, buffer in zip(body.args, e.info.buffers, strict=True):
         ty = _static_shape(arg, f"buffer {buffer.name!r}")
-        element = e.type_of(ty.element_type, f"buffer {buffer.name!r} element")
+        half = half_kind(ty.element_type)
+        if half is not None:
+            # 16-bit elements, loaded and stored as they are (spirv/half.py)
+            b.capability(Capability.StorageBuffer16BitAccess)
+            element = b.type_int(16, False)
+        else:
+            element = e.type_of(ty.element_type, f"buffer {buffer.name!r} element")
         var = shared.get(buffer.binding)
         if var is None:
-            var = _declare_buffer(e, buffer, element)
+            var = _declare_buffer(e, buffer, element, 2 if half else 4)
             shared[buffer.binding] = var
         e.memories[arg] = MemoryObject(var, StorageClass.StorageBuffer, element,
-                                       (b.constant_uint(0),), tuple(ty.get_shape()))
+                                       (b.constant_uint(0),), tuple(ty.get_shape()),
+                                       half=half)
 
 
-def _declare_buffer(e, buffer, element: int) -> int:
+def _declare_buffer(e, buffer, element: int, stride: int = 4) -> int:
     b = e.b
-    array = b.type_runtime_array(element, 4)
+    array = b.type_runtime_array(element, stride)
     block = b.type_block(array)
     pointer = b.type_pointer(StorageClass.StorageBuffer, block)
     var = b.global_variable(pointer, StorageClass.StorageBuffer)
@@ -156,14 +165,24 @@ def _load(e, op: Operation) -> None:
     memref, *indices = op.operands
     memory = _memory(e, memref, op)
     pointer = _pointer(e, op, memory, indices)
-    e.bind(op.results[0], e.fn.op(Op.Load, memory.element_type, pointer))
+    loaded = e.fn.op(Op.Load, memory.element_type, pointer)
+    if memory.half is not None:  # its 16 bits in a 32-bit uint
+        loaded = e.fn.op(Op.UConvert, e.uint, loaded)
+    e.bind(op.results[0], loaded)
 
 
 def _store(e, op: Operation) -> None:
     value, memref, *indices = op.operands
     memory = _memory(e, memref, op)
     pointer = _pointer(e, op, memory, indices)
-    e.fn.emit(Op.Store, pointer, e.value(value))
+    stored = e.value(value)
+    if memory.half is not None:
+        if half_kind(value.type) != memory.half:
+            raise VyreError(
+                f"'{op.name}': stores a {value.type} value to a {memory.half} buffer"
+            )
+        stored = e.fn.op(Op.UConvert, memory.element_type, stored)
+    e.fn.emit(Op.Store, pointer, stored)
 
 
 def _dealloc(e, op: Operation) -> None:

@@ -67,6 +67,7 @@ class Op:
     ConvertFToS = 110
     ConvertSToF = 111
     ConvertUToF = 112
+    UConvert = 113
     Bitcast = 124
     SNegate = 126
     FNegate = 127
@@ -181,6 +182,7 @@ INSTRUCTIONS: dict[int, tuple[str, str]] = {
     Op.ConvertFToS: ("OpConvertFToS", _UNARY),
     Op.ConvertSToF: ("OpConvertSToF", _UNARY),
     Op.ConvertUToF: ("OpConvertUToF", _UNARY),
+    Op.UConvert: ("OpUConvert", _UNARY),
     Op.Bitcast: ("OpBitcast", _UNARY),
     Op.SNegate: ("OpSNegate", _UNARY),
     Op.FNegate: ("OpFNegate", _UNARY),
@@ -257,6 +259,7 @@ class Capability:
     GroupNonUniform = 61
     GroupNonUniformShuffle = 65
     GroupNonUniformShuffleRelative = 66
+    StorageBuffer16BitAccess = 4433
     SignedZeroInfNanPreserve = 4466
 
 

@@ -46,6 +46,12 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> M
     )
     if described is None:
         raise VyreError(f"'{op.name}': only kernel buffers can be loaded as vectors")
+    if described.dtype != "f32":
+        raise VyreError(
+            f"'{op.name}': buffer {described.name!r} holds {described.dtype}; vector "
+            f"loads are only emitted for f32 buffers (vyre-vectorize-loads leaves "
+            f"half-precision loads scalar)"
+        )
     if not described.is_input:
         raise VyreError(
             f"'{op.name}': buffer {described.name!r} is written by the kernel; "

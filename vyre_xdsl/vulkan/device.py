@@ -212,6 +212,7 @@ class _Context:
         self.staging = any(f & local and not f & visible for f, _ in self.memory_types)
         self.subgroup = self._subgroup_support()
         self.max_allocation = self._max_allocation()
+        self.storage_16bit = self._storage_16bit_support()
 
     def _subgroup_support(self) -> SubgroupSupport:
         vk = self.vk
@@ -238,13 +239,31 @@ class _Context:
         vk.vkGetPhysicalDeviceProperties2(self.physical, props)
         return int(found.maxMemoryAllocationSize)
 
+    def _storage_16bit_support(self) -> bool:
+        """Whether the device can load and store 16-bit values of storage
+        buffers (storageBuffer16BitAccess, Vulkan 1.1): what f16 and bf16
+        buffers need (spirv/half.py)."""
+        vk = self.vk
+        if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0):
+            return False
+        found = vk.VkPhysicalDevice16BitStorageFeatures()
+        features = vk.VkPhysicalDeviceFeatures2(pNext=found)
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, features)
+        return bool(found.storageBuffer16BitAccess)
+
     def _create_device(self) -> None:
         vk = self.vk
         priorities = [1.0]
         queue_info = vk.VkDeviceQueueCreateInfo(
             queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)
         queue_infos = [queue_info]
-        create = vk.VkDeviceCreateInfo(queueCreateInfoCount=1,
+        # enable 16-bit storage where the device has it (f16/bf16 buffers)
+        storage_16bit = (
+            vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=vk.VK_TRUE)
+            if self.storage_16bit else None
+        )
+        create = vk.VkDeviceCreateInfo(pNext=storage_16bit,
+                                       queueCreateInfoCount=1,
                                        pQueueCreateInfos=queue_infos)
         self.device = vk.vkCreateDevice(self.physical, create, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
@@ -353,4 +372,5 @@ def device_report() -> str:
         f"  subgroupSize = {ctx.subgroup.size} (operations in compute shaders: "
         f"{', '.join(sorted(ctx.subgroup.operations)) if ctx.subgroup.compute else 'none'})\n"
         f"  memory: {'device-local + staging' if ctx.staging else 'host-visible'}\n"
+        f"  storageBuffer16BitAccess = {ctx.storage_16bit} (f16 and bf16 buffers)\n"
     )

@@ -101,9 +101,12 @@ def _buffer(ctx: _Context, res: _Resources, size: int, usage: int,
 
 
 def _buffer_bytes(buffer: BufferInfo, arrays: Mapping[str, np.ndarray]) -> int:
-    """A buffer's size on the device (a temporary needs no host array)."""
+    """A buffer's size on the device (a temporary needs no host array): its
+    elements' bytes (4 for f32, 2 for f16/bf16), rounded up to whole 32-bit
+    words (vkCmdFillBuffer and some drivers want them)."""
     array = arrays.get(buffer.name)
-    return 4 * buffer.count if array is None else array.nbytes
+    size = buffer.nbytes if array is None else array.nbytes
+    return -(-size // 4) * 4
 
 
 def _host_dtype(buffer: BufferInfo) -> np.dtype:

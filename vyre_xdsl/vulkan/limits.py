@@ -1,6 +1,7 @@
 """What a Vulkan device allows, checked before anything is created: SPIR-V
 inspection (capabilities, workgroup memory per entry point), buffer sizes,
-workgroup and grid sizes, subgroup operations, lavapipe's loop budget."""
+workgroup and grid sizes, subgroup operations, 16-bit storage (f16/bf16
+buffers), lavapipe's loop budget."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
-from vyre_xdsl.spirv.spec import Op
+from vyre_xdsl.spirv.spec import Capability, Op
 from vyre_xdsl.vulkan.device import DEVICE_ENV, _SUBGROUP_CAPABILITIES, _Context
 from vyre_xdsl.vulkan.dispatch import _buffer_bytes
 
@@ -110,6 +111,7 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
                   arrays: Mapping[str, np.ndarray]) -> None:
     program = as_program(info)
     _check_subgroup_support(ctx, spirv, program)
+    _check_16bit_storage(ctx, spirv, program)
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
     limits = ctx.limits
@@ -126,6 +128,25 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
                 )
     for kernel in program.kernels:
         _check_kernel_limits(ctx, spirv, kernel)
+
+
+def _check_16bit_storage(ctx: _Context, spirv: bytes, program: ProgramInfo) -> None:
+    """Refuse a module with f16/bf16 buffers (16-bit storage, spirv/half.py)
+    on a device without the storageBuffer16BitAccess feature."""
+    if Capability.StorageBuffer16BitAccess not in _capabilities(spirv):
+        return
+    if ctx.storage_16bit:
+        return
+    halves = ", ".join(
+        f"{b.name!r} ({b.dtype})" for b in program.buffers if b.dtype != "f32"
+    )
+    raise VyreError(
+        f"{program.label} reads or writes half-precision buffers ({halves}), which "
+        f"needs the Vulkan feature storageBuffer16BitAccess (VK_KHR_16bit_storage, "
+        f"core in Vulkan 1.1), but Vulkan device {ctx.name!r} lacks it; build the "
+        f"kernel with dtype='f32', run it with backend='interpreter', or pick "
+        f"another device ({DEVICE_ENV})"
+    )
 
 
 def _check_subgroup_support(ctx: _Context, spirv: bytes, program: ProgramInfo) -> None:
@@ -203,9 +224,9 @@ def _check_arrays(program: ProgramInfo, arrays: Mapping[str, np.ndarray]) -> Non
         array = arrays.get(buffer.name)
         if array is None and buffer.is_temporary:
             continue  # lives on the device only
-        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
+        if not isinstance(array, np.ndarray) or array.dtype != buffer.numpy_dtype or \
                 array.size != buffer.count or not array.flags.c_contiguous:
             raise VyreError(
-                f"buffer {buffer.name!r} must be a contiguous float32 numpy array "
-                f"of {buffer.count} elements"
+                f"buffer {buffer.name!r} must be a contiguous {buffer.numpy_dtype} "
+                f"numpy array ({buffer.dtype} buffer) of {buffer.count} elements"
             )

@@ -143,7 +143,7 @@ builtin.module {
 
 // -----
 
-// Buffers hold f32.
+// Buffers hold f32, f16 or bf16.
 builtin.module {
   vyre.kernel @k items 4 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xi32>
@@ -162,7 +162,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:149:5: error: 'vyre.buffer' op buffer 'q' must be a static 1-D memref of f32 (e.g. memref<4096xf32>), got memref<8xi32>
+// CHECK: {{.*}}verify_errors.mlir:149:5: error: 'vyre.buffer' op buffer 'q' must be a static 1-D memref of f32, f16 or bf16 (e.g. memref<4096xf32> or memref<4096xbf16>: the builders' dtype=), got memref<8xi32>
 
 // -----
 

@@ -1,0 +1,91 @@
+"""Element types of storage buffers: "f32", "f16" and "bf16".
+
+A kernel's inputs and outputs may be half precision; everything the
+recurrence keeps (scores, the softmax state m and l, scratch arrays, the
+accumulator) stays f32.  A load of a half buffer is followed by an exact
+widening (`arith.extf`), the store of the output by one rounding to nearest
+even (`arith.truncf`).  On the host an f16 buffer is a `np.float16` array,
+a bf16 buffer an `ml_dtypes.bfloat16` array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.ir import Attribute
+
+from vyre_xdsl.dialects.vyre import BUFFER_ELEMENT_TYPES
+from vyre_xdsl.errors import VyreError
+
+DTYPES = tuple(BUFFER_ELEMENT_TYPES)  # ("f32", "f16", "bf16")
+HALF_DTYPES = ("f16", "bf16")
+
+
+def check_dtype(dtype: object, what: str = "dtype") -> str:
+    """`dtype` if it names a buffer element type, else a VyreError that
+    lists the choices."""
+    if not isinstance(dtype, str) or dtype not in BUFFER_ELEMENT_TYPES:
+        choices = ", ".join(repr(d) for d in DTYPES)
+        raise VyreError(f"{what} must be one of {choices}, got {dtype!r}")
+    return dtype
+
+
+def element_type(dtype: str) -> Attribute:
+    """The MLIR element type of buffers of `dtype` (f32, f16, bf16)."""
+    return BUFFER_ELEMENT_TYPES[check_dtype(dtype)]
+
+
+def dtype_name(element: Attribute) -> str | None:
+    """The dtype name of a buffer element type, or None for another type."""
+    for name, attr in BUFFER_ELEMENT_TYPES.items():
+        if element == attr:
+            return name
+    return None
+
+
+def is_half(element: Attribute) -> bool:
+    """Whether `element` is f16 or bf16 (values widened on load)."""
+    return dtype_name(element) in HALF_DTYPES
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of host arrays of `dtype` buffers."""
+    check_dtype(dtype)
+    if dtype == "bf16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(np.float16 if dtype == "f16" else np.float32)
+
+
+def numpy_name(dtype: str) -> str:
+    """How a user spells the numpy dtype of `dtype`, for messages."""
+    return {"f32": "np.float32", "f16": "np.float16", "bf16": "ml_dtypes.bfloat16"}[
+        check_dtype(dtype)
+    ]
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element on the device."""
+    return 4 if check_dtype(dtype) == "f32" else 2
+
+
+def round_to(values, dtype: str) -> np.ndarray:
+    """f32 `values` rounded once to nearest even in `dtype` (the kernel's
+    store of its output); f32 values are returned as they are."""
+    values = np.asarray(values, dtype=np.float32)
+    if dtype == "f32":
+        return values
+    with np.errstate(all="ignore"):
+        return values.astype(numpy_dtype(dtype))
+
+
+def ulp(values, dtype: str) -> np.ndarray:
+    """The spacing of `dtype` at each of the (f32) `values`: the gap from
+    |v| rounded to `dtype` to the next representable number of `dtype`
+    (inf where that is inf; the spacing of the smallest subnormals at 0)."""
+    target = numpy_dtype(dtype)
+    with np.errstate(all="ignore"):
+        magnitude = np.abs(np.asarray(values, np.float32)).astype(target)
+        bits = magnitude.view(np.uint16 if target.itemsize == 2 else np.uint32)
+        above = (bits + 1).view(target)
+        return (above.astype(np.float32) - magnitude.astype(np.float32))
