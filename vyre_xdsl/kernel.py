@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import BufferInfo, ProgramInfo, program_info
-from vyre_xdsl.run import BACKENDS, ensure_lowered, prepare_buffers
+from vyre_xdsl.run import BACKENDS, check_inputs, ensure_lowered
 
 
 def compile(
@@ -86,6 +86,7 @@ class Kernel:
         self.info = info  # its buffers and kernels (vyre_xdsl.kernel_info)
         self._impl = impl
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+        self._inputs, self._outputs = info.inputs, info.outputs  # computed properties
 
     # names ------------------------------------------------------------------
     @property
@@ -137,20 +138,21 @@ class Kernel:
         given = _merge(inputs, arrays)
         resident = {name: value for name, value in given.items()
                     if isinstance(value, DeviceArray)}
-        host = prepare_buffers(self.info, given, resident=resident.keys())
+        host = check_inputs(self.info, given, resident=resident.keys())
         values = {}
-        for buffer in self.info.inputs:
+        for buffer in self._inputs:
             handle = resident.get(buffer.name)
             values[buffer.name] = (host[buffer.name] if handle is None
                                    else self._data_of(buffer.name, handle))
         stats = {} if timings is not None else None
         outputs = impl.run(values, host, stats)
-        result = {b.name: outputs[b.name].reshape(b.shape) for b in self.info.outputs}
+        result = {b.name: outputs[b.name].reshape(b.shape) for b in self._outputs}
         if timings is not None:
-            total = time.perf_counter() - start
+            total = (time.perf_counter() - start) * 1e3
+            impl.gpu_times(stats)  # after the clock: reading them is not the call's
             timings.update(stats)
-            timings["total_ms"] = total * 1e3
-            timings["host_ms"] = total * 1e3 - stats.get("wait_ms", 0.0)
+            timings["total_ms"] = total
+            timings["host_ms"] = total - stats.get("wait_ms", 0.0)
         return result
 
     # resident arrays --------------------------------------------------------
@@ -171,8 +173,8 @@ class Kernel:
         """`array` as a flat copy for input `name`, checked as a call checks
         it (the other inputs are not looked at)."""
         others = {b.name: None for b in self.info.inputs if b.name != name}
-        return prepare_buffers(self.info, {name: array, **others},
-                               resident=others.keys())[name]
+        return check_inputs(self.info, {name: array, **others},
+                            resident=others.keys())[name]
 
     def _data_of(self, name: str, handle: DeviceArray):
         """What the backend binds for a DeviceArray passed as input `name`."""
@@ -374,13 +376,16 @@ class _Interpreter:
     def run(self, values, host, stats):
         from vyre_xdsl.interp import execute
 
-        arrays = dict(host)
-        arrays.update(values)
+        arrays = dict(values)
+        for buffer in self.info.outputs:  # temporaries: execute zeroes its own
+            arrays[buffer.name] = np.zeros(buffer.count, buffer.numpy_dtype)
         execute(self.lowered, self.info, arrays)
         if stats is not None:
-            stats["uploaded_bytes"] = sum(host[b.name].nbytes for b in self.info.inputs
-                                          if b.name in host)
+            stats["uploaded_bytes"] = sum(array.nbytes for array in host.values())
         return {b.name: arrays[b.name] for b in self.info.outputs}
+
+    def gpu_times(self, stats: dict) -> None:
+        pass
 
     def upload(self, buffer: BufferInfo, flat: np.ndarray) -> np.ndarray:
         return flat  # already a copy of the caller's array
@@ -420,6 +425,9 @@ class _Vulkan:
         ctx = dispatcher.ctx
         _check(ctx.messages, f"the run of {dispatcher.program.label} on {ctx.name}")
         return outputs
+
+    def gpu_times(self, stats):
+        self.dispatcher.gpu_times(stats)
 
     def upload(self, buffer, flat):
         return self.dispatcher.upload(buffer, flat)

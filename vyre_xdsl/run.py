@@ -37,14 +37,28 @@ def ensure_lowered(
 
 
 def prepare_buffers(
+    info: KernelInfo | ProgramInfo, inputs: Mapping[str, object]
+) -> dict[str, np.ndarray]:
+    """Check `inputs` against the program's input buffers; return flat
+    arrays of each buffer's dtype (float32, float16 or ml_dtypes.bfloat16)
+    for every buffer (inputs copied, outputs and temporaries zeroed), keyed
+    by buffer name."""
+    arrays = check_inputs(info, inputs)
+    return {
+        b.name: arrays[b.name] if b.is_input else np.zeros(b.count, dtype=b.numpy_dtype)
+        for b in as_program(info).buffers
+    }
+
+
+def check_inputs(
     info: KernelInfo | ProgramInfo,
     inputs: Mapping[str, object],
     resident: Collection[str] = (),
 ) -> dict[str, np.ndarray]:
-    """Check `inputs` against the program's input buffers; return flat f32
-    arrays for every buffer (inputs copied, outputs and temporaries zeroed),
-    keyed by buffer name. Inputs named in `resident` (vx.compile's
-    DeviceArrays, checked by the kernel) count as given and are left out."""
+    """Check `inputs` against the program's input buffers; return a flat
+    copy of each, keyed by buffer name. Inputs named in `resident`
+    (vx.compile's DeviceArrays, checked by the kernel) count as given and
+    are left out."""
     program = as_program(info)
     if not isinstance(inputs, Mapping):
         raise VyreError(
@@ -66,10 +80,7 @@ def prepare_buffers(
             f"of {listed}"
         )
     arrays: dict[str, np.ndarray] = {}
-    for buffer in program.buffers:
-        if not buffer.is_input:
-            arrays[buffer.name] = np.zeros(buffer.count, dtype=buffer.numpy_dtype)
-            continue
+    for buffer in program.inputs:
         if buffer.name in resident:
             continue
         value = inputs[buffer.name]

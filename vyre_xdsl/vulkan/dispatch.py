@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import statistics
 import time
 from collections.abc import Mapping
 
@@ -220,6 +221,7 @@ class Dispatcher:
         self.recorded: tuple | None = None  # what the command buffer holds
         self.query_pool, self.query_count = None, 0
         self.pending = False  # a submission may still be running
+        self.last_repeat = 0  # runs in the last submission (0: none yet)
         self.closed = False
         ctx.users.add(self)
         try:
@@ -288,16 +290,22 @@ class Dispatcher:
         self.cmd, self.transfer_cmd = commands[0], commands[1]  # kernels; uploads
         fence_info = vk.VkFenceCreateInfo()
         self.fence = res.add("fence", vk.vkCreateFence(device, fence_info, None))
-        self.fences = [self.fence]
+        # what every submission passes, converted to C once (the binding's
+        # conversion of Python arguments costs more than the calls)
+        self.fences = vk.ffi.new("VkFence[1]", [self.fence])
         main_cmds, transfer_cmds = [self.cmd], [self.transfer_cmd]
-        self.submits = [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=main_cmds)]
-        self.transfer_submits = [
-            vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=transfer_cmds)]
+        self._submit_infos = (  # the structs own what the pointers below point at
+            vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=main_cmds),
+            vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=transfer_cmds))
+        self.submits, self.transfer_submits = (vk.ffi.addressof(info)
+                                               for info in self._submit_infos)
         self._ensure_queries(1)
         for buffer in program.buffers:
             if not buffer.is_input:
                 self.own[buffer.name] = DeviceBuffer(ctx, buffer, staging=self.staging)
         self._bind([self.own[b.name] for b in program.buffers if not b.is_input])
+        self.inputs = program.inputs
+        self.outputs = tuple((b.name, self.own[b.name]) for b in program.outputs)
 
     def _ensure_queries(self, repeat: int) -> None:
         """A timestamp query pool for `repeat` runs (when the queue has them)."""
@@ -341,10 +349,9 @@ class Dispatcher:
         flat contiguous array of its dtype, or a resident DeviceBuffer of
         this dispatcher); return new flat arrays of the outputs. `timings`,
         if given, receives 'wait_ms' (host time blocked on the fence),
-        'uploaded_bytes' (bytes of inputs copied for this call), 'recorded'
-        (whether the command buffer was recorded again) and, where the queue
-        has timestamps, 'dispatch_ms' (GPU time of the dispatches; with
-        `repeat` > 1 the median, 'dispatch_ms_each' every run's)."""
+        'uploaded_bytes' (bytes of inputs copied for this call) and
+        'recorded' (whether the command buffer was recorded again); the GPU
+        time of the dispatches is read afterwards (gpu_times)."""
         self._check_open()
         vk = self.ctx.vk
         try:
@@ -355,7 +362,7 @@ class Dispatcher:
     def _run(self, inputs, timings, repeat):
         ctx = self.ctx
         changed, copies, uploaded = [], [], 0
-        for info in self.program.inputs:
+        for info in self.inputs:
             value = inputs[info.name]
             if isinstance(value, DeviceBuffer):
                 if value not in self.resident or value.info != info:
@@ -383,38 +390,54 @@ class Dispatcher:
             self._record(copies, repeat)
             self.recorded = key
         waited = self._submit(self.submits)
-        outputs = {b.name: self.own[b.name].view.copy() for b in self.program.outputs}
+        self.last_repeat = repeat
+        outputs = {name: buffer.view.copy() for name, buffer in self.outputs}
         if timings is not None:
             timings["wait_ms"] = waited * 1e3
             timings["uploaded_bytes"] = uploaded
             timings["recorded"] = recorded
-            if self.query_pool is not None:
-                self._read_timestamps(timings, repeat)
         return outputs
 
     def _submit(self, submits) -> float:
-        """Submit and wait for the fence; the seconds spent waiting."""
+        """Submit and wait for the fence; the seconds spent waiting. The
+        fence calls go to libvulkan directly (a few microseconds less each
+        than through the binding's argument conversion)."""
         vk, device = self.ctx.vk, self.ctx.device
-        vk.vkResetFences(device, 1, self.fences)
+        self._check_result(vk.lib.vkResetFences(device, 1, self.fences))
         vk.vkQueueSubmit(self.ctx.queue, 1, submits, self.fence)
         self.pending = True
         start = time.perf_counter()
-        try:
-            vk.vkWaitForFences(device, 1, self.fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
-        except vk.VkTimeout:
+        result = vk.lib.vkWaitForFences(device, 1, self.fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
+        waited = time.perf_counter() - start
+        if result == vk.VK_TIMEOUT:
             raise VyreError(f"{self.program.label} did not finish within "
-                            f"{FENCE_TIMEOUT_NS // 10**9} s on {self.ctx.name}") from None
+                            f"{FENCE_TIMEOUT_NS // 10**9} s on {self.ctx.name}")
+        self._check_result(result)
         self.pending = False
-        return time.perf_counter() - start
+        return waited
 
-    def _read_timestamps(self, timings: dict, repeat: int) -> None:
+    def _check_result(self, result: int) -> None:
+        if result != self.ctx.vk.VK_SUCCESS:
+            raise self.ctx.vk.exception_codes[result]
+
+    def gpu_times(self, timings: dict) -> None:
+        """Add the GPU time of the last run's dispatches to `timings`, where
+        the queue has timestamps: 'dispatch_ms' (with `repeat` > 1 the
+        median, and 'dispatch_ms_each' every run's)."""
+        self._check_open()
+        repeat = self.last_repeat
+        if self.query_pool is None or not repeat:
+            return
         vk, data = self.ctx.vk, self.query_data
-        vk.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, 2 * repeat,
-                                 16 * repeat, data, 8,
-                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        try:
+            vk.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, 2 * repeat,
+                                     16 * repeat, data, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        except vk.VkError as error:
+            raise vulkan_error(self.ctx, self.program, error) from None
         period = self.ctx.limits.timestampPeriod / 1e6
-        each = [(int(data[2 * i + 1]) - int(data[2 * i])) * period for i in range(repeat)]
-        timings["dispatch_ms"] = float(np.median(each))
+        each = [(data[2 * i + 1] - data[2 * i]) * period for i in range(repeat)]
+        timings["dispatch_ms"] = each[0] if repeat == 1 else statistics.median(each)
         if repeat > 1:
             timings["dispatch_ms_each"] = each
 

@@ -108,6 +108,8 @@ def execute(spirv: bytes, info: KernelInfo | ProgramInfo,
     try:
         outputs = dispatcher.run({b.name: arrays[b.name] for b in program.inputs},
                                  timings, repeat)
+        if timings is not None:
+            dispatcher.gpu_times(timings)
     finally:
         dispatcher.close()
     for name, values in outputs.items():
