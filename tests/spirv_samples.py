@@ -147,6 +147,6 @@ NESTED_LOOPS = lowered_kernel("nested", [("a", "read", 100), ("out", "write", 10
 
 UNSUPPORTED = lowered_kernel("bad", [("a", "read", 64), ("out", "write", 64)], """
       %x = memref.load %a[%item] : memref<64xf32>
-      %y = math.sin %x : f32
+      %y = math.atan %x : f32
       memref.store %y, %out[%item] : memref<64xf32>
 """, item_count=64)

@@ -238,7 +238,7 @@ def test_python_and_is_an_error():
         (dict(score_mod=lambda s, q: s), "takes 2 arguments"),
         (dict(mask_mod=lambda q, kv, h, x: True), "takes 4 arguments"),
         (dict(score_mod=lambda s, q, kv: s + "x"), "str"),
-        (dict(score_mod=lambda s, q, kv: s ** 2), r"'\*\*'"),
+        (dict(score_mod=lambda s, q, kv: (s > 0) ** 2), r"'\*\*' on a boolean"),
         (dict(score_mod=lambda s, q, kv: s % 2), "integer indices only"),
         (dict(mask_mod=lambda q, kv: (kv <= q) + 1), "on a boolean"),
     ],

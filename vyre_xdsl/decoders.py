@@ -3,7 +3,6 @@ two absorbed forms of MLA decode that vyre-absorb-mla rewrites it into."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import ModuleOp
@@ -25,33 +24,6 @@ from vyre_xdsl.skeleton import (
     per_item_kernel,
     tiled_online_softmax,
 )
-
-
-def _arity(fn, role: str, allowed: tuple[int, ...]) -> int:
-    """How many positional arguments `fn` takes (one of `allowed`)."""
-    if not callable(fn):
-        raise VyreError(f"{role} must be a function, got {type(fn).__name__}")
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return allowed[0]
-    positional = [
-        p for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        and p.default is p.empty
-    ]
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return allowed[-1]
-    if len(positional) not in allowed:
-        signatures = {
-            "score_mod": "(score, q_idx, kv_idx) or (score, q_idx, kv_idx, head)",
-            "mask_mod": "(q_idx, kv_idx) or (q_idx, kv_idx, head)",
-        }
-        raise VyreError(
-            f"{role} {trace.function_location(fn)} takes {len(positional)} "
-            f"arguments; it must take {signatures[role]}"
-        )
-    return len(positional)
 
 
 def flash_attention_2(
@@ -129,21 +101,22 @@ def flash_attention_2(
     items = batch * num_heads * seq_len
     offset = kv_len - seq_len  # position of query 0 (bottom-right aligned)
     scale = f32_scale(head_dim)
-    score_arity = _arity(score_mod, "score_mod", (3, 4)) if score_mod else 0
-    mask_arity = _arity(mask_mod, "mask_mod", (2, 3)) if mask_mod else 0
+    score_call = trace.Modifier(score_mod, "score_mod") if score_mod else None
+    mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod else None
 
     def positions(item: Traced, with_head: bool) -> list[Traced]:
         """[q_idx] or [q_idx, head] of an item, as traced integers."""
         rows = batch * num_heads
-        q_idx = item if rows == 1 else item % seq_len
+        # items are >= 0: plain divsi/remsi (trace.index_div/index_mod)
+        q_idx = item if rows == 1 else trace.index_mod(item, seq_len)
         if offset:
             q_idx = q_idx + offset
         if not with_head:
             return [q_idx]
         if num_heads == 1:
             return [q_idx, item * 0]
-        head = item // seq_len
-        return [q_idx, head if batch == 1 else head % num_heads]
+        head = trace.index_div(item, seq_len)
+        return [q_idx, head if batch == 1 else trace.index_mod(head, num_heads)]
 
     def kv_row_base(f: Fragment):
         """First row of this item's kv head in k/v (None with one sequence
@@ -160,7 +133,7 @@ def flash_attention_2(
         k = f.buffer("k")
         base = kv_row_base(f)
         if score_mod is not None:
-            q_pos = positions(f.traced(f.item), score_arity == 4)
+            q_pos = positions(f.traced(f.item), score_call.wants_head)
 
         def score_one_key(b: Fragment, j, _):
             t = b.addi(f.tile_start, j, "t")
@@ -175,7 +148,7 @@ def flash_attention_2(
             score = b.mulf(dot, b.f32(scale))
             if score_mod is not None:
                 args = [trace.wrap(score), q_pos[0], b.traced(t), *q_pos[1:]]
-                modified = score_mod(*args)
+                modified = score_call(*args)
                 modified = check_result(modified, "f32", score_mod, "score_mod")
                 score = modified.ssa if isinstance(modified, Traced) else b.f32(modified)
             b.store(b.bounded_score(score), f.score_tile, b.score_index(j))
@@ -210,8 +183,8 @@ def flash_attention_2(
         f.loop(0, v_head_dim, update_one_dim, hint="d")
 
     def mask(item: Traced, kv_idx: Traced) -> Traced:
-        q_pos = positions(item, mask_arity == 3)
-        keep = mask_mod(q_pos[0], kv_idx, *q_pos[1:])
+        q_pos = positions(item, mask_call.wants_head)
+        keep = mask_call(q_pos[0], kv_idx, *q_pos[1:])
         return check_result(keep, "bool", mask_mod, "mask_mod")
 
     rows = (batch, num_heads, seq_len)

@@ -368,25 +368,6 @@ def _heads_array(name: str, value, heads_name: str, len_name: str) -> np.ndarray
     return _matrix(name, value, layouts)[None, None]
 
 
-def _modifier_arity(fn, allowed: tuple[int, ...]) -> int:
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return allowed[0]
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return allowed[-1]
-    n = sum(
-        1 for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    )
-    if n not in allowed:
-        raise VyreError(f"{getattr(fn, '__qualname__', fn)} takes {n} arguments, "
-                        f"expected {' or '.join(map(str, allowed))}")
-    return n
-
-
 @_with_dtype("q", "k", "v")
 def flash_attention_2(
     q: np.ndarray,
@@ -454,17 +435,17 @@ def flash_attention_2(
     vf = v4.reshape(-1, v_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
     dim_parts = _dim_parts(dim_parts, head_dim)
-    score_arity = _modifier_arity(score_mod, (3, 4)) if score_mod else 0
-    mask_arity = _modifier_arity(mask_mod, (2, 3)) if mask_mod else 0
+    score_call = trace.Modifier(score_mod, "score_mod") if score_mod else None
+    mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod else None
 
     def traced_positions(tile_start: int, tile_len: int):
         kv = trace.array("int", np.arange(tile_start, tile_start + tile_len)[:, None])
         return trace.array("int", q_idx[None, :]), kv, trace.array("int", head[None, :])
 
-    def evaluate(fn, args, kind: str, shape) -> np.ndarray:
+    def evaluate(call, args, kind: str, shape) -> np.ndarray:
         from vyre_xdsl.skeleton import check_result
 
-        result = check_result(fn(*args), kind, fn, "score_mod" if kind == "f32" else "mask_mod")
+        result = check_result(call(*args), kind, call.fn, call.role)
         value = result.value if isinstance(result, trace.Traced) else np.asarray(
             result, np.float32 if kind == "f32" else np.bool_)
         return np.ascontiguousarray(np.broadcast_to(value, shape))
@@ -477,14 +458,14 @@ def flash_attention_2(
         score = dot * scale
         if score_mod is not None:
             qi, kv, h = traced_positions(tile_start, tile_len)
-            args = [trace.array("f32", score), qi, kv] + ([h] if score_arity == 4 else [])
-            score = evaluate(score_mod, args, "f32", score.shape)
+            args = [trace.array("f32", score), qi, kv] + ([h] if score_call.wants_head else [])
+            score = evaluate(score_call, args, "f32", score.shape)
         return bounded_score(score)
 
     def mask_of(tile_start: int, tile_len: int) -> np.ndarray:
         qi, kv, h = traced_positions(tile_start, tile_len)
-        args = [qi, kv] + ([h] if mask_arity == 3 else [])
-        return evaluate(mask_mod, args, "bool", (tile_len, items))
+        args = [qi, kv] + ([h] if mask_call.wants_head else [])
+        return evaluate(mask_call, args, "bool", (tile_len, items))
 
     def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
         wv = np.zeros((items, v_dim), dtype=np.float32)

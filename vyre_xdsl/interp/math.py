@@ -7,6 +7,7 @@ from xdsl.dialects import math
 from xdsl.interpreter import impl, register_impls
 
 from vyre_xdsl.interp.base import LaneFunctions
+from vyre_xdsl.trace import F64_ROUNDED, f64_rounded
 
 
 def fma(a, b, c):
@@ -38,6 +39,15 @@ def _unary(fn):
     return run
 
 
+def _f64(name: str):
+    """sin, cos, tan, erf: in float64, rounded once to f32, as the oracle
+    computes them (vyre_xdsl.trace.f64_rounded)."""
+    def run(self, interpreter, op, args):
+        return (f64_rounded(F64_ROUNDED[name], args[0])[()],)
+
+    return run
+
+
 def _rsqrt(x):
     return x.dtype.type(1) / np.sqrt(x)
 
@@ -58,8 +68,11 @@ class MathFunctions(LaneFunctions):
     run_floor = impl(math.FloorOp)(_unary(np.floor))
     run_ceil = impl(math.CeilOp)(_unary(np.ceil))
     run_trunc = impl(math.TruncOp)(_unary(np.trunc))
-    run_sin = impl(math.SinOp)(_unary(np.sin))
-    run_cos = impl(math.CosOp)(_unary(np.cos))
+    run_sin = impl(math.SinOp)(_f64("sin"))
+    run_cos = impl(math.CosOp)(_f64("cos"))
+    run_tan = impl(math.TanOp)(_f64("tan"))
+    run_erf = impl(math.ErfOp)(_f64("erf"))
+    run_roundeven = impl(math.RoundEvenOp)(_unary(np.rint))
 
     @impl(math.FmaOp)
     def run_fma(self, interpreter, op, args):
@@ -71,7 +84,7 @@ class MathFunctions(LaneFunctions):
 
     @impl(math.PowFOp)
     def run_powf(self, interpreter, op, args):
-        return (np.power(args[0], args[1]),)
+        return (f64_rounded(np.power, args[0], args[1])[()],)
 
 
 __all__ = ["MathFunctions", "fma"]

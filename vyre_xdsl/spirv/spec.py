@@ -340,8 +340,16 @@ class FunctionControl:
 class GLSL:
     """GLSL.std.450 extended instruction numbers."""
 
+    RoundEven = 2
+    Trunc = 3
     FAbs = 4
+    Floor = 8
+    Ceil = 9
+    Sin = 13
+    Cos = 14
+    Tan = 15
     Tanh = 21
+    Pow = 26
     Exp = 27
     Log = 28
     Exp2 = 29

@@ -1,0 +1,285 @@
+"""Modifiers as PyTorch users write them: builtins (abs, round, divmod),
+numpy functions on traced values, integer and bit operations with Python's
+semantics on negative values, sin/cos/tan/erf/sqrt/pow, vx.where between
+booleans and a keyword-only head; each one on the interpreter (bit-exact
+with the oracle) and on Vulkan (lavapipe), and each misuse a VyreError."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from vyre_xdsl import trace
+from vyre_xdsl.errors import VyreError
+from requirements import (
+    assert_mlir_opt_accepts,
+    assert_spirv_valid,
+    needs_mlir_opt,
+    needs_val,
+    needs_vulkan,
+)
+
+S, D, H = 20, 4, 2
+
+
+def _qkv(seed=0, heads=H):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((heads, S, D)).astype(np.float32) for _ in range(3))
+
+
+def _run(backend, **mods):
+    q, k, v = _qkv()
+    m = vx.flash_attention_2(seq_len=S, head_dim=D, tile_size=8, num_heads=H, **mods)
+    lowered = vx.lower_to_gpu(m, optimize="exact")  # the oracle's order of sums
+    out = vx.run(lowered, {"q": q, "k": k, "v": v}, backend=backend)["out"]
+    ref = vx.reference.flash_attention_2(q, k, v, tile_size=8, **mods)
+    return out, ref
+
+
+MODIFIERS = {
+    "builtin abs (ALiBi)": dict(score_mod=lambda s, q, kv, h: s - 0.5 * abs(q - kv)),
+    "np.exp": dict(score_mod=lambda s, q, kv: np.exp(s) * 0.1),
+    "np.tanh soft-cap": dict(score_mod=lambda s, q, kv: 5.0 * np.tanh(s / 5.0)),
+    "numpy scalar times score": dict(score_mod=lambda s, q, kv: np.float32(0.5) * s),
+    "round": dict(score_mod=lambda s, q, kv: round(s * 4) / 4),
+    "np.rint np.floor np.ceil": dict(
+        score_mod=lambda s, q, kv: np.rint(s) + np.floor(s * 3) - np.ceil(s * 2)),
+    "math.floor": dict(score_mod=lambda s, q, kv: math.floor(s * 2) + math.trunc(s)),
+    "np.where np.maximum": dict(
+        score_mod=lambda s, q, kv: np.where(kv > q, s - 1.0, np.maximum(s, -1.0))),
+    "np.clip np.minimum": dict(score_mod=lambda s, q, kv: np.clip(s, -0.5, np.minimum(q, 2))),
+    "sin cos tan": dict(
+        score_mod=lambda s, q, kv: s + vx.sin(kv * 0.3) * vx.cos(q * 0.7) + vx.tan(s * 0.1)),
+    "np.sin np.cos np.sqrt": dict(
+        score_mod=lambda s, q, kv: np.sin(s) + np.cos(kv) + np.sqrt(np.abs(s))),
+    "exact GELU (erf)": dict(score_mod=lambda s, q, kv: 0.5 * s * (1 + vx.erf(s / math.sqrt(2)))),
+    "sqrt pow **": dict(score_mod=lambda s, q, kv: vx.sqrt(abs(s)) + s ** 2 * 0.1
+                        + 2 ** (-(kv * 0.25)) + vx.pow(abs(s), 1.5) + s ** -1 * 0.01),
+    "keyword-only head": dict(score_mod=lambda s, q, kv, *, head: s * (head + 1)),
+    "where between booleans": dict(
+        mask_mod=lambda q, kv, h: vx.where(h == 0, kv <= q, kv >= q)),
+    "where with a Python bool": dict(mask_mod=lambda q, kv: vx.where(q > 10, kv <= q, True)),
+    "shifts": dict(mask_mod=lambda q, kv: ((q - kv) >> 2) <= 1),
+    "shift by a traced count": dict(mask_mod=lambda q, kv: (1 << (kv % 5)) > q % 9),
+    "bit and xor invert": dict(mask_mod=lambda q, kv: (kv & 3) != (q ^ 1) % 4),
+    "invert": dict(mask_mod=lambda q, kv: (~kv & 1) == (q & 1)),
+    "floor division of negatives": dict(mask_mod=lambda q, kv: (kv - q) // 3 >= -2),
+    "modulo of negatives (dilated)": dict(mask_mod=lambda q, kv: (kv - q) % 5 != 1),
+    "divmod": dict(mask_mod=lambda q, kv: divmod(kv - q, 4)[1] < 2),
+    "np.logical_and, np.less_equal": dict(
+        mask_mod=lambda q, kv: np.logical_and(np.less_equal(kv, q), kv > q - 6)),
+    "keyword-only head mask": dict(mask_mod=lambda q, kv, *, head: kv <= q + head),
+}
+
+
+@pytest.mark.parametrize("name", list(MODIFIERS))
+def test_modifier_on_the_interpreter_is_bit_exact_with_the_oracle(name):
+    out, ref = _run("interpreter", **MODIFIERS[name])
+    np.testing.assert_array_equal(out, ref)
+
+
+@needs_vulkan
+@pytest.mark.parametrize("name", list(MODIFIERS))
+def test_modifier_on_vulkan_is_close_to_the_oracle(name):
+    out, ref = _run("vulkan", **MODIFIERS[name])
+    assert np.array_equal(np.isnan(out), np.isnan(ref))
+    v = _qkv()[2]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5 * float(np.abs(v).max()))
+
+
+# Python's // and % on negative operands, against Python itself ----------------
+# The mask keeps exactly one key per row, chosen with // or %, so the output
+# row is that key's v row exactly (weight 1, sum 1), on any executor.
+
+def _pick(rows):
+    """The index of the key each row keeps (Python integers)."""
+    return [rows(q) for q in range(S)]
+
+
+INTEGER_PICKS = {
+    "q // 3 of negatives": (lambda q: (q - 10) // 3 + 5, None),
+    "q // -3": (lambda q: (q - 10) // -3 + 5, None),
+    "q % 7 of negatives": (lambda q: (q - 10) % 7, None),
+    "q % -7": (lambda q: (q - 10) % -7 + 7, None),
+    "by a traced divisor": (lambda q: (q - 10) // ((q % 5) - 2) + 10 if (q % 5) != 2 else 10,
+                            lambda q: vx.where(q % 5 == 2, 10, (q - 10) // ((q % 5) - 2) + 10)),
+    "traced % traced": (lambda q: (10 - q) % ((q % 4) - 2) + 3 if (q % 4) != 2 else 3,
+                        lambda q: vx.where(q % 4 == 2, 3, (10 - q) % ((q % 4) - 2) + 3)),
+    "divisor 0 (numpy's 0)": (lambda q: 4, lambda q: (q - 10) // (q * 0) + (q - 10) % (q * 0) + 4),
+    "divisor -1": (lambda q: (q - 10) // -1 + 10 if q > 4 else 0,
+                   lambda q: vx.where(q > 4, (q - 10) // ((q * 0) - 1) + 10, 0)),
+    "arithmetic shift of negatives": (lambda q: ((q - 10) >> 1) + 6, None),
+    "shift count past 31": (lambda q: ((q - 10) >> 40) + 2 + ((q << 33) & 1), None),
+}
+
+
+@pytest.mark.parametrize("name", list(INTEGER_PICKS))
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_integer_division_follows_python_on_negative_values(name, backend):
+    python, traced = INTEGER_PICKS[name]
+    traced = traced or python
+    picked = _pick(python)
+    assert all(0 <= p < S for p in picked), picked
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((S, D)).astype(np.float32) for _ in range(3))
+    m = vx.flash_attention_2(seq_len=S, head_dim=D, tile_size=8,
+                             mask_mod=lambda qi, kv: kv == traced(qi))
+    out = vx.run(m, {"q": q, "k": k, "v": v}, backend=backend)["out"]
+    np.testing.assert_array_equal(out, v[picked])
+    ref = vx.reference.flash_attention_2(q, k, v, tile_size=8,
+                                         mask_mod=lambda qi, kv: kv == traced(qi))
+    np.testing.assert_array_equal(ref, v[picked])
+
+
+def test_traced_integer_operations_match_python_with_i32_wraparound():
+    """The numpy side of the trace (oracle, tile classes) against Python on
+    every pair of a grid of negative and positive values."""
+    values = [-2**31, -2**31 + 1, -65, -9, -7, -3, -2, -1, 0, 1, 2, 3, 7, 9, 64, 2**31 - 1]
+    a, b = np.array(values, np.int32)[:, None], np.array(values, np.int32)[None, :]
+    ta, tb = trace.array("int", a), trace.array("int", b)
+
+    def wrap(x):
+        return (x + 2**31) % 2**32 - 2**31
+
+    for op, python in (("//", lambda x, y: x // y if y else 0),
+                       ("%", lambda x, y: x % y if y else 0),
+                       ("&", lambda x, y: x & y), ("|", lambda x, y: x | y),
+                       ("^", lambda x, y: x ^ y)):
+        got = eval(f"ta {op} tb").value
+        want = [[wrap(python(x, y)) for y in values] for x in values]
+        np.testing.assert_array_equal(got, want, err_msg=op)
+    counts = np.array([-1, 0, 1, 5, 31, 32, 40], np.int32)
+    got_l = (ta << trace.array("int", counts[None, :])).value
+    got_r = (ta >> trace.array("int", counts[None, :])).value
+    for i, x in enumerate(values):
+        for j, c in enumerate(counts.tolist()):
+            assert got_l[i, j] == (wrap(x << c) if 0 <= c <= 31 else 0), (x, c)
+            assert got_r[i, j] == x >> (c if 0 <= c <= 31 else 31), (x, c)
+    np.testing.assert_array_equal((~ta).value, wrap(~a.astype(np.int64)))
+
+
+def test_the_emitted_erf_is_within_2e8_of_erf():
+    from vyre_xdsl.spirv.math import erf_reference
+
+    for x in np.linspace(-6.0, 6.0, 24001).tolist() + [1e-30, -1e-30, 0.0, 0.999999]:
+        exact = math.erf(x)
+        assert abs(erf_reference(x) - exact) <= 2e-8 * max(abs(exact), 1e-30), x
+    assert math.isnan(erf_reference(float("nan")))
+    assert erf_reference(float("inf")) == 1.0 and erf_reference(-float("inf")) == -1.0
+
+
+SPECIAL = np.array([0.0, -0.0, 0.5, -0.99, 1.0, -1.5, 3.9, -4.5, 10.0, np.inf, -np.inf,
+                    np.nan, 2.5, -2.5, 0.25, 7.0, -3.0, 1e-30], np.float32)
+FUNCTIONS = {
+    "erf": (vx.erf, lambda x: np.vectorize(math.erf)(x)),
+    "pow": (lambda s: vx.pow(s, 3.5), lambda x: np.power(x, 3.5)),
+    "pow by a traced odd whole": (lambda s: vx.pow(s, vx.where(s > 0.0, 3.0, 3.0)),
+                                  lambda x: np.power(x, 3.0)),
+    "pow by a traced fraction": (lambda s: vx.pow(s, vx.where(s > 0.0, -2.5, 0.5)),
+                                 lambda x: np.power(x, np.where(x > 0, -2.5, 0.5))),
+    "pow with an infinite exponent": (
+        lambda s: vx.pow(s * 0.25, vx.where(s > 5.0, math.inf, vx.where(s < -2.0, -math.inf, 2.0))),
+        lambda x: np.power(x * 0.25, np.where(x > 5, np.inf, np.where(x < -2, -np.inf, 2.0)))),
+    "pow of a negative base": (lambda s: vx.pow(s - 1.0, s), lambda x: np.power(x - 1, x)),
+    "pow 0 and 1": (lambda s: vx.pow(vx.where(s == s, 0.0, 0.0), s)
+                    + vx.pow(vx.where(s == s, 1.0, 1.0), s),
+                    lambda x: np.power(0.0, x) + np.power(1.0, x)),
+    "** 3": (lambda s: s ** 3, lambda x: x ** 3),
+    "round half to even": (round, np.rint),
+    "floor ceil trunc": (lambda s: vx.floor(s) + vx.ceil(s) * 2 + vx.trunc(s) * 4,
+                         lambda x: np.floor(x) + np.ceil(x) * 2 + np.trunc(x) * 4),
+    "sin cos": (lambda s: vx.sin(s) + vx.cos(s), lambda x: np.sin(x) + np.cos(x)),
+    "tan": (vx.tan, np.tan),
+    "sqrt": (vx.sqrt, np.sqrt),
+}
+
+
+def _elementwise(fn) -> object:
+    """A kernel computing out[i] = fn(x[i]) with traced operations."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    from vyre_xdsl.skeleton import Buffer, per_item_kernel
+
+    def body(b, buffers, item):
+        with trace.building(b):
+            result = fn(trace.wrap(b.load(buffers["x"], item)))
+        b.store(result.ssa, buffers["out"], item)
+
+    n = len(SPECIAL)
+    return ModuleOp([per_item_kernel("elementwise", [Buffer("x", (n,)),
+                                                      Buffer("out", (n,), "write")], n, body)])
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_math_functions_at_special_values(name, backend):
+    """Interpreter: bit-exact with the numpy side of the trace (the oracle's);
+    Vulkan: the same NaNs and infinities, finite values close to float64."""
+    fn, truth = FUNCTIONS[name]
+    out = vx.run(_elementwise(fn), {"x": SPECIAL}, backend=backend)["out"]
+    oracle = fn(trace.array("f32", SPECIAL)).value
+    if backend == "interpreter":
+        np.testing.assert_array_equal(out, oracle)
+    with np.errstate(all="ignore"):
+        want = truth(SPECIAL.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(np.isnan(out), np.isnan(want)), (out, want)
+    finite = np.isfinite(want)
+    assert np.array_equal(out[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    # Vulkan's sin/cos/tan/pow are not correctly rounded (lavapipe's are close)
+    np.testing.assert_allclose(out[finite], want[finite], rtol=2e-6, atol=2e-7)
+
+
+@needs_val
+def test_spirv_of_the_new_math_validates(tmp_path):
+    module = _elementwise(lambda s: vx.erf(s) + vx.pow(s, 1.5) + vx.sin(s) + vx.tan(s)
+                          + round(s) + vx.floor(s) + vx.ceil(s) + vx.trunc(s))
+    assert_spirv_valid(vx.compile_spirv(module), tmp_path)
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_the_new_ops():
+    m = vx.flash_attention_2(
+        seq_len=S, head_dim=D, num_heads=H,
+        score_mod=lambda s, q, kv, h: vx.erf(s) + vx.pow(s, 1.5) + vx.sin(s) + vx.tan(s)
+        + round(s) + (q - kv) // 3 + (q - kv) % (h + 2) + ((q << 2) >> (kv % 3)) + (q & ~kv),
+        mask_mod=lambda q, kv: (kv ^ q) | 1 != 0)
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(m))
+    for op in ("math.erf", "math.powf", "math.roundeven", "arith.shli", "arith.shrsi",
+               "arith.divsi", "arith.remsi", "arith.xori"):
+        assert op in printed, op
+
+
+# misuse: VyreErrors that say what to write ------------------------------------
+
+@pytest.mark.parametrize("score_mod, message", [
+    (lambda s, q, kv: round(s, 2), "round(x, 2)"),
+    (lambda s, q, kv: np.sum(s), "np.sum"),
+    (lambda s, q, kv: np.add(s, 1.0, dtype=np.float64), "ufunc keyword (dtype)"),
+    (lambda s, q, kv: np.add.reduce(s), "np.add.reduce"),
+    (lambda s, q, kv: np.arctan2(s, 1.0), "np.arctan2"),
+    (lambda s, q, kv: s + np.ones(3, np.float32), "numpy array of shape (3,)"),
+    (lambda s, q, kv: s // 2, "'//' on f32"),
+    (lambda s, q, kv: ~s, "'~' on an f32"),
+    (lambda s, q, kv: s << 1, "'<<' on a f32"),
+    (lambda s, q, kv: s + (q & (kv > 2)), "'&' between a int and a bool"),
+    (lambda s, q, kv: np.where(s > 0), "np.where(condition) with one argument"),
+    (lambda s, q, kv: vx.where(s > 0, s, kv > q), "between a boolean and a number"),
+    (lambda s, q, kv: np.where(np.logical_and(q, kv), s, 0.0), "logical"),
+    (lambda s, q, kv: np.clip(s, 0.0, 1.0, out=None), "np.clip with out"),
+    (lambda s, q, *, scale: s, "keyword-only argument 'scale'"),
+    (lambda s, q: s, "takes 2 arguments"),
+])
+def test_modifier_misuse_is_a_vyre_error(score_mod, message):
+    with pytest.raises(VyreError) as info:
+        vx.flash_attention_2(seq_len=S, head_dim=D, score_mod=score_mod)
+    assert message in str(info.value), str(info.value)
+
+
+def test_a_traced_value_cannot_index_a_python_list():
+    table = [0.0, 1.0, 2.0]
+    with pytest.raises(VyreError, match="used as a Python int"):
+        vx.flash_attention_2(seq_len=S, head_dim=D,
+                             score_mod=lambda s, q, kv: s + table[kv % 3])
