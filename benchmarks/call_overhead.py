@@ -5,10 +5,13 @@ with a new query while the KV cache (and MLA's weights) stay on the device
 (`kernel.upload`). What the host adds to each step, on top of the GPU time
 of the dispatches, is this script's measure:
 
-    overhead    wall time of a call - its GPU dispatch time (timestamps)
+    overhead    wall time of a call - the GPU time of all its work
+                (timestamps around the command buffer: the dispatches, and
+                zeroing the temporaries, MLA's split partials)
     host        what the host spent itself: input checks, the query's copy,
                 submission, the outputs' read-back (wall - fence wait)
     call        wall time of a plain call (no timings= requested)
+    GPU         the kernels' time (timestamps around the dispatches)
 
 Medians (and 90th percentiles) over --calls calls after --warmup calls, per
 case; beside them a call with every input passed as an array (copied each
@@ -94,8 +97,8 @@ def measure(label: str, build, calls: int, warmup: int) -> dict:
     run_ms = (time.perf_counter() - start) * 1e3
     kernel.close()
 
-    has_gpu_time = "dispatch_ms" in timed[0]
-    overhead = [(t["total_ms"] - t.get("dispatch_ms", 0.0)) * 1e3 for t in timed]
+    has_gpu_time = "device_ms" in timed[0]
+    overhead = [(t["total_ms"] - t.get("device_ms", 0.0)) * 1e3 for t in timed]
     host = [t["host_ms"] * 1e3 for t in timed]
     return {
         "case": label,
@@ -106,6 +109,8 @@ def measure(label: str, build, calls: int, warmup: int) -> dict:
         "total_ms": statistics.median(t["total_ms"] for t in timed),
         "dispatch_ms": (statistics.median(t["dispatch_ms"] for t in timed)
                         if has_gpu_time else None),
+        "device_ms": (statistics.median(t["device_ms"] for t in timed)
+                      if has_gpu_time else None),
         "overhead_us": statistics.median(overhead) if has_gpu_time else None,
         "overhead_us_p90": _percentile(overhead, 0.9) if has_gpu_time else None,
         "host_us": statistics.median(host),
@@ -122,12 +127,13 @@ def _fmt(value, digits: int = 1) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("case", "call ms", "GPU ms", "overhead us", "(p90)", "host us", "(p90)",
-            "all copied ms", "vx.run ms")
+    head = ("case", "call ms", "GPU ms", "GPU all ms", "overhead us", "(p90)", "host us",
+            "(p90)", "all copied ms", "vx.run ms")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         lines.append(" | ".join((
             r["case"], _fmt(r["call_ms"], 3), _fmt(r["dispatch_ms"], 3),
+            _fmt(r["device_ms"], 3),
             _fmt(r["overhead_us"]), _fmt(r["overhead_us_p90"]), _fmt(r["host_us"]),
             _fmt(r["host_us_p90"]), _fmt(r["all_copied_ms"], 3), _fmt(r["vx_run_ms"], 1))))
     return "\n".join(f"| {line} |" for line in lines)

@@ -128,9 +128,11 @@ class Kernel:
         copies, recording, submission, read-back; total_ms - wait_ms),
         'wait_ms' (blocked on the device), 'uploaded_bytes' (input bytes
         copied for this call; 0 when every input is resident), and on
-        Vulkan 'dispatch_ms' (GPU time of the dispatches, where the queue
-        has timestamps) and 'recorded' (whether the command buffer was
-        recorded again: the first call, or other resident arrays)."""
+        Vulkan, where the queue has timestamps, 'dispatch_ms' (GPU time of
+        the kernels) and 'device_ms' (of all the call's GPU work, copies
+        and zeroed temporaries too), and 'recorded' (whether the command
+        buffer was recorded again: the first call, or other resident
+        arrays)."""
         start = time.perf_counter()
         impl = self._open()
         if timings is not None and not isinstance(timings, dict):

@@ -10,6 +10,7 @@ order, as one `ProgramInfo` over one set of buffers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from xdsl.dialects import gpu
@@ -79,15 +80,15 @@ class _BufferSets:
                 return buffer
         raise KeyError(name)
 
-    @property
+    @cached_property  # a kernel's call checks them each time (vx.compile)
     def inputs(self) -> tuple[BufferInfo, ...]:
         return tuple(b for b in self.buffers if b.is_input)
 
-    @property
+    @cached_property
     def outputs(self) -> tuple[BufferInfo, ...]:
         return tuple(b for b in self.buffers if b.is_output)
 
-    @property
+    @cached_property
     def temporaries(self) -> tuple[BufferInfo, ...]:
         return tuple(b for b in self.buffers if b.is_temporary)
 
@@ -124,7 +125,7 @@ class ProgramInfo(_BufferSets):
         names = ", ".join(f"@{kernel.name}" for kernel in self.kernels)
         return f"kernel {names}" if len(self.kernels) == 1 else f"program {names}"
 
-    @property
+    @cached_property
     def buffers(self) -> tuple[BufferInfo, ...]:
         """Every buffer of the program once, by binding."""
         by_name: dict[str, BufferInfo] = {}

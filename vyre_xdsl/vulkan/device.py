@@ -309,8 +309,10 @@ def _context(validation: bool) -> _Context:
 
 
 def close() -> None:
-    """Destroy the cached Vulkan devices and instances. With validation on, the
-    layer reports any object a run forgot to destroy here (raises VyreError)."""
+    """Close the compiled kernels still open on the cached Vulkan devices
+    (vx.compile; calling one later raises VyreError), then destroy the
+    devices and instances. With validation on, the layer reports any object
+    a run forgot to destroy here (raises VyreError)."""
     messages: list[str] = []
     for key in list(_CONTEXTS):
         ctx = _CONTEXTS.pop(key)

@@ -308,17 +308,19 @@ class Dispatcher:
         self.outputs = tuple((b.name, self.own[b.name]) for b in program.outputs)
 
     def _ensure_queries(self, repeat: int) -> None:
-        """A timestamp query pool for `repeat` runs (when the queue has them)."""
+        """A timestamp query pool for `repeat` runs and the whole command
+        buffer (when the queue has timestamps)."""
         ctx = self.ctx
-        if not ctx.timestamp_bits or self.query_count >= 2 * repeat:
+        count = 2 * repeat + 2
+        if not ctx.timestamp_bits or self.query_count >= count:
             return
         vk = ctx.vk
         self._destroy_queries()
         query_info = vk.VkQueryPoolCreateInfo(queryType=vk.VK_QUERY_TYPE_TIMESTAMP,
-                                              queryCount=2 * repeat)
+                                              queryCount=count)
         self.query_pool = vk.vkCreateQueryPool(ctx.device, query_info, None)
-        self.query_count = 2 * repeat
-        self.query_data = vk.ffi.new(f"uint64_t[{2 * repeat}]")
+        self.query_count = count
+        self.query_data = vk.ffi.new(f"uint64_t[{count}]")
 
     def _destroy_queries(self) -> None:
         if self.query_pool is not None:
@@ -422,22 +424,25 @@ class Dispatcher:
 
     def gpu_times(self, timings: dict) -> None:
         """Add the GPU time of the last run's dispatches to `timings`, where
-        the queue has timestamps: 'dispatch_ms' (with `repeat` > 1 the
-        median, and 'dispatch_ms_each' every run's)."""
+        the queue has timestamps: 'dispatch_ms' (the kernels; with `repeat`
+        > 1 the median, and 'dispatch_ms_each' every run's) and 'device_ms'
+        (the whole command buffer: input copies, zeroed temporaries,
+        dispatches, output copies)."""
         self._check_open()
         repeat = self.last_repeat
         if self.query_pool is None or not repeat:
             return
         vk, data = self.ctx.vk, self.query_data
         try:
-            vk.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, 2 * repeat,
-                                     16 * repeat, data, 8,
+            vk.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, 2 * repeat + 2,
+                                     8 * (2 * repeat + 2), data, 8,
                                      vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
         except vk.VkError as error:
             raise vulkan_error(self.ctx, self.program, error) from None
         period = self.ctx.limits.timestampPeriod / 1e6
         each = [(data[2 * i + 1] - data[2 * i]) * period for i in range(repeat)]
         timings["dispatch_ms"] = each[0] if repeat == 1 else statistics.median(each)
+        timings["device_ms"] = (data[2 * repeat + 1] - data[2 * repeat]) * period
         if repeat > 1:
             timings["dispatch_ms_each"] = each
 
@@ -464,8 +469,10 @@ class Dispatcher:
         begin = vk.VkCommandBufferBeginInfo()
         vk.vkBeginCommandBuffer(cmd, begin)
         query_pool = self.query_pool
-        if query_pool is not None:
-            vk.vkCmdResetQueryPool(cmd, query_pool, 0, 2 * repeat)
+        if query_pool is not None:  # 2 per run, then the command buffer's start and end
+            vk.vkCmdResetQueryPool(cmd, query_pool, 0, 2 * repeat + 2)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                   query_pool, 2 * repeat)
         shader_rw = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
         compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
         transfer = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
@@ -517,6 +524,9 @@ class Dispatcher:
         else:
             barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_HOST_READ_BIT,
                     compute, vk.VK_PIPELINE_STAGE_HOST_BIT)
+        if query_pool is not None:
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                   query_pool, 2 * repeat + 1)
         vk.vkEndCommandBuffer(cmd)
 
     # resident buffers -------------------------------------------------------
@@ -652,3 +662,9 @@ class Dispatcher:
             errors.append(str(error))
         if errors:
             raise VyreError("; ".join(errors))
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass  # garbage collection has no one to tell
