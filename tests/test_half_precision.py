@@ -4,15 +4,23 @@ Inputs and outputs are half precision, everything the recurrence keeps is
 f32: a half load is widened exactly (arith.extf), the output rounded once
 to nearest even (arith.truncf).
 
-Declared tolerance, against the f32 oracle on the same (widened) inputs:
-every output element is within 1 ulp of the half type at the f32 result,
-`|out - oracle_f32| <= ulp(oracle_f32)` (vyre_xdsl.dtypes.ulp): the single
-rounding of the output gives at most half an ulp, and the f32 differences
-of the executors (lavapipe's exp, optimize="default"'s reordered sums,
-both ~1e-7 relative) can move a value across a rounding boundary, never
-further.  Measured here (the max printed by `test_measured_tolerance`):
-<= 0.5 ulp on the interpreter at none/exact (the oracle rounded, bit for
-bit), <= 1 ulp at default and on lavapipe.
+What a half kernel computes, exactly: the bits of the same kernel with f32
+buffers on the inputs' f32 values, rounded once to nearest even
+(`test_half_kernel_is_the_f32_kernel_rounded_once`, on the interpreter and
+on lavapipe, at every optimisation level).  So against the f32 oracle:
+
+Declared tolerance: `|out - oracle_f32| <= ulp(oracle_f32) + 1e-5 *
+max|oracle_f32|` for every element (vyre_xdsl.dtypes.ulp: the spacing of
+the half type at the oracle's value).  The first term is the one rounding
+(half an ulp, or a whole one where the executor's f32 value sits across a
+rounding boundary from the oracle's); the second is the f32 kernels' own
+allowance (README: optimize="default" within 1e-5 of the oracle relative
+to max|out|; lavapipe's exp is not numpy's), which dominates only for
+outputs near zero, where a half ulp is far below f32 noise.  Measured:
+the interpreter at none/exact gives the rounded oracle bit for bit (<= 0.5
+ulp); at default and on lavapipe >= 99.97% of the elements are within 1
+ulp and the excess beyond it is <= 1.4e-7 * max|oracle| (FA2 512x64 and
+2x256x128, f16 and bf16, on lavapipe).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 HALVES = ("f16", "bf16")
 LEVELS = ("none", "exact", "default")
-ULP_TOLERANCE = 1.0  # the declared tolerance, in ulps of the half type
+ULP_TOLERANCE = 1.0  # the declared tolerance: ulps of the half type ...
+F32_ALLOWANCE = 1e-5  # ... plus this times max|oracle| (the f32 kernels' own)
 
 
 def _half(array: np.ndarray, dtype: str) -> np.ndarray:
@@ -79,12 +88,26 @@ def ulps_off(out: np.ndarray, oracle_f32: np.ndarray, dtype: str) -> float:
     return float(np.max(error))
 
 
+def excess(out: np.ndarray, oracle_f32: np.ndarray, dtype: str) -> float:
+    """The largest error beyond ULP_TOLERANCE ulps, relative to max|oracle|
+    (<= 0 when every element is within the ulps)."""
+    out32 = out.astype(np.float32)
+    with np.errstate(all="ignore"):
+        beyond = np.abs(out32 - oracle_f32) - ULP_TOLERANCE * ulp(oracle_f32, dtype)
+    beyond = np.where(np.isnan(out32) & np.isnan(oracle_f32), 0.0, beyond)
+    return float(np.max(beyond) / np.nanmax(np.abs(oracle_f32)))
+
+
 def assert_within_tolerance(out, oracle_f32, dtype):
+    """The declared tolerance (module docstring); NaN exactly where the oracle's."""
     assert out.dtype == numpy_dtype(dtype)
     assert out.shape == oracle_f32.shape
-    off = ulps_off(out, oracle_f32, dtype)
-    assert off <= ULP_TOLERANCE, f"{off} ulps of {dtype} off the f32 oracle"
-    return off
+    assert np.array_equal(np.isnan(out.astype(np.float32)), np.isnan(oracle_f32))
+    over = excess(out, oracle_f32, dtype)
+    assert over <= F32_ALLOWANCE, (
+        f"{ulps_off(out, oracle_f32, dtype)} ulps of {dtype} off the f32 oracle, "
+        f"{over} * max|oracle| beyond {ULP_TOLERANCE} ulp"
+    )
 
 
 # builders and IR -------------------------------------------------------------------------
@@ -428,9 +451,9 @@ def test_vulkan_refuses_a_device_without_16bit_storage(monkeypatch):
         vx.run(vx.lower_to_gpu(module, optimize="none"), inputs, backend="vulkan")
 
 
-def test_measured_tolerance(capsys):
-    """The largest error, in ulps, of the interpreter at every level (the
-    figure the module docstring quotes)."""
+def test_measured_tolerance():
+    """The errors the module docstring quotes, on the interpreter: the
+    rounded oracle at none/exact, within 1 ulp here at default."""
     worst = {}
     for dtype in HALVES:
         module, inputs, oracle_f32, _ = _fa2("masked", dtype)
@@ -439,3 +462,73 @@ def test_measured_tolerance(capsys):
             worst[(dtype, level)] = ulps_off(out, oracle_f32, dtype)
     assert max(worst.values()) <= ULP_TOLERANCE
     assert all(worst[(d, lv)] <= 0.5 for d in HALVES for lv in ("none", "exact"))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+@pytest.mark.parametrize("dtype", HALVES)
+def test_half_kernel_is_the_f32_kernel_rounded_once(dtype, backend):
+    """Half buffers change nothing but the loads and the one store: the
+    output is the f32 kernel's, on the widened inputs, rounded to nearest
+    even, bit for bit, at every level (the lowering makes the same choices)."""
+    params = dict(FA2_CASES["masked"])
+    inputs = _fa2_inputs(dtype, (params["seq_len"], params["head_dim"]),
+                         (params["seq_len"], params["head_dim"]))
+    seq, heads, dim, rank, rope = MLA_SHAPE
+    mla_inputs = _mla_inputs(dtype, heads, seq, dim, rank, rope)
+    cases = [
+        (lambda dt: vx.flash_attention_2(**params, dtype=dt), inputs),
+        (lambda dt: vx.mla_decode(*MLA_SHAPE, tile_size=16, dtype=dt), mla_inputs),
+    ]
+    device = "vulkan" if backend == "vulkan" else None
+    levels = LEVELS if backend == "interpreter" else ("none", "default")
+    for build, arrays in cases:
+        for level in levels:
+            half = vx.lower_to_gpu(build(dtype), optimize=level, device=device)
+            full = vx.lower_to_gpu(build("f32"), optimize=level, device=device)
+            out = vx.run(half, arrays, backend=backend)["out"]
+            out32 = vx.run(full, _widened(arrays), backend=backend)["out"]
+            np.testing.assert_array_equal(out.view(np.uint16), _half(out32, dtype).view(np.uint16))
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_lse_stays_f32(backend):
+    """return_lse: the output is bf16, the log-sum-exp f32 (as FlashAttention
+    returns it), both as the oracle gives them."""
+    inputs = _fa2_inputs("bf16", (24, 8), (24, 8))
+    module = vx.flash_attention_2(seq_len=24, head_dim=8, tile_size=8, dtype="bf16",
+                                  return_lse=True)
+    outs = vx.run(module, inputs, backend=backend)
+    out, lse = vx.reference.flash_attention_2(*inputs.values(), tile_size=8, dtype="bf16",
+                                              return_lse=True)
+    oracle_f32, _ = vx.reference.flash_attention_2(*_widened(inputs).values(), tile_size=8,
+                                                   return_lse=True)
+    assert outs["lse"].dtype == lse.dtype == np.float32
+    np.testing.assert_allclose(outs["lse"], lse, rtol=1e-6, atol=1e-6)
+    assert_within_tolerance(outs["out"], oracle_f32, "bf16")
+
+
+def test_vyre_run_random_check(tmp_path):
+    """vyre-run --random draws inputs of each buffer's dtype, and --check
+    holds a half output to the declared tolerance."""
+    from vyre_xdsl.tools.vyre_run import main
+
+    path = tmp_path / "fa2_f16.mlir"
+    path.write_text(str(vx.flash_attention_2(seq_len=40, head_dim=8, tile_size=16,
+                                             dtype="f16")))
+    assert main([str(path), "--random", "--check"]) == 0
+
+
+@needs_vulkan
+@pytest.mark.parametrize("dtype", HALVES)
+def test_fa2_vulkan_longer_rows(dtype):
+    """At 512 rows of 64 dims (default optimisation for the device) a few
+    outputs near zero are more than 1 ulp of their own magnitude off the
+    f32 oracle (f32 noise of the executor, ~1e-7 of max|out|); the declared
+    tolerance covers them, and nearly all elements are within 1 ulp."""
+    inputs = _fa2_inputs(dtype, (512, 64), (512, 64), seed=5)
+    module = vx.flash_attention_2(seq_len=512, head_dim=64, dtype=dtype)
+    out = vx.run(module, inputs, backend="vulkan")["out"]
+    oracle_f32 = vx.reference.flash_attention_2(*_widened(inputs).values())
+    assert_within_tolerance(out, oracle_f32, dtype)
+    within = np.abs(out.astype(np.float32) - oracle_f32) <= ulp(oracle_f32, dtype)
+    assert within.mean() >= 0.999

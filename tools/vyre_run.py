@@ -186,6 +186,7 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
 
 def _run(args: argparse.Namespace) -> int:
     from vyre_xdsl.compiler import apply_pipeline, parse_module
+    from vyre_xdsl.dtypes import ulp
     from vyre_xdsl.kernel_info import program_info
     from vyre_xdsl.run import ensure_lowered, run
 
@@ -219,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
             if buffer.name not in inputs:
                 inputs[buffer.name] = rng.standard_normal(buffer.shape).astype(
                     np.float32
-                )
+                ).astype(buffer.numpy_dtype)  # f16/bf16 buffers: rounded
 
     outputs = run(lowered, inputs, backend=args.backend)
 
@@ -243,6 +244,9 @@ def _run(args: argparse.Namespace) -> int:
             close = same_nan and np.allclose(
                 got, want, rtol=RTOL, atol=ATOL, equal_nan=True
             )
+            if got.dtype != want.dtype:  # f16/bf16: within 1 ulp of the f32 oracle
+                within = diff <= ulp(want, info.buffer(name).dtype)
+                close = same_nan and bool(np.all(~finite | within))
             verdict = "bit-exact" if exact else ("ok" if close else "MISMATCH")
             print(f"{name}: max abs error {max_err:.3e} vs oracle ({verdict})")
             if not close:
