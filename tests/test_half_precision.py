@@ -532,3 +532,25 @@ def test_fa2_vulkan_longer_rows(dtype):
     assert_within_tolerance(out, oracle_f32, dtype)
     within = np.abs(out.astype(np.float32) - oracle_f32) <= ulp(oracle_f32, dtype)
     assert within.mean() >= 0.999
+
+
+@needs_vulkan
+@pytest.mark.parametrize("dtype", HALVES)
+def test_split_rows_and_merge_kernel_on_vulkan(dtype):
+    """One head of 64 rows of 128 dims, lowered for the Vulkan device: rows
+    split over lanes (gpu.shuffle), keys split over workgroups and merged by
+    a kernel of one invocation per output element, so neighbouring f16/bf16
+    outputs are stored by different invocations (16-bit stores: no race).
+    The output is the f32 twin's, rounded once, bit for bit."""
+    build = lambda dt: vx.flash_attention_2(seq_len=64, head_dim=128, tile_size=16,  # noqa: E731
+                                            dtype=dt)
+    inputs = _fa2_inputs(dtype, (64, 128), (64, 128), seed=9)
+    half = vx.lower_to_gpu(build(dtype), device="vulkan")
+    text = str(half)
+    assert "gpu.shuffle" in text and "flash_attention_2_merge" in text
+    out = vx.run(half, inputs, backend="vulkan")["out"]
+    twin = vx.run(vx.lower_to_gpu(build("f32"), device="vulkan"), _widened(inputs),
+                  backend="vulkan")["out"]
+    np.testing.assert_array_equal(out.view(np.uint16), _half(twin, dtype).view(np.uint16))
+    oracle_f32 = vx.reference.flash_attention_2(*_widened(inputs).values(), tile_size=16)
+    assert_within_tolerance(out, oracle_f32, dtype)
