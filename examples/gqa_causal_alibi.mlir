@@ -70,59 +70,62 @@ builtin.module {
         %45 = arith.mulf %37, %44 : f32
         %46 = arith.subf %28, %45 : f32
         %47 = vyre.bounded_score %46 : f32
-        %48 = arith.constant 32 : index
-        %49 = arith.muli %lane, %48 : index
-        %50 = arith.addi %49, %j : index
-        memref.store %47, %score_tile_1[%50] : memref<2048xf32>
+        %48 = arith.constant 0xff800000 : f32
+        %49 = arith.cmpf oeq, %46, %48 : f32
+        %50 = arith.select %49, %48, %47 : f32
+        %51 = arith.constant 32 : index
+        %52 = arith.muli %lane, %51 : index
+        %53 = arith.addi %52, %j : index
+        memref.store %50, %score_tile_1[%53] : memref<2048xf32>
       }
       vyre.yield
     }
     update(%item_1, %lane_1, %tile_start_1, %tile_len_1, %m_new, %rescale, %score_tile_2, %o_acc_1) {
-      %51 = arith.constant 128 : index
-      %52 = arith.divui %item_1, %51 : index
-      %53 = arith.constant 2 : index
-      %kv_head_1 = arith.divui %52, %53 : index
       %54 = arith.constant 128 : index
-      %kv_base_1 = arith.muli %kv_head_1, %54 : index
-      %55 = arith.constant 0 : index
+      %55 = arith.divui %item_1, %54 : index
       %56 = arith.constant 2 : index
-      %57 = arith.constant 1 : index
-      scf.for %d_1 = %55 to %56 step %57 {
-        %58 = arith.constant 0.000000e+00 : f32
-        %59 = arith.constant 0 : index
-        %60 = arith.constant 1 : index
-        %61 = scf.for %j_1 = %59 to %tile_len_1 step %60 iter_args(%62 = %58) -> (f32) {
+      %kv_head_1 = arith.divui %55, %56 : index
+      %57 = arith.constant 128 : index
+      %kv_base_1 = arith.muli %kv_head_1, %57 : index
+      %58 = arith.constant 0 : index
+      %59 = arith.constant 2 : index
+      %60 = arith.constant 1 : index
+      scf.for %d_1 = %58 to %59 step %60 {
+        %61 = arith.constant 0.000000e+00 : f32
+        %62 = arith.constant 0 : index
+        %63 = arith.constant 1 : index
+        %64 = scf.for %j_1 = %62 to %tile_len_1 step %63 iter_args(%65 = %61) -> (f32) {
           %weight = vyre.tile_weight %j_1 : f32
           %t_1 = arith.addi %tile_start_1, %j_1 : index
           %kv_row_1 = arith.addi %kv_base_1, %t_1 : index
-          %63 = arith.constant 2 : index
-          %64 = arith.muli %kv_row_1, %63 : index
-          %65 = arith.addi %64, %d_1 : index
-          %66 = memref.load %v[%65] : memref<256xf32>
-          %67 = arith.mulf %weight, %66 : f32
-          %68 = arith.constant 0.000000e+00 : f32
-          %69 = arith.cmpf oeq, %weight, %68 : f32
-          %70 = arith.select %69, %68, %67 : f32
-          %71 = arith.addf %62, %70 : f32
-          scf.yield %71 : f32
+          %66 = arith.constant 2 : index
+          %67 = arith.muli %kv_row_1, %66 : index
+          %68 = arith.addi %67, %d_1 : index
+          %69 = memref.load %v[%68] : memref<256xf32>
+          %70 = arith.mulf %weight, %69 : f32
+          %71 = arith.constant 0.000000e+00 : f32
+          %72 = arith.cmpf oeq, %weight, %71 : f32
+          %73 = arith.select %72, %71, %70 : f32
+          %74 = arith.addf %65, %73 : f32
+          scf.yield %74 : f32
         }
-        %72 = arith.constant 2 : index
-        %73 = arith.muli %lane_1, %72 : index
-        %74 = arith.addi %73, %d_1 : index
-        %75 = memref.load %o_acc_1[%74] : memref<128xf32>
-        %76 = arith.mulf %rescale, %75 : f32
-        %77 = arith.addf %76, %61 : f32
-        memref.store %77, %o_acc_1[%74] : memref<128xf32>
+        %75 = arith.constant 2 : index
+        %76 = arith.muli %lane_1, %75 : index
+        %77 = arith.addi %76, %d_1 : index
+        %78 = memref.load %o_acc_1[%77] : memref<128xf32>
+        %79 = arith.mulf %rescale, %78 : f32
+        %80 = arith.addf %79, %64 : f32
+        memref.store %80, %o_acc_1[%77] : memref<128xf32>
       }
       vyre.yield
     }
     mask(%item_2, %lane_2, %kv_idx) {
-      %78 = arith.index_cast %item_2 : index to i32
-      %79 = arith.index_cast %kv_idx : index to i32
-      %80 = arith.constant 128 : i32
-      %81 = arith.remsi %78, %80 : i32
-      %82 = arith.cmpi sle, %79, %81 : i32
-      vyre.yield %82 : i1
+      %81 = arith.index_cast %item_2 : index to i32
+      %82 = arith.index_cast %kv_idx : index to i32
+      %83 = arith.constant 128 : i32
+      %84 = arith.remsi %81, %83 : i32
+      %85 = arith.cmpi sle, %82, %84 : i32
+      vyre.yield %85 : i1
     }
   }
 }

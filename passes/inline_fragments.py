@@ -21,6 +21,10 @@ skipped (m and l pass through), full tiles run exactly the unmasked code,
 partial tiles evaluate the mask per key, and a masked key is left out of
 the tile max (the max is not updated), and its weight is exactly 0.0 (an
 `arith.select`, not a clamped exponent), in the tile sum and in the update.
+A key whose stored score is -inf (a score_mod's way to drop it) is dropped
+the same way in every tile: it never raises the max (-inf > max is false)
+and its weight is exactly 0.0; the check is left out where every stored
+score went through vyre.bounded_score, which never gives -inf.
 
 A key's weight is computed once, in the tile-sum loop, and stored over its
 score, where `vyre.tile_weight` loads it: an update that weighs every key
@@ -38,8 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from xdsl.context import Context
-from xdsl.dialects import gpu, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
+from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -85,15 +89,53 @@ def tile_weight(
     score_stride: int,
     keep: SSAValue | None = None,
     exp2: bool = False,
+    drop_minus_inf: bool = False,
 ) -> SSAValue:
     """The weight of key j of the tile: `exp(bounded_exp_arg(s[j] - m_new))`,
-    or exactly 0.0 where the mask does not `keep` the key."""
+    or exactly 0.0 where the mask does not `keep` the key, and, with
+    `drop_minus_inf`, where its score is -inf (a score_mod's way to drop
+    it: SEMANTICS.md; such a score never raises the tile max either)."""
     s = b.load(score_tile, b.flat_index(lane, score_stride, j))
     exp = b.exp2 if exp2 else b.exp
     weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
+    if drop_minus_inf:
+        weight = b.select(b.cmpf(s, b.f32(-math.inf), "oeq"), b.f32(0.0), weight)
     if keep is None:
         return weight
     return b.select(keep, weight, b.f32(0.0))
+
+
+def scores_may_be_minus_inf(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether the scores region may store -inf into %score_tile.  Scores
+    that went through vyre.bounded_score (>= -80, or NaN) cannot, and are
+    left without the check; anything else (a score_mod's result, a
+    decoder's own score) may, and then a -inf score drops its key."""
+    score_tile = op.scores.block.args[vyre.SCORES_ARGS.index("score_tile")]
+    for use in score_tile.uses:
+        store = use.operation
+        if isinstance(store, memref.StoreOp) and store.memref == score_tile:
+            if not _bounded_below(store.value):
+                return True
+    return False
+
+
+def _bounded_below(value: SSAValue) -> bool:
+    """`value` is NaN or finite and >= some finite bound: a bounded score,
+    or one times a positive finite constant (vyre-use-exp2's log2(e))."""
+    owner = value.owner
+    if isinstance(owner, vyre.BoundedScoreOp):
+        return True
+    if isinstance(owner, arith.MulfOp):
+        for factor, other in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
+            constant = factor.owner
+            if (
+                isinstance(constant, arith.ConstantOp)
+                and isinstance(constant.value, FloatAttr)
+                and 0 < constant.value.value.data < math.inf
+                and _bounded_below(other)
+            ):
+                return True
+    return False
 
 
 def loop_over_part_dims(
@@ -154,6 +196,7 @@ def expand_tile_weights(
     own block arguments."""
     args = dict(zip(vyre.UPDATE_ARGS, update.block.args, strict=True))
     stride = op.score_stride()
+    drop_minus_inf = scores_may_be_minus_inf(op)
     for weight_op in [w for w in update.walk() if isinstance(w, vyre.TileWeightOp)]:
         b = IRBuilder(InsertPoint.before(weight_op))
         keep = None
@@ -168,7 +211,7 @@ def expand_tile_weights(
         if not stored:
             weight = tile_weight(
                 b, args["score_tile"], args["lane"], weight_op.j, args["m_new"],
-                stride, keep, exp2=op.exp2 is not None,
+                stride, keep, exp2=op.exp2 is not None, drop_minus_inf=drop_minus_inf,
             )
         weight_op.result.replace_all_uses_with(weight)
         weight_op.detach()
@@ -443,6 +486,7 @@ class ExpandSkeleton(RewritePattern):
         v_dim = op.v_dim
         lane_v_dims = v_dim // parts  # ... and of o_acc
         store_weights = not update_reads_scores(op)
+        drop_minus_inf = scores_may_be_minus_inf(op)
         ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
 
         score_stride = op.score_stride()
@@ -477,7 +521,26 @@ class ExpandSkeleton(RewritePattern):
                 bounds[field] = value
             return bounds
 
+        # With kv_lens: this item's key count L (clamped to [0, seq_len]) and
+        # tile count ceil(L / tile_size), read at run time.
+        ragged: dict[str, SSAValue] = {}
+
+        def read_length(b: IRBuilder) -> None:
+            seq = b.divui(item, b.index(op.seq_items), "seq")
+            length = b.load_clamped_index(op.kv_lens, seq, shape["seq_len"])
+            length.name_hint = "kv_len"
+            ragged["len"] = length
+            ragged["tiles"] = b.divui(
+                b.addi(length, b.index(tile_size - 1)), b.index(tile_size), "tiles"
+            )
+
+        def tiles_bound(b: IRBuilder) -> SSAValue | int:
+            return ragged["tiles"] if ragged else tile_count
+
         def per_item(b: IRBuilder) -> None:
+            if op.ragged:
+                read_length(b)
+
             def load_query(b: IRBuilder, d, slot, _):
                 value = b.load(op.q, b.flat_index(item, head_dim, d))
                 b.store(value, op.q_scratch, b.flat_index(lane, lane_dims, slot))
@@ -506,7 +569,11 @@ class ExpandSkeleton(RewritePattern):
                 assert merge is not None
                 merge.combine(b, op, item, lane, split, splits, m_part, l_part)
                 return
-            (m_final, l_final) = b.loop(0, tile_count, body, [m0, l0], hint="tile_idx")
+            # at most tile_count trips (vyre.max_trips: loop_bounds' limit with kv_lens)
+            attributes = {MAX_TRIPS_ATTR: IntegerAttr(tile_count, i64)} if ragged else None
+            (m_final, l_final) = b.loop(
+                0, tiles_bound(b), body, [m0, l0], hint="tile_idx", attributes=attributes
+            )
             splice_copy(b, op.epilogue, [item, lane, op.o_acc])
             denom = b.positive_denominator(l_final)
 
@@ -530,10 +597,10 @@ class ExpandSkeleton(RewritePattern):
 
             def tile_of_split(b: IRBuilder, i, carried):
                 tile_idx = b.addi(first, i, "tile_idx")
-                if tile_count % splits == 0:
+                if tile_count % splits == 0 and not ragged:
                     return body(b, tile_idx, carried)
                 return b.if_else(
-                    b.cmpi(tile_idx, b.index(tile_count), "ult"),
+                    b.cmpi(tile_idx, ragged["tiles"] if ragged else b.index(tile_count), "ult"),
                     lambda b: body(b, tile_idx, carried),
                     lambda b: list(carried),
                 )
@@ -571,7 +638,13 @@ class ExpandSkeleton(RewritePattern):
             m, l = carried
             m.name_hint, l.name_hint = "m", "l"
             tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
-            if shape["seq_len"] % tile_size == 0:
+            if ragged:
+                # the last tile of the item is cut at its run-time length
+                tile_end = b.minui(
+                    b.addi(tile_start, b.index(tile_size)), ragged["len"], "tile_end"
+                )
+                tile_len = b.subi(tile_end, tile_start, "tile_len")
+            elif shape["seq_len"] % tile_size == 0:
                 # Every tile is full: a constant length lets later passes
                 # unroll the loops over a tile completely.
                 tile_len = b.index(tile_size)
@@ -602,7 +675,8 @@ class ExpandSkeleton(RewritePattern):
             def sum_step(b: IRBuilder, j, acc):
                 kept = keep(b, tile_start, j) if masked else None
                 weight = tile_weight(
-                    b, op.score_tile, lane, j, m_new, score_stride, kept, op.exp2 is not None
+                    b, op.score_tile, lane, j, m_new, score_stride, kept,
+                    op.exp2 is not None, drop_minus_inf,
                 )
                 if store_weights:
                     b.store(weight, op.score_tile, score_index(b, j))

@@ -283,3 +283,81 @@ def test_a_traced_value_cannot_index_a_python_list():
     with pytest.raises(VyreError, match="used as a Python int"):
         vx.flash_attention_2(seq_len=S, head_dim=D,
                              score_mod=lambda s, q, kv: s + table[kv % 3])
+
+
+# a score_mod's -inf drops the key exactly, as a false mask_mod does ------------
+
+INF = math.inf
+
+
+def _fa2(backend, optimize="exact", seed=3, v_wild=False, **mods):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((H, S, D)).astype(np.float32) for _ in range(3))
+    if v_wild:  # dropped keys' values must not reach any output
+        wild = np.array([np.nan, np.inf, -np.inf, 1e38], np.float32)
+        v[:, ::2] = wild[np.arange(len(range(0, S, 2))) % 4][None, :, None]
+    m = vx.flash_attention_2(seq_len=S, head_dim=D, tile_size=8, num_heads=H, **mods)
+    lowered = vx.lower_to_gpu(m, optimize=optimize)
+    out = vx.run(lowered, {"q": q, "k": k, "v": v}, backend=backend)["out"]
+    return out, vx.reference.flash_attention_2(q, k, v, tile_size=8, **mods)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_minus_inf_from_score_mod_drops_the_key_like_a_mask(backend):
+    """Keys at -inf have weight exactly 0, even where every kept key scores
+    below -80 (the old clamp to -80 let the dropped keys win) and where the
+    dropped keys' values are NaN or inf."""
+    by_score = dict(score_mod=lambda s, q, kv: vx.where(kv % 2 == 0, -INF, s - 1000.0))
+    by_mask = dict(score_mod=lambda s, q, kv: s - 1000.0, mask_mod=lambda q, kv: kv % 2 == 1)
+    out, ref = _fa2(backend, v_wild=True, **by_score)
+    masked, masked_ref = _fa2(backend, v_wild=True, **by_mask)
+    assert not np.isnan(out).any() and np.isfinite(out).all()
+    np.testing.assert_array_equal(ref, masked_ref)
+    if backend == "interpreter":
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(out, masked)
+    else:
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+@pytest.mark.parametrize("optimize", ["exact", "default"])
+def test_rows_with_every_key_scored_minus_inf_output_zero(backend, optimize):
+    mods = dict(score_mod=lambda s, q, kv, h: vx.where((q < 5) | (kv > q + h), -INF, s))
+    out, ref = _fa2(backend, optimize, **mods)
+    assert (out[:, :5] == 0).all() and (ref[:, :5] == 0).all()
+    assert np.abs(out[:, 5:]).max() > 0
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    if backend == "interpreter" and optimize == "exact":
+        np.testing.assert_array_equal(out, ref)
+
+
+def test_minus_inf_rows_give_minus_inf_lse():
+    mods = dict(score_mod=lambda s, q, kv: vx.where(q < 3, -INF, s))
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((S, D)).astype(np.float32) for _ in range(3))
+    m = vx.flash_attention_2(seq_len=S, head_dim=D, tile_size=8, return_lse=True, **mods)
+    got = vx.run(vx.lower_to_gpu(m, optimize="exact"), {"q": q, "k": k, "v": v})
+    out, lse = vx.reference.flash_attention_2(q, k, v, tile_size=8, return_lse=True, **mods)
+    assert (got["out"][:3] == 0).all() and (got["lse"][:3] == -np.inf).all()
+    np.testing.assert_array_equal(got["lse"], lse)
+
+
+def test_only_kernels_whose_scores_may_be_minus_inf_pay_for_the_check():
+    from vyre_xdsl.dialects import vyre
+    from vyre_xdsl.passes.inline_fragments import scores_may_be_minus_inf
+
+    def skeleton(module):
+        (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+        return op
+
+    plain = vx.flash_attention_2(seq_len=S, head_dim=D)
+    masked = vx.flash_attention_2(seq_len=S, head_dim=D, mask_mod=lambda q, kv: kv <= q)
+    modified = vx.flash_attention_2(seq_len=S, head_dim=D, score_mod=lambda s, q, kv: s * 2.0)
+    mla = vx.mla_decode(seq_len=S, num_heads=2, head_dim=4, kv_lora_rank=4, qk_rope_head_dim=2)
+    assert not scores_may_be_minus_inf(skeleton(plain))
+    assert not scores_may_be_minus_inf(skeleton(masked))
+    assert not scores_may_be_minus_inf(skeleton(mla))
+    assert scores_may_be_minus_inf(skeleton(modified))
+    exp2 = vx.apply_pipeline(plain.clone(), "vyre-use-exp2")  # bounded * log2(e)
+    assert not scores_may_be_minus_inf(skeleton(exp2))

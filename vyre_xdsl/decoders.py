@@ -3,6 +3,7 @@ two absorbed forms of MLA decode that vyre-absorb-mla rewrites it into."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from xdsl.dialects.builtin import ModuleOp
@@ -40,6 +41,9 @@ def flash_attention_2(
     dtype: str = "f32",
     v_head_dim: int | None = None,
     return_lse: bool = False,
+    kv_lens: bool | None = None,
+    page_size: int | None = None,
+    num_pages: int | None = None,
 ) -> ModuleOp:
     """FlashAttention-2 forward, one query row per item:
     `out = softmax(score_mod(q k^T / sqrt(d)) masked by mask_mod) v`.
@@ -67,8 +71,42 @@ def flash_attention_2(
 
     `dtype` ("f32", "f16" or "bf16") is the element type of q, k, v and out;
     scores, the softmax state and the accumulator stay f32 (inputs widened
-    exactly, the output rounded once to nearest even)."""
+    exactly, the output rounded once to nearest even).
+
+    `kv_lens=True` (a build-time flag) adds a required int32 input `kv_lens
+    [batch]`: each sequence's key count L_b, read at run time, so that one
+    compiled kernel serves every length up to `kv_len` (k/v keep room for
+    kv_len keys; keys past L_b are never read). Tiles past L_b are skipped,
+    the last one is cut at L_b, and the queries are bottom-right aligned to
+    L_b: query i sits at position `L_b - seq_len + i` (the q_idx of the
+    modifiers; negative where L_b < seq_len). A length outside [0, kv_len]
+    is clamped into it; a sequence of 0 keys outputs 0 (lse -inf).
+
+    `page_size=P, num_pages=N` (paged KV, as vLLM and FlashInfer store it;
+    implies kv_lens) make k a pool `[N, P, num_kv_heads, head_dim]` (v
+    likewise with v_head_dim) and add an int32 input `block_table [batch,
+    ceil(kv_len / P)]`: key t of sequence b is row `block_table[b, t // P] *
+    P + t % P` of the pool. A page index outside [0, N - 1] is clamped into
+    it: a bad table gives garbage, never a read outside the pool."""
     dtype = check_dtype(dtype)
+    paged = page_size is not None or num_pages is not None
+    if kv_lens is None:
+        kv_lens = paged
+    if not isinstance(kv_lens, bool):
+        raise VyreError(f"kv_lens must be True or False, got {kv_lens!r}")
+    if paged:
+        if page_size is None or num_pages is None:
+            missing = "num_pages" if page_size is not None else "page_size"
+            raise VyreError(
+                f"paged KV needs both page_size and num_pages; give {missing} too "
+                f"(k/v are [num_pages, page_size, num_kv_heads, head_dim])"
+            )
+        if not kv_lens:
+            raise VyreError(
+                "page_size/num_pages imply kv_lens (pages and lengths, as vLLM and "
+                "FlashInfer store a cache): leave kv_lens out or pass kv_lens=True"
+            )
+        page_size, num_pages = check_dimensions(page_size=page_size, num_pages=num_pages)
     if num_kv_heads is None:
         num_kv_heads = num_heads
     if kv_len is None:
@@ -95,8 +133,16 @@ def flash_attention_2(
         )
     check_u32_size("buffer q", batch=batch, num_heads=num_heads, seq_len=seq_len,
                    head_dim=head_dim)
-    check_u32_size("buffer k", batch=batch, num_kv_heads=num_kv_heads, kv_len=kv_len,
-                   head_dim=head_dim)
+    if paged:
+        pages_per_seq = -(-kv_len // page_size)
+        check_u32_size("buffer k", num_pages=num_pages, page_size=page_size,
+                       num_kv_heads=num_kv_heads, head_dim=head_dim)
+        check_u32_size("buffer v", num_pages=num_pages, page_size=page_size,
+                       num_kv_heads=num_kv_heads, v_head_dim=v_head_dim)
+        check_u32_size("buffer block_table", batch=batch, pages_per_seq=pages_per_seq)
+    else:
+        check_u32_size("buffer k", batch=batch, num_kv_heads=num_kv_heads, kv_len=kv_len,
+                       head_dim=head_dim)
     group = num_heads // num_kv_heads
     items = batch * num_heads * seq_len
     offset = kv_len - seq_len  # position of query 0 (bottom-right aligned)
@@ -104,12 +150,23 @@ def flash_attention_2(
     score_call = trace.Modifier(score_mod, "score_mod") if score_mod else None
     mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod else None
 
-    def positions(item: Traced, with_head: bool) -> list[Traced]:
-        """[q_idx] or [q_idx, head] of an item, as traced integers."""
+    seq_items = num_heads * seq_len  # items of one sequence (kv_lens[b])
+
+    def run_time_length(b) -> SSAValue:
+        """This item's key count, clamped to [0, kv_len], as an index (the
+        skeleton clamps it the same way)."""
+        seq = b.divui(b.args["item"], b.index(seq_items), "seq")
+        return b.load_clamped_index(b.buffer("kv_lens"), seq, kv_len)
+
+    def positions(item: Traced, with_head: bool, length=None) -> list[Traced]:
+        """[q_idx] or [q_idx, head] of an item, as traced integers; with
+        kv_lens `length` is the item's run-time key count (an index)."""
         rows = batch * num_heads
         # items are >= 0: plain divsi/remsi (trace.index_div/index_mod)
         q_idx = item if rows == 1 else trace.index_mod(item, seq_len)
-        if offset:
+        if length is not None:  # bottom-right aligned to the run-time length
+            q_idx = q_idx + trace.wrap(length) - seq_len
+        elif offset:
             q_idx = q_idx + offset
         if not with_head:
             return [q_idx]
@@ -120,20 +177,36 @@ def flash_attention_2(
 
     def kv_row_base(f: Fragment):
         """First row of this item's kv head in k/v (None with one sequence
-        of one head)."""
+        of one head); paged: (this item's kv head, first block_table entry
+        of its sequence)."""
+        if paged:
+            row_group = f.divui(f.item, f.index(seq_len))  # batch * num_heads + head
+            kv_head = f.divui(f.remui(row_group, f.index(num_heads)), f.index(group),
+                              "kv_head")
+            seq = f.divui(f.item, f.index(seq_items), "seq")
+            return kv_head, f.muli(seq, f.index(pages_per_seq), "table_base")
         if batch * num_heads == 1:
             return None
         kv_head = f.divui(f.divui(f.item, f.index(seq_len)), f.index(group), "kv_head")
         return f.muli(kv_head, f.index(kv_len), "kv_base")
 
     def kv_row(b: Fragment, base, t):
+        if paged:
+            # key t: slot t % P of page block_table[b, t // P] (clamped to
+            # the pool), row (page * P + slot) * num_kv_heads + kv_head
+            kv_head, table_base = base
+            entry = b.addi(table_base, b.divui(t, b.index(page_size)), "table_entry")
+            page = b.load_clamped_index(b.buffer("block_table"), entry, num_pages - 1)
+            slot = b.addi(b.muli(page, b.index(page_size)), b.remui(t, b.index(page_size)))
+            return b.addi(b.muli(slot, b.index(num_kv_heads)), kv_head, "kv_row")
         return t if base is None else b.addi(base, t, "kv_row")
 
     def scores(f: Fragment) -> None:
         k = f.buffer("k")
         base = kv_row_base(f)
         if score_mod is not None:
-            q_pos = positions(f.traced(f.item), score_call.wants_head)
+            length = run_time_length(f) if kv_lens else None
+            q_pos = positions(f.traced(f.item), score_call.wants_head, length)
 
         def score_one_key(b: Fragment, j, _):
             t = b.addi(f.tile_start, j, "t")
@@ -151,7 +224,13 @@ def flash_attention_2(
                 modified = score_call(*args)
                 modified = check_result(modified, "f32", score_mod, "score_mod")
                 score = modified.ssa if isinstance(modified, Traced) else b.f32(modified)
-            b.store(b.bounded_score(score), f.score_tile, b.score_index(j))
+            stored = b.bounded_score(score)
+            if score_mod is not None:
+                # SEMANTICS.md: a score_mod's -inf drops the key exactly, as a
+                # false mask does: kept as -inf, the recurrence weighs it 0
+                minus_inf = b.f32(-math.inf)
+                stored = b.select(b.cmpf(score, minus_inf, "oeq"), minus_inf, stored)
+            b.store(stored, f.score_tile, b.score_index(j))
             return []
 
         f.loop(0, f.tile_len, score_one_key, hint="j")
@@ -166,10 +245,11 @@ def flash_attention_2(
                 t = b.addi(f.tile_start, j, "t")
                 v_d = b.load(v, b.flat_index(kv_row(b, base, t), v_head_dim, d))
                 term = b.mulf(weight, v_d)
-                if mask_mod is not None:
-                    # A masked key (weight exactly 0; a kept key's weight is at
-                    # least exp(-80)) adds nothing, even where v is inf or NaN
-                    # (0 * inf = NaN): the same as a skipped empty tile.
+                if mask_mod is not None or score_mod is not None:
+                    # A dropped key (masked or scored -inf: weight exactly 0; a
+                    # kept key's weight is at least exp(-80)) adds nothing, even
+                    # where v is inf or NaN (0 * inf = NaN): the same as a
+                    # skipped empty tile.
                     zero = b.f32(0.0)
                     term = b.select(b.cmpf(weight, zero, "oeq"), zero, term)
                 return [b.addf(acc[0], term)]
@@ -183,7 +263,10 @@ def flash_attention_2(
         f.loop(0, v_head_dim, update_one_dim, hint="d")
 
     def mask(item: Traced, kv_idx: Traced) -> Traced:
-        q_pos = positions(item, mask_call.wants_head)
+        # with kv_lens the mask region loads the item's length itself (the
+        # fragment the skeleton traces it in is the innermost builder)
+        length = run_time_length(trace._builder()) if kv_lens else None
+        q_pos = positions(item, mask_call.wants_head, length)
         keep = mask_call(q_pos[0], kv_idx, *q_pos[1:])
         return check_result(keep, "bool", mask_mod, "mask_mod")
 
@@ -192,10 +275,16 @@ def flash_attention_2(
     if batch == 1:  # the layouts without a batch axis, and one head's without heads
         keep = 2 if num_heads == 1 else 1
         rows, kv_rows = rows[keep:], kv_rows[keep:]
+    if paged:
+        kv_rows = (num_pages, page_size, num_kv_heads)
     buffers = [Buffer("q", (*rows, head_dim)), Buffer("k", (*kv_rows, head_dim)),
                Buffer("v", (*kv_rows, v_head_dim)), Buffer("out", (*rows, v_head_dim), "write")]
     if return_lse:  # the log-sum-exp stays f32 whatever the inputs are
         buffers.append(Buffer("lse", rows, "write", dtype="f32"))
+    if kv_lens:
+        buffers.append(Buffer("kv_lens", (batch,), dtype="i32"))
+    if paged:
+        buffers.append(Buffer("block_table", (batch, pages_per_seq), dtype="i32"))
     # A modified kernel computes something else than FlashAttention-2's
     # oracle: it gets its own name (vyre-run --check must not mistake it).
     name = "flash_attention_2" if score_mod is None and mask_mod is None else "flex_attention"
@@ -212,6 +301,8 @@ def flash_attention_2(
         dtype=dtype,
         v_head_dim=v_head_dim,
         lse="lse" if return_lse else None,
+        kv_lens="kv_lens" if kv_lens else None,
+        items_per_seq=seq_items if kv_lens else None,
     )
 
 

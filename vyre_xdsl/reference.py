@@ -152,7 +152,8 @@ def tiled_online_softmax(
     Returns out: f32[item_count, head_dim] (head_dim: the width of o_acc,
     the value rows), and with `return_lse` also lse: f32[item_count], each
     item's m + log(l) (-inf where l = 0). With `mask_of`, a masked pair leaves the
-    tile max alone and has weight exactly 0 in the tile sum and the update.
+    tile max alone and has weight exactly 0 in the tile sum and the update;
+    so does a key whose score is -inf (how a score_mod drops a key).
     A tile whose pairs are all masked then changes nothing, so the kernel may
     skip it, provided `update_o_acc` adds nothing for a zero weight: guard
     `weight * value` (0 * inf and 0 * NaN are NaN), as flash_attention_2
@@ -184,6 +185,8 @@ def tiled_online_softmax(
 
             def weight(j: int, s=s, keep=keep, m_new=m_new) -> np.ndarray:
                 w = _exp(bounded_exp_arg(s[j] - m_new))
+                # a score of -inf (a score_mod's) drops its key: weight exactly 0
+                w = np.where(s[j] == -np.inf, _ZERO, w).astype(np.float32)
                 if keep is not None:
                     w = np.where(keep[j], w, _ZERO).astype(np.float32)
                 return w
@@ -460,6 +463,8 @@ def flash_attention_2(
             qi, kv, h = traced_positions(tile_start, tile_len)
             args = [trace.array("f32", score), qi, kv] + ([h] if score_call.wants_head else [])
             score = evaluate(score_call, args, "f32", score.shape)
+            # -inf drops the key (SEMANTICS.md): kept, not bounded to -80
+            return np.where(score == -np.inf, score, bounded_score(score)).astype(np.float32)
         return bounded_score(score)
 
     def mask_of(tile_start: int, tile_len: int) -> np.ndarray:
@@ -473,9 +478,9 @@ def flash_attention_2(
             rows = vf[kv_base + tile_start + j]  # [items, head_dim]
             w = weight(j)[:, None]
             term = w * rows
-            if mask_mod is not None:
-                # a masked key (weight exactly 0) adds nothing, even where v is
-                # inf or NaN: the same as a skipped empty tile
+            if mask_mod is not None or score_mod is not None:
+                # a dropped key (weight exactly 0) adds nothing, even where v
+                # is inf or NaN: the same as a skipped empty tile
                 term = np.where(w == _ZERO, _ZERO, term).astype(np.float32)
             wv = wv + term
         return rescale[:, None] * o_acc + wv
