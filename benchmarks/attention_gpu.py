@@ -43,7 +43,10 @@ from vyre_xdsl.spirv import emit_spirv
 from vyre_xdsl.vulkan import device_report, execute
 
 FP32_PEAK_TFLOPS = 67.0  # H200 f32 FMA peak (DESIGN.md)
-WRONG = 1e-3  # a max |error| above this (or NaN) marks the output wrong
+# a max |error| above this (or NaN) marks the output wrong; half outputs are
+# rounded once to their type (bf16 keeps 8 bits)
+WRONG_BY_DTYPE = {"f32": 1e-3, "f16": 1e-2, "bf16": 5e-2}
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 BUDGET_MS = 3000.0  # a slow path gets fewer timed runs, so the run stays within minutes
 SDPA_BACKENDS = {  # column name -> torch.nn.attention.SDPBackend member
     "eff": "EFFICIENT_ATTENTION",
@@ -325,6 +328,12 @@ def time_torch(fn, device: str, warmup: int, repeat: int) -> float:
     return statistics.median(begin.elapsed_time(end) for begin, end in events)
 
 
+def dtype_of(tensor) -> str:
+    """Our name ("f32", "f16", "bf16") of a tensor's dtype."""
+    torch_name = str(tensor.dtype).removeprefix("torch.")
+    return next(ours for ours, name in TORCH_DTYPES.items() if name == torch_name)
+
+
 def run_torch(paths: list[TorchPath], device: str, warmup: int, repeat: int) -> TorchResult:
     """Time every path; a path that refuses the case is n/a with its reason.
     The first path that ran gives the expected output; the others are
@@ -346,7 +355,7 @@ def run_torch(paths: list[TorchPath], device: str, warmup: int, repeat: int) -> 
                             reference, result.checked_against = out, path.name
                         else:
                             diff = (out - reference).abs().max().item()
-                            if not diff <= WRONG:
+                            if not diff <= WRONG_BY_DTYPE[dtype_of(out)]:
                                 result.disagree += f"{path.name} differs from " \
                                                    f"{result.checked_against} by {diff:.2e}; "
                         del out
@@ -467,23 +476,22 @@ def lower(module, optimize: str | None):
 def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repeat: int,
              expected: np.ndarray | None):
     """(max |out - expected| of the first run, median ms, each ms)."""
+    from vyre_xdsl.run import prepare_buffers
+
     lowered = lower(module, optimize)
     # one kernel, or a program (flash-decoding: partials, then a merge); the
     # timestamps cover every dispatch of it, temporaries stay on the device
     info = program_info(lowered)
-    arrays = {
-        b.name: np.zeros(b.count, np.float32)
-        if b.is_output
-        else np.ascontiguousarray(inputs[b.name], np.float32).reshape(-1)
-        for b in info.buffers
-        if not b.is_temporary
-    }
+    arrays = {name: a for name, a in prepare_buffers(
+        info, {b.name: inputs[b.name] for b in info.inputs}).items()
+        if not info.buffer(name).is_temporary}
     spirv = emit_spirv(lowered)
     probe: dict = {}
     execute(spirv, info, arrays, timings=probe)
     err = None
     if expected is not None:
-        err = float(np.max(np.abs(arrays["out"].reshape(expected.shape) - expected)))
+        out = arrays["out"].astype(np.float32).reshape(expected.shape)
+        err = float(np.max(np.abs(out - expected)))
     repeat = max(3, min(repeat, int(BUDGET_MS / max(probe["dispatch_ms"], 1e-3))))
     warmup = min(warmup, repeat)
     timings: dict = {}
@@ -513,8 +521,9 @@ def our_rows(template: Row, build: Callable, inputs, expected, variants, warmup,
                 module, inputs, optimize, warmup, repeat, expected)
         except Exception as error:  # one variant failing is a result
             row.note += f"{type(error).__name__}: {error}"[:300]
-        if row.max_abs_err is not None and not row.max_abs_err <= WRONG:
-            row.note = f"WRONG (max|err| > {WRONG:g}) " + row.note
+        wrong = WRONG_BY_DTYPE[template.params.get("dtype", "f32")]
+        if row.max_abs_err is not None and not row.max_abs_err <= wrong:
+            row.note = f"WRONG (max|err| > {wrong:g}) " + row.note
         rows.append(row)
     return rows
 
@@ -528,40 +537,56 @@ def with_torch(template: Row, result: TorchResult) -> Row:
 
 # Cases -------------------------------------------------------------------------
 
+def host_array(values: np.ndarray, opts) -> np.ndarray:
+    """f32 `values` as the host array of the benchmark's dtype."""
+    from vyre_xdsl.dtypes import numpy_dtype
+
+    return values.astype(numpy_dtype(opts.dtype))
+
+
+def torch_tensor(values: np.ndarray, opts):
+    """The same values as a tensor of the benchmark's dtype on its device
+    (through f32: torch cannot read ml_dtypes' bfloat16)."""
+    import torch
+
+    return torch.from_numpy(values.astype(np.float32)).to(opts.device).to(
+        getattr(torch, TORCH_DTYPES[opts.dtype]))
+
+
 def fa2_case(batch, heads, seq, dim, mod: Modifier = PLAIN, kv_heads=None, *, opts) -> list[Row]:
     kv_heads = kv_heads or heads
     label = " ".join([f"B={batch} H={heads} N={seq} D={dim}"]
                      + ([f"Hkv={kv_heads}"] if kv_heads != heads else [])
-                     + ([mod.name] if mod.name else []))
+                     + ([mod.name] if mod.name else [])
+                     + ([opts.dtype] if opts.dtype != "f32" else []))
     if opts.match not in f"fa2 {label}":
         return []
-    import torch
 
-    q = opts.rng.standard_normal((batch, heads, seq, dim), dtype=np.float32)
-    k, v = (opts.rng.standard_normal((batch, kv_heads, seq, dim), dtype=np.float32)
-            for _ in range(2))
-    tq, tk, tv = (torch.from_numpy(a).to(opts.device) for a in (q, k, v))
+    q = host_array(opts.rng.standard_normal((batch, heads, seq, dim), dtype=np.float32), opts)
+    k, v = (host_array(opts.rng.standard_normal((batch, kv_heads, seq, dim), dtype=np.float32),
+                       opts) for _ in range(2))
+    tq, tk, tv = (torch_tensor(a, opts) for a in (q, k, v))
     result = run_torch(fa2_torch_paths(tq, tk, tv, mod, opts.device), opts.device,
                        opts.warmup, opts.repeat)
     del tq, tk, tv
     template = with_torch(Row("fa2", label, "", fa2_flops(batch, heads, seq, dim, mod),
                               params=dict(B=batch, H=heads, Hkv=kv_heads, N=seq, D=dim,
-                                          modifier=mod.name)), result)
+                                          modifier=mod.name, dtype=opts.dtype)), result)
 
     def build(tile):
         return vx.flash_attention_2(seq, dim, **({} if tile is None else {"tile_size": tile}),
                                     num_heads=batch * heads, num_kv_heads=batch * kv_heads,
-                                    **vx_mods(mod, heads, batch))
+                                    dtype=opts.dtype, **vx_mods(mod, heads, batch))
 
     return our_rows(template, build, {"q": q, "k": k, "v": v}, result.expected,
                     opts.variants, opts.warmup, opts.repeat)
 
 
 def mla_case(seq, heads, dim, rank, rope, *, opts) -> list[Row]:
-    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}"
+    label = f"S={seq} H={heads} D={dim} R={rank} P={rope}" + (
+        f" {opts.dtype}" if opts.dtype != "f32" else "")
     if opts.match not in f"mla {label}":
         return []
-    import torch
 
     rng, w_scale = opts.rng, np.float32(1.0 / math.sqrt(rank))
     ins = dict(
@@ -571,15 +596,17 @@ def mla_case(seq, heads, dim, rank, rope, *, opts) -> list[Row]:
         w_uk=rng.standard_normal((rank, heads * dim), dtype=np.float32) * w_scale,
         w_uv=rng.standard_normal((rank, heads * dim), dtype=np.float32) * w_scale,
     )
-    t = {name: torch.from_numpy(a).to(opts.device) for name, a in ins.items()}
+    ins = {name: host_array(a, opts) for name, a in ins.items()}
+    t = {name: torch_tensor(a, opts) for name, a in ins.items()}
     result = run_torch(mla_torch_paths(t, rank, rope), opts.device, opts.warmup, opts.repeat)
     del t
     template = with_torch(Row("mla", label, "", mla_flops(seq, heads, dim, rank, rope),
-                              params=dict(S=seq, H=heads, D=dim, R=rank, P=rope)), result)
+                              params=dict(S=seq, H=heads, D=dim, R=rank, P=rope,
+                                          dtype=opts.dtype)), result)
 
     def build(tile):
         return vx.mla_decode(seq_len=seq, num_heads=heads, head_dim=dim, kv_lora_rank=rank,
-                             qk_rope_head_dim=rope,
+                             qk_rope_head_dim=rope, dtype=opts.dtype,
                              **({} if tile is None else {"tile_size": tile}))
 
     return our_rows(template, build, ins, result.expected, opts.variants, opts.warmup,
@@ -686,6 +713,9 @@ def main(argv=None) -> int:
                         help="';'-separated optimize= choices of vx.lower_to_gpu: "
                              "'none' (the seed's layout), 'exact', 'default', or a pass "
                              "pipeline; 'tile=N/CHOICE' builds with tile_size N")
+    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default="f32",
+                        help="element type of the inputs and outputs, ours and PyTorch's "
+                             "(our scores and accumulators stay f32)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="where PyTorch runs (cpu: a smoke test with host timings)")
     args = parser.parse_args(argv)
@@ -696,10 +726,11 @@ def main(argv=None) -> int:
     configure_torch()
     print(device_report())
     settings = torch_settings(args.device)
+    settings["dtype"] = args.dtype
     settings["ours"] = ("lower_to_gpu(optimize=level, device='vulkan')"
                         if "device" in inspect.signature(vx.lower_to_gpu).parameters
                         else "lower_to_gpu(optimize=level)")
-    print(f"PyTorch {settings['torch']} on {settings['device']}, fp32; TF32 off "
+    print(f"PyTorch {settings['torch']} on {settings['device']}, {args.dtype}; TF32 off "
           f"(torch.backends.cuda.matmul.allow_tf32={settings['cuda.matmul.allow_tf32']}, "
           f"torch.backends.cudnn.allow_tf32={settings['cudnn.allow_tf32']}); "
           f"GQA: {settings['gqa']}")
@@ -712,7 +743,7 @@ def main(argv=None) -> int:
           f"Ours: {settings['ours']}.")
     opts = argparse.Namespace(variants=parse_variants(args.variants), warmup=args.warmup,
                               repeat=args.repeat, rng=np.random.default_rng(0),
-                              match=args.match, device=args.device)
+                              match=args.match, device=args.device, dtype=args.dtype)
     rows: list[Row] = []
     started = time.perf_counter()
     print(HEADER)

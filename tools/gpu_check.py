@@ -23,14 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 
 import vyre_xdsl as vx
+from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.run import prepare_buffers
 from vyre_xdsl.spirv import emit_spirv
 from vyre_xdsl.vulkan import device_report, execute
 
 # max |ours - reference| / max |reference| that passes: the default level
-# reorders f32 sums (docs/performance.md states its tolerance)
-TOLERANCE = 1e-5
+# reorders f32 sums (docs/performance.md states its tolerance); a half
+# output adds its one rounding, half an ulp of its type (2^-11, 2^-8)
+TOLERANCE = {"f32": 1e-5, "f16": 1e-5 + 2.0**-11, "bf16": 1e-5 + 2.0**-8}
 FA2_DIM_SAMPLE = (1, 2, 3, 5, 8, 24, 31, 63, 64, 65, 96, 127, 128, 129, 160, 192, 255, 256)
 MLA_HEAD_SAMPLE = (1, 2, 3, 16, 32, 64, 100, 128)
 
@@ -41,6 +43,7 @@ class Case:
     build: Callable[[], object]  # -> vyre module
     inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]
     reference: Callable[[dict[str, np.ndarray]], np.ndarray]
+    dtype: str = "f32"
 
 
 def dense_attention(q, k, v, causal=False) -> np.ndarray:
@@ -80,19 +83,21 @@ def dense_mla(ins: dict[str, np.ndarray]) -> np.ndarray:
     return np.einsum("hr,rhd->hd", o_lat, wv)
 
 
-def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False) -> Case:
+def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False, dtype="f32") -> Case:
     kv_heads = kv_heads or heads
     label = f"fa2 H={heads} N={n} D={d}" + (f" Hkv={kv_heads}" if kv_heads != heads else "")
-    label += " causal" * causal + " NaN/inf" * nan_inf
+    label += " causal" * causal + " NaN/inf" * nan_inf + (f" {dtype}" if dtype != "f32" else "")
 
     def build():
         mask = (lambda q, kv: kv <= q) if causal else None
         return vx.flash_attention_2(seq_len=n, head_dim=d, num_heads=heads,
-                                    num_kv_heads=kv_heads, mask_mod=mask)
+                                    num_kv_heads=kv_heads, mask_mod=mask, dtype=dtype)
 
     def inputs(rng):
-        q = rng.standard_normal((heads, n, d), dtype=np.float32)
-        k, v = (rng.standard_normal((kv_heads, n, d), dtype=np.float32) for _ in range(2))
+        host = numpy_dtype(dtype)
+        q = rng.standard_normal((heads, n, d), dtype=np.float32).astype(host)
+        k, v = (rng.standard_normal((kv_heads, n, d), dtype=np.float32).astype(host)
+                for _ in range(2))
         if nan_inf:  # a NaN query row, keys at +inf and -inf
             q[0, 7 % n, 0] = np.nan
             k[0, 3 % n, 0] = np.inf
@@ -105,22 +110,23 @@ def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False) -> Case:
             return vx.reference.flash_attention_2(ins["q"], ins["k"], ins["v"], mask_mod=mask)
         return dense_attention(ins["q"], ins["k"], ins["v"], causal)
 
-    return Case(label, build, inputs, reference)
+    return Case(label, build, inputs, reference, dtype)
 
 
-def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False) -> Case:
+def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False, dtype="f32") -> Case:
     label = f"mla S={s} H={heads} D={d} R={rank} P={rope}" + " NaN/inf" * nan_inf
+    label += f" {dtype}" if dtype != "f32" else ""
 
     def build():
         return vx.mla_decode(seq_len=s, num_heads=heads, head_dim=d, kv_lora_rank=rank,
-                             qk_rope_head_dim=rope)
+                             qk_rope_head_dim=rope, dtype=dtype)
 
     def inputs(rng):
         ins = dict(q=rng.standard_normal((heads, d)), kv_cache=rng.standard_normal((s, rank)),
                    kr_cache=rng.standard_normal((s, rope)),
                    w_uk=rng.standard_normal((rank, heads * d)) / np.sqrt(rank),
                    w_uv=rng.standard_normal((rank, heads * d)) / np.sqrt(rank))
-        ins = {name: a.astype(np.float32) for name, a in ins.items()}
+        ins = {name: a.astype(np.float32).astype(numpy_dtype(dtype)) for name, a in ins.items()}
         if nan_inf:
             ins["q"][0, 1] = np.nan
             ins["kr_cache"][5 % s, 0] = np.inf
@@ -129,7 +135,7 @@ def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False) -> Case:
     def reference(ins):
         return vx.reference.mla_decode(**ins) if nan_inf else dense_mla(ins)
 
-    return Case(label, build, inputs, reference)
+    return Case(label, build, inputs, reference, dtype)
 
 
 def cases(every: bool) -> list[Case]:
@@ -147,6 +153,10 @@ def cases(every: bool) -> list[Case]:
         mla_case(4096, 16),
         mla_case(4096, 128),
         mla_case(32768, 16),
+        fa2_case(32, 4096, 64, dtype="f16"),
+        fa2_case(32, 4096, 128, causal=True, dtype="bf16"),
+        fa2_case(4, 300, 256, dtype="bf16"),
+        mla_case(4096, 16, dtype="bf16"),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE
     found += [fa2_case(2, 70, d) for d in dims]
@@ -167,13 +177,13 @@ def check(case: Case, rng: np.random.Generator) -> bool:
     except vx.VyreError as error:
         print(f"FAIL {case.name}: {error}", flush=True)
         return False
-    (out,) = (arrays[b.name].reshape(b.shape) for b in info.outputs)
+    (out,) = (arrays[b.name].reshape(b.shape).astype(np.float32) for b in info.outputs)
     want = case.reference(ins).reshape(out.shape)
     nan_ok = bool(np.array_equal(np.isnan(out), np.isnan(want)))
     finite = ~np.isnan(want)
     scale = float(np.abs(want[finite]).max()) if finite.any() else 1.0
     err = float(np.abs(out[finite] - want[finite]).max()) / (scale or 1.0) if finite.any() else 0.0
-    ok = nan_ok and err <= TOLERANCE
+    ok = nan_ok and err <= TOLERANCE[case.dtype]
     print(f"{'ok  ' if ok else 'FAIL'} {case.name}: {len(info.kernels)} kernel(s), "
           f"max|err|/max|ref| {err:.2e}, NaN placement {'ok' if nan_ok else 'WRONG'}, "
           f"GPU {timings.get('dispatch_ms', float('nan')):.3f} ms, "
