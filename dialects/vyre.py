@@ -67,7 +67,10 @@ ACCESS_MODES = ("read", "write", "temp")
 # The element types of a storage buffer, by the names the builders take
 # (`dtype=`): inputs and outputs may be half precision, everything the
 # recurrence keeps (scores, m, l, scratch, accumulator) stays f32.
-BUFFER_ELEMENT_TYPES = {"f32": f32, "f16": f16, "bf16": bf16}
+# "i32" buffers hold integers a decoder reads (sequence lengths, page
+# tables): read-only, loaded as i32 and converted with arith.index_cast.
+BUFFER_ELEMENT_TYPES = {"f32": f32, "f16": f16, "bf16": bf16, "i32": i32}
+FLOAT_BUFFER_ELEMENT_TYPES = (f32, f16, bf16)
 
 
 def _int(attr: IntegerAttr) -> int:
@@ -149,7 +152,22 @@ def _check_f32_vector(
 
 def _check_buffer_vector(value: SSAValue, role: str) -> MemRefType:
     """A storage buffer's memref: static, 1-D, of f32, f16 or bf16."""
-    return _check_f32_vector(value, role, tuple(BUFFER_ELEMENT_TYPES.values()))
+    return _check_f32_vector(value, role, FLOAT_BUFFER_ELEMENT_TYPES)
+
+
+def _check_i32_vector(value: SSAValue, role: str) -> MemRefType:
+    """A static 1-D memref of i32 (an integer buffer)."""
+    memref = value.type
+    if (
+        not isinstance(memref, MemRefType)
+        or memref.element_type != i32
+        or len(memref.get_shape()) != 1
+        or memref.get_shape()[0] < 1
+    ):
+        raise VerifyException(
+            f"{role} must be a static 1-D memref of i32 (e.g. memref<4xi32>), got {memref}"
+        )
+    return memref
 
 
 # --------------------------------------------------------------------------
@@ -299,9 +317,10 @@ class KernelOp(IRDLOperation):
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
-    """A storage buffer of the kernel: a flat array of f32, f16 or bf16
+    """A storage buffer of the kernel: a flat array of f32, f16, bf16 or i32
     (BUFFER_ELEMENT_TYPES; loads of a half one are widened to f32 with
-    arith.extf, stores to it rounded with arith.truncf) bound at `binding`,
+    arith.extf, stores to it rounded with arith.truncf; an i32 one is
+    read-only, integers such as sequence lengths) bound at `binding`,
     read-only (`read`), written (`write`, an output) or `temp` (allocated
     by the runtime, zeroed, passing values between the kernels of one
     module: a kernel may read and write it), with its logical shape.
@@ -347,7 +366,16 @@ class BufferOp(IRDLOperation):
 
     def verify_(self) -> None:
         name = self.sym_name.data
-        memref = _check_buffer_vector(self.result, f"buffer '{name}'")
+        memref = self.result.type
+        if isinstance(memref, MemRefType) and memref.element_type == i32:
+            memref = _check_i32_vector(self.result, f"buffer '{name}'")
+            if self.access.data != "read":
+                raise VerifyException(
+                    f"buffer '{name}' holds i32 and has access \"{self.access.data}\"; "
+                    f"integer buffers are inputs only: use access \"read\""
+                )
+        else:
+            memref = _check_buffer_vector(self.result, f"buffer '{name}'")
         if self.access.data not in ACCESS_MODES:
             raise VerifyException(
                 f"buffer '{name}' has access \"{self.access.data}\"; use \"read\" "
@@ -597,7 +625,20 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
 
     `lse(%lse)` (optional) also writes each item's log-sum-exp, the natural
     log of its softmax denominator, `m + log(l)` (-inf where every key was
-    dropped), to `lse[item]`.  `v_head_dim D` (optional; head_dim without
+    dropped), to `lse[item]`.
+
+    `kv_lens(%kv_lens) ... items_per_seq N` (optional, together): ragged
+    key counts at run time.  `%kv_lens` is a read-only i32 buffer of
+    item_count / N entries; item i belongs to sequence `i / N` (with
+    kv_splits or dim_parts: the item, not the invocation), whose key count
+    is `L = clamp(kv_lens[i / N], 0, seq_len)` (`seq_len` is then the most
+    keys any sequence has).  The item runs `ceil(L / tile_size)` tiles,
+    the last cut at L; a sequence of 0 keys outputs 0 (lse -inf).  The
+    fragments see the same `tile_start`/`tile_len` as ever; a mask that
+    depends on L loads it itself.  `tile_classes` cannot be given with it
+    (a mask is evaluated on every tile: the classes would depend on L).
+
+    `v_head_dim D` (optional; head_dim without
     it) is the width of the value rows: `o_acc` and `out` hold rows of D,
     the query rows stay head_dim wide.
 
@@ -628,6 +669,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     partials = var_operand_def(MemRefType)
     # where the log-sum-exp of each item goes, if anywhere
     lse = opt_operand_def(MemRefType)
+    # each sequence's key count at run time (i32), if ragged
+    kv_lens = opt_operand_def(MemRefType)
 
     item_count = prop_def(IntegerAttr)
     seq_len = prop_def(IntegerAttr)
@@ -647,6 +690,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     dim_parts = opt_prop_def(IntegerAttr)
     # The width of the value rows (o_acc, out) where it is not head_dim.
     v_head_dim = opt_prop_def(IntegerAttr)
+    # Items per sequence, with kv_lens: item i's key count is kv_lens[i / N].
+    items_per_seq = opt_prop_def(IntegerAttr)
 
     scores = region_def("single_block")
     update = region_def("single_block")
@@ -673,6 +718,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         tile_classes: Sequence[int] | None = None,
         v_head_dim: int | None = None,
         lse: SSAValue | None = None,
+        kv_lens: SSAValue | None = None,
+        items_per_seq: int | None = None,
     ) -> None:
         scores_types, update_types = region_types(q_scratch, score_tile, o_acc)
         scores = Region(Block(arg_types=scores_types))
@@ -702,8 +749,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties["tile_classes"] = DenseArrayBase.from_list(i8, list(tile_classes))
         if v_head_dim is not None and v_head_dim != head_dim:
             properties["v_head_dim"] = IntegerAttr(v_head_dim, i64)
+        if items_per_seq is not None:
+            properties["items_per_seq"] = IntegerAttr(items_per_seq, i64)
         super().__init__(
-            operands=[q, out, q_scratch, score_tile, o_acc, [], [lse] if lse else []],
+            operands=[q, out, q_scratch, score_tile, o_acc, [], [lse] if lse else [],
+                      [kv_lens] if kv_lens else []],
             properties=properties,
             regions=[scores, update, prologue, epilogue, mask],
         )
@@ -720,10 +770,12 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     def set_partials(self, out: SSAValue, m: SSAValue, l: SSAValue) -> None:  # noqa: E741
         """Leave the merge to another kernel: write partial rows to `out`,
         m and l to their buffers (vyre-split-kv{merge=kernel})."""
+        lse = [self.lse] if self.lse is not None else []
+        kv_lens = [self.kv_lens] if self.kv_lens is not None else []
         self.operands = [self.q, out, self.q_scratch, self.score_tile, self.o_acc, m, l,
-                         *([self.lse] if self.lse is not None else [])]
+                         *lse, *kv_lens]
         self.properties["operandSegmentSizes"] = DenseArrayBase.from_list(
-            i32, [1, 1, 1, 1, 1, 2, 1 if self.lse is not None else 0]
+            i32, [1, 1, 1, 1, 1, 2, len(lse), len(kv_lens)]
         )
 
     def score_stride(self) -> int:
@@ -752,6 +804,17 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     def merges_in_kernel(self) -> bool:
         """Whether its split partials are left for a vyre.merge_splits kernel."""
         return len(self.partials) > 0
+
+    @property
+    def ragged(self) -> bool:
+        """Whether each sequence's key count is read at run time (kv_lens)."""
+        return self.kv_lens is not None
+
+    @property
+    def seq_items(self) -> int:
+        """Items per sequence (items_per_seq), with kv_lens."""
+        assert self.items_per_seq is not None
+        return _int(self.items_per_seq)
 
     @property
     def has_mask(self) -> bool:
@@ -993,6 +1056,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 )
         if self.lse is not None:
             self._verify_lse(shape)
+        self._verify_kv_lens(shape)
         parts = self.parts
         q_dims = ("head_dim", shape["head_dim"]) if parts == 1 else (
             "head_dim / dim_parts", shape["head_dim"] // parts)
@@ -1040,6 +1104,45 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 "workgroup or do not split"
             )
 
+    def _verify_kv_lens(self, shape: dict[str, int]) -> None:
+        if self.kv_lens is None:
+            if self.items_per_seq is not None:
+                raise VerifyException(
+                    "'items_per_seq' needs a kv_lens(%lens) operand: it says which "
+                    "entry of kv_lens gives an item's key count"
+                )
+            return
+        if self.items_per_seq is None:
+            raise VerifyException(
+                "kv_lens(%lens) needs 'items_per_seq N': item i's key count is "
+                "kv_lens[i / N]"
+            )
+        per_seq = _int(self.items_per_seq)
+        if per_seq < 1 or shape["item_count"] % per_seq:
+            raise VerifyException(
+                f"'items_per_seq' is {per_seq}; it must be > 0 and divide item_count "
+                f"({shape['item_count']}): every sequence has as many items"
+            )
+        owner = self.kv_lens.owner
+        if not isinstance(owner, BufferOp) or owner.access.data != "read":
+            raise VerifyException(
+                "operand 'kv_lens' must be a vyre.buffer with access \"read\""
+            )
+        count = _element_count(_check_i32_vector(self.kv_lens, "operand 'kv_lens'"))
+        sequences = shape["item_count"] // per_seq
+        if count != sequences:
+            raise VerifyException(
+                f"buffer '{owner.sym_name.data}' (kv_lens) holds {count} i32 but there "
+                f"are item_count / items_per_seq = {sequences} sequences, one key "
+                f"count each; size it memref<{sequences}xi32>"
+            )
+        if self.tile_classes is not None:
+            raise VerifyException(
+                "'tile_classes' cannot be combined with kv_lens: the key count is "
+                "only known at run time, so every tile of a mask is partial (leave "
+                "tile_classes out)"
+            )
+
     def _verify_region(
         self,
         region: Region,
@@ -1079,6 +1182,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             parser.parse_punctuation("(")
             lse.append(parser.parse_unresolved_operand())
             parser.parse_punctuation(")")
+        kv_lens: list[UnresolvedOperand] = []
+        if parser.parse_optional_keyword("kv_lens"):
+            parser.parse_punctuation("(")
+            kv_lens.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
         parser.parse_keyword("scratch")
         operands.extend(
             parser.parse_comma_separated_list(
@@ -1106,7 +1214,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
         if parser.parse_optional_keyword("exp2"):
             properties["exp2"] = UnitAttr()
-        for field in ("kv_splits", "dim_parts", "v_head_dim"):
+        for field in ("kv_splits", "dim_parts", "v_head_dim", "items_per_seq"):
             if parser.parse_optional_keyword(field):
                 properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
         attributes = parser.parse_optional_attr_dict_with_keyword()
@@ -1114,14 +1222,18 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         types = parser.parse_comma_separated_list(
             parser.Delimiter.PAREN, parser.parse_type
         )
-        if len(types) != 5 + len(partials) + len(lse):
+        wanted = 5 + len(partials) + len(lse) + len(kv_lens)
+        if len(types) != wanted:
             parser.raise_error(
-                f"expected {5 + len(partials) + len(lse)} operand types (q, out, 3 "
-                f"scratch{', partials' if partials else ''}{', lse' if lse else ''})"
+                f"expected {wanted} operand types (q, out, 3 "
+                f"scratch{', partials' if partials else ''}{', lse' if lse else ''}"
+                f"{', kv_lens' if kv_lens else ''})"
             )
-        resolved = parser.resolve_operands(operands + partials + lse, types, parser.pos)
+        resolved = parser.resolve_operands(
+            operands + partials + lse + kv_lens, types, parser.pos
+        )
         properties["operandSegmentSizes"] = DenseArrayBase.from_list(
-            i32, [1, 1, 1, 1, 1, len(partials), len(lse)]
+            i32, [1, 1, 1, 1, 1, len(partials), len(lse), len(kv_lens)]
         )
         # Region argument types follow from the operands (see region_types).
         regions = []
@@ -1160,6 +1272,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         if self.lse is not None:
             printer.print_string(") lse(")
             printer.print_operand(self.lse)
+        if self.kv_lens is not None:
+            printer.print_string(") kv_lens(")
+            printer.print_operand(self.kv_lens)
         printer.print_string(") scratch(")
         printer.print_list(
             (self.q_scratch, self.score_tile, self.o_acc), printer.print_operand
@@ -1185,6 +1300,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 printer.print_string(f" dim_parts {self.parts}")
             if self.v_head_dim is not None:
                 printer.print_string(f" v_head_dim {self.v_dim}")
+            if self.items_per_seq is not None:
+                printer.print_string(f" items_per_seq {_int(self.items_per_seq)}")
             printer.print_op_attributes(self.attributes, print_keyword=True)
             printer._print_new_line()
             printer.print_string(": (")

@@ -21,7 +21,8 @@ A fragment load of a read-only buffer is staged when its index is provably
 so it reads row `key` of the tile; all loads of one buffer in one fragment
 must agree on `L` and `row_base`.  Every lane must then reach the barriers:
 the kernel's item count must be a multiple of its workgroup size (and its
-tiles not split over lanes, vyre-split-kv).  The
+tiles not split over lanes, vyre-split-kv, nor counted at run time,
+kv_lens: such skeletons are left alone).  The
 staged tiles of a fragment must fit `shared_memory_bytes` (the H200's and
 most GPUs' Vulkan `maxComputeSharedMemorySize`, 48 KiB, by default; the
 scores and update fragments reuse the same array).
@@ -283,6 +284,11 @@ class StageKvTilesPass(ModulePass):
             return  # some lanes would skip the barriers
         if op.splits > 1:
             return  # the lanes of a workgroup work on different tiles
+        if op.ragged:
+            # kv_lens: the lanes of a workgroup may run different numbers of
+            # tiles (their sequences' lengths), so not every lane would reach
+            # a barrier in the tile loop; paged rows are not provable either
+            return
         read_only = {
             b.result for b in kernel.body.walk()
             if isinstance(b, vyre.BufferOp) and not b.is_output

@@ -105,6 +105,11 @@ def tuning(module: ModuleOp, device: DeviceProfile = GENERIC) -> Tuning:
     skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
     if not skeletons:
         return Tuning()
+    if any(s.ragged for s in skeletons):
+        # kv_lens: tile counts differ between the lanes of a workgroup, so
+        # nothing that synchronises them in the tile loop (staged tiles) or
+        # pattern-matches K/V addresses (paged) applies; unrolling does
+        return Tuning(unroll_factor=DEEP_UNROLL if all(s.has_mask for s in skeletons) else 32)
     if any(s.splits > 1 for s in skeletons):
         split = any(automatic_parts(s, device.max_dim_parts) > 1 for s in skeletons)
         return Tuning(unroll_factor=DEEP_UNROLL, split_head_dim=split)

@@ -1,4 +1,4 @@
-"""Element types of storage buffers: "f32", "f16" and "bf16".
+"""Element types of storage buffers: "f32", "f16", "bf16" and "i32".
 
 A kernel's inputs and outputs may be half precision; everything the
 recurrence keeps (scores, the softmax state m and l, scratch arrays, the
@@ -6,6 +6,12 @@ accumulator) stays f32.  A load of a half buffer is followed by an exact
 widening (`arith.extf`), the store of the output by one rounding to nearest
 even (`arith.truncf`).  On the host an f16 buffer is a `np.float16` array,
 a bf16 buffer an `ml_dtypes.bfloat16` array.
+
+An "i32" buffer (`np.int32` on the host) holds integers a decoder reads,
+never writes: sequence lengths (`kv_lens`), page tables (`block_table`).
+Fragments load its elements as i32 and convert them to `index` with
+`arith.index_cast`; it is not a dtype of the builders' `dtype=` (which is
+the element type of q, k, v and out), only of a `Buffer(..., dtype="i32")`.
 """
 
 from __future__ import annotations
@@ -16,22 +22,30 @@ from xdsl.ir import Attribute
 from vyre_xdsl.dialects.vyre import BUFFER_ELEMENT_TYPES
 from vyre_xdsl.errors import VyreError
 
-DTYPES = tuple(BUFFER_ELEMENT_TYPES)  # ("f32", "f16", "bf16")
+INT_DTYPES = ("i32",)
+# the float element types: what `dtype=` of a builder may be
+DTYPES = tuple(d for d in BUFFER_ELEMENT_TYPES if d not in INT_DTYPES)
 HALF_DTYPES = ("f16", "bf16")
 
 
-def check_dtype(dtype: object, what: str = "dtype") -> str:
-    """`dtype` if it names a buffer element type, else a VyreError that
-    lists the choices."""
-    if not isinstance(dtype, str) or dtype not in BUFFER_ELEMENT_TYPES:
-        choices = ", ".join(repr(d) for d in DTYPES)
+def check_dtype(dtype: object, what: str = "dtype", allow_int: bool = False) -> str:
+    """`dtype` if it names a float buffer element type (or, with
+    `allow_int`, "i32" too), else a VyreError that lists the choices."""
+    allowed = DTYPES + (INT_DTYPES if allow_int else ())
+    if not isinstance(dtype, str) or dtype not in allowed:
+        choices = ", ".join(repr(d) for d in allowed)
         raise VyreError(f"{what} must be one of {choices}, got {dtype!r}")
     return dtype
 
 
+def is_int(dtype: str) -> bool:
+    """Whether buffers of `dtype` hold integers (i32)."""
+    return dtype in INT_DTYPES
+
+
 def element_type(dtype: str) -> Attribute:
-    """The MLIR element type of buffers of `dtype` (f32, f16, bf16)."""
-    return BUFFER_ELEMENT_TYPES[check_dtype(dtype)]
+    """The MLIR element type of buffers of `dtype` (f32, f16, bf16, i32)."""
+    return BUFFER_ELEMENT_TYPES[check_dtype(dtype, allow_int=True)]
 
 
 def dtype_name(element: Attribute) -> str | None:
@@ -49,7 +63,9 @@ def is_half(element: Attribute) -> bool:
 
 def numpy_dtype(dtype: str) -> np.dtype:
     """The numpy dtype of host arrays of `dtype` buffers."""
-    check_dtype(dtype)
+    check_dtype(dtype, allow_int=True)
+    if dtype == "i32":
+        return np.dtype(np.int32)
     if dtype == "bf16":
         import ml_dtypes
 
@@ -59,14 +75,13 @@ def numpy_dtype(dtype: str) -> np.dtype:
 
 def numpy_name(dtype: str) -> str:
     """How a user spells the numpy dtype of `dtype`, for messages."""
-    return {"f32": "np.float32", "f16": "np.float16", "bf16": "ml_dtypes.bfloat16"}[
-        check_dtype(dtype)
-    ]
+    return {"f32": "np.float32", "f16": "np.float16", "bf16": "ml_dtypes.bfloat16",
+            "i32": "np.int32"}[check_dtype(dtype, allow_int=True)]
 
 
 def itemsize(dtype: str) -> int:
     """Bytes per element on the device."""
-    return 4 if check_dtype(dtype) == "f32" else 2
+    return 2 if check_dtype(dtype, allow_int=True) in HALF_DTYPES else 4
 
 
 def round_to(values, dtype: str) -> np.ndarray:

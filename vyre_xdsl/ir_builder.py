@@ -231,6 +231,27 @@ class IRBuilder:
             return self._result(arith.ExtFOp(value, f32))
         return value
 
+    def load_index(self, ref: Value, index: Value) -> SSAValue:
+        """Element `index` of an i32 buffer as an `index` (arith.index_cast
+        of the loaded i32: a negative value wraps, clamp it first with
+        `load` and arith.maxsi where that matters)."""
+        value = self._result(memref.LoadOp.get(_memref(ref), [_index(index, self)]))
+        return self._result(arith.IndexCastOp(value, IndexType()))
+
+    def load_clamped_index(self, ref: Value, index: Value, high: int) -> SSAValue:
+        """Element `index` of an i32 buffer clamped to [0, high] (in i32,
+        arith.maxsi/minsi) as an `index`: a value out of range, whatever it
+        is, gives an in-range index (garbage in, never an access outside an
+        array sized by `high`)."""
+        from xdsl.dialects.builtin import i32
+
+        value = self._result(memref.LoadOp.get(_memref(ref), [_index(index, self)]))
+        low = self._result(arith.ConstantOp(IntegerAttr(0, i32)))
+        top = self._result(arith.ConstantOp(IntegerAttr(min(high, 2**31 - 1), i32)))
+        value = self._result(arith.MaxSIOp(value, low))
+        value = self._result(arith.MinSIOp(value, top))
+        return self._result(arith.IndexCastOp(value, IndexType()))
+
     def store(self, value: Value, ref: Value, index: Value) -> None:
         """Store `value` at element `index` of `ref`; an f32 value stored to a
         half-precision buffer is rounded once, to nearest even (arith.truncf)."""

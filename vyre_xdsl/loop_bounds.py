@@ -5,7 +5,9 @@ in total, counted over all its loops, and silently skips the rest; the Vulkan
 runtime uses this bound to refuse such a kernel there instead of returning a
 wrong result.  The bound is exact for the skeleton's loops: the tile loops run
 to `tile_len = min(tile_start + tile_size, seq_len) - tile_start`, which is
-at most `tile_size`.
+at most `tile_size`; a loop whose bound is read at run time counts the
+trips its `vyre.max_trips` attribute allows (the tile loop of a kernel with
+kv_lens: at most the static tile count).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+
+MAX_TRIPS_ATTR = "vyre.max_trips"  # inline_fragments' name: at most N trips
 
 
 def constant_index(value: SSAValue) -> int | None:
@@ -104,6 +108,11 @@ def _trip_count(loop: scf.ForOp) -> int | None:
         return remainder
     top, step = upper_bound(loop.ub), constant_index(loop.step)
     bottom = constant_index(loop.lb) or 0
+    most = loop.attributes.get(MAX_TRIPS_ATTR)
+    if top is None and isinstance(most, IntegerAttr):
+        # a bound recorded where the trip count is read at run time (the
+        # tile loop of a kernel with kv_lens runs at most tile_count times)
+        return most.value.data
     if top is None or not step:
         return None
     return max(0, -(-(top - bottom) // step))

@@ -33,6 +33,7 @@ __all__ = [
     "positive_denominator",
     "flush_tiny",
     "flash_attention_2",
+    "gather_pages",
     "mla_decode",
     "mla_decode_absorbed",
     "mla_decode_program",
@@ -383,6 +384,10 @@ def flash_attention_2(
     kv_splits: int = 1,
     dim_parts: int = 1,
     return_lse: bool = False,
+    kv_lens: np.ndarray | None = None,
+    block_table: np.ndarray | None = None,
+    page_size: int | None = None,
+    kv_len: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """FlashAttention-2 of SEMANTICS.md: q, k, v f32[seq_len, head_dim] ->
     out f32[seq_len, head_dim]; with heads q f32[num_heads, seq_len,
@@ -402,9 +407,31 @@ def flash_attention_2(
     numpy-backed traced values (f32 / i32 / bool, the kernel's rounding).
     `kv_splits` gives the order of a kernel split by vyre-split-kv,
     `dim_parts` that of one split by vyre-split-head-dim (each part's dot
-    product over its own dims, then added across parts pairwise)."""
-    from vyre_xdsl import trace
+    product over its own dims, then added across parts pairwise).
 
+    Ragged and paged caches (the kernel's `kv_lens=True`, `page_size`):
+    `kv_lens` (int32 [batch]) gives each sequence's key count L_b, clamped
+    to [0, kv_len] (kv_len: k's length, or the kernel's `kv_len` given
+    here); sequence b then attends to its first L_b keys with its queries
+    at positions L_b - seq_len + i. With `block_table` (int32 [batch,
+    pages_per_seq]) and `page_size`, k and v are pools [num_pages,
+    page_size, num_kv_heads, head_dim] gathered with `gather_pages` (page
+    indices clamped to the pool); paged implies kv_lens."""
+    if block_table is not None or page_size is not None:
+        if block_table is None or page_size is None or kv_lens is None:
+            raise VyreError(
+                "a paged cache needs block_table, page_size and kv_lens together"
+            )
+        k = gather_pages(k, block_table, page_size, kv_len, "k")
+        v = gather_pages(v, block_table, page_size, kv_len, "v")
+    if kv_lens is not None:
+        return _ragged_flash_attention_2(
+            q, k, v, kv_lens, kv_len, tile_size=tile_size, score_mod=score_mod,
+            mask_mod=mask_mod, kv_splits=kv_splits, dim_parts=dim_parts,
+            return_lse=return_lse,
+        )
+    if kv_len is not None:
+        raise VyreError("kv_len is only for kv_lens (the kernel's most keys)")
     q4 = _heads_array("q", q, "num_heads", "seq_len")
     k4 = _heads_array("k", k, "num_kv_heads", "kv_len")
     v4 = _heads_array("v", v, "num_kv_heads", "kv_len")
@@ -427,11 +454,127 @@ def flash_attention_2(
         raise VyreError(
             f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
         )
+    result = _flash_attention_2(
+        q4, k4, v4, kv_len - seq_len, tile_size, score_mod, mask_mod, kv_splits,
+        dim_parts, return_lse,
+    )
+    rows = np.shape(q)[:-1]
+    if return_lse:
+        out, lse = result
+        return out.reshape(*rows, v_dim), lse.reshape(rows)
+    return result.reshape(*rows, v_dim)
+
+
+def gather_pages(
+    pool: np.ndarray, block_table: np.ndarray, page_size: int,
+    kv_len: int | None = None, name: str = "pool",
+) -> np.ndarray:
+    """The dense [batch, num_kv_heads, kv_len, head_dim] cache of a paged
+    `pool` [num_pages, page_size, num_kv_heads, head_dim]: key t of sequence
+    b is row `block_table[b, t // page_size] * page_size + t % page_size`,
+    the page index clamped to [0, num_pages - 1] as the kernel clamps it.
+    `kv_len` defaults to the table's pages_per_seq * page_size."""
+    page_size = _positive("page_size", page_size)
+    if not isinstance(pool, np.ndarray) or pool.ndim != 4 or 0 in pool.shape:
+        raise VyreError(
+            f"{name} must be a paged pool [num_pages, page_size, num_kv_heads, "
+            f"head_dim], got {getattr(pool, 'shape', type(pool).__name__)}"
+        )
+    if pool.shape[1] != page_size:
+        raise VyreError(
+            f"{name} has pages of {pool.shape[1]} rows, page_size is {page_size}"
+        )
+    table = _int_array("block_table", block_table, 2)
+    pages_per_seq = table.shape[1]
+    if kv_len is None:
+        kv_len = pages_per_seq * page_size
+    kv_len = _positive("kv_len", kv_len)
+    if -(-kv_len // page_size) != pages_per_seq:
+        raise VyreError(
+            f"block_table has {pages_per_seq} pages a sequence, but kv_len {kv_len} "
+            f"takes ceil({kv_len} / {page_size}) = {-(-kv_len // page_size)}"
+        )
+    t = np.arange(kv_len)
+    pages = np.clip(table[:, t // page_size].astype(np.int64), 0, pool.shape[0] - 1)
+    dense = pool[pages, (t % page_size)[None, :]]  # [batch, kv_len, heads, dim]
+    return np.ascontiguousarray(dense.transpose(0, 2, 1, 3)).astype(np.float32)
+
+
+def _int_array(name: str, value, ndim: int) -> np.ndarray:
+    if not isinstance(value, np.ndarray) or value.dtype != np.int32 or value.ndim != ndim:
+        raise VyreError(
+            f"{name} must be a {ndim}-D np.int32 array, got "
+            f"{getattr(value, 'dtype', type(value).__name__)} "
+            f"{getattr(value, 'shape', '')}"
+        )
+    return value
+
+
+def _ragged_flash_attention_2(
+    q, k, v, kv_lens, kv_len, *, tile_size, score_mod, mask_mod, kv_splits,
+    dim_parts, return_lse,
+):
+    """flash_attention_2 with each sequence's own key count (see there)."""
+    q4 = _heads_array("q", q, "num_heads", "seq_len")
+    k4 = _heads_array("k", k, "num_kv_heads", "kv_len")
+    v4 = _heads_array("v", v, "num_kv_heads", "kv_len")
+    tile_size = _positive("tile_size", tile_size)
+    batch, num_heads, seq_len, head_dim = q4.shape
+    if kv_len is None:
+        kv_len = k4.shape[2]
+    kv_len = _positive("kv_len", kv_len)
+    if k4.shape[:3] != v4.shape[:3] or k4.shape[0] != batch or k4.shape[3] != head_dim \
+            or k4.shape[2] < kv_len:
+        raise VyreError(
+            f"k and v must be [batch, num_kv_heads, kv_len, head_dim] (v of its own "
+            f"width) with q's batch and head_dim and at least kv_len ({kv_len}) keys; "
+            f"got q {np.shape(q)}, k {np.shape(k)}, v {np.shape(v)}"
+        )
+    if seq_len > kv_len:
+        raise VyreError(f"seq_len ({seq_len}) must be <= kv_len ({kv_len})")
+    if num_heads % k4.shape[1]:
+        raise VyreError(
+            f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({k4.shape[1]})"
+        )
+    lens = _int_array("kv_lens", kv_lens, 1)
+    if lens.shape != (batch,):
+        raise VyreError(f"kv_lens must have one entry per sequence: shape ({batch},), "
+                        f"got {lens.shape}")
+    lens = np.clip(lens.astype(np.int64), 0, kv_len)
+    v_dim = v4.shape[3]
+    outs, lses = [], []
+    for b in range(batch):
+        length = int(lens[b])
+        result = _flash_attention_2(
+            q4[b:b + 1], k4[b:b + 1, :, :length], v4[b:b + 1, :, :length],
+            length - seq_len, tile_size, score_mod, mask_mod, kv_splits, dim_parts,
+            return_lse,
+        )
+        out, lse = result if return_lse else (result, None)
+        outs.append(out)
+        lses.append(lse)
+    rows = np.shape(q)[:-1]
+    out = np.concatenate(outs).reshape(*rows, v_dim)
+    if return_lse:
+        return out, np.concatenate(lses).reshape(rows)
+    return out
+
+
+def _flash_attention_2(
+    q4, k4, v4, q_offset, tile_size, score_mod, mask_mod, kv_splits, dim_parts, return_lse,
+):
+    """The oracle over checked [batch, heads, len, dim] arrays, query i at
+    position q_offset + i; flat (out [items, v_dim], lse [items])."""
+    from vyre_xdsl import trace
+
+    batch, num_heads, seq_len, head_dim = q4.shape
+    num_kv_heads, kv_len = k4.shape[1], k4.shape[2]
+    v_dim = v4.shape[3]
     group = num_heads // num_kv_heads
     items = batch * num_heads * seq_len
     item = np.arange(items)
     row_group = item // seq_len  # batch * num_heads + head
-    q_idx, head = kv_len - seq_len + item % seq_len, row_group % num_heads
+    q_idx, head = q_offset + item % seq_len, row_group % num_heads
     kv_base = (row_group // group) * kv_len  # first k/v row of each item's kv head
     qf = q4.reshape(items, head_dim)
     kf = k4.reshape(-1, head_dim)
@@ -485,16 +628,11 @@ def flash_attention_2(
             wv = wv + term
         return rescale[:, None] * o_acc + wv
 
-    result = tiled_online_softmax(
+    return tiled_online_softmax(
         items, v_dim, kv_len, tile_size, compute_tile_scores, update_o_acc,
         mask_of if mask_mod is not None else None, kv_splits=kv_splits,
         return_lse=return_lse,
     )
-    rows = np.shape(q)[:-1]
-    if return_lse:
-        out, lse = result
-        return out.reshape(*rows, v_dim), lse.reshape(rows)
-    return result.reshape(*rows, v_dim)
 
 
 # --------------------------------------------------------------------------

@@ -46,7 +46,9 @@ class Buffer:
     (output) or "temp" (between the kernels of a module); `shape` is its
     logical row-major shape; `binding` defaults to its place in the list;
     `dtype` ("f32", "f16" or "bf16") is its element type, by default the
-    kernel's (`tiled_online_softmax(dtype=...)`, f32 unless given)."""
+    kernel's (`tiled_online_softmax(dtype=...)`, f32 unless given); "i32"
+    makes a read-only buffer of integers (lengths, page tables: fragments
+    read an element as an index with `f.load_index`)."""
 
     name: str
     shape: tuple[int, ...]
@@ -66,7 +68,12 @@ class Buffer:
             )
         object.__setattr__(self, "binding", check_binding(self.binding, name))
         if self.dtype is not None:
-            check_dtype(self.dtype, f"the dtype of buffer {self.name!r}")
+            check_dtype(self.dtype, f"the dtype of buffer {self.name!r}", allow_int=True)
+            if self.dtype == "i32" and self.access != "read":
+                raise VyreError(
+                    f"buffer {name!r} holds i32 and has access {self.access!r}; "
+                    f"integer buffers are inputs only (access \"read\")"
+                )
 
 
 def declare_buffers(
@@ -247,6 +254,8 @@ def tiled_online_softmax(
     dtype: str = "f32",
     v_head_dim: int | None = None,
     lse: str | None = None,
+    kv_lens: str | None = None,
+    items_per_seq: int | None = None,
 ) -> ModuleOp:
     """A verified module holding one `vyre.kernel` named `name`: storage
     `buffers` (bound in the order given), the three scratch arrays, and the
@@ -281,7 +290,13 @@ def tiled_online_softmax(
 
     `v_head_dim` (default head_dim) is the width of the value rows: o_acc's
     lane slices and the rows of `out`. `lse` names a write buffer of
-    item_count f32 that receives each item's log-sum-exp."""
+    item_count f32 that receives each item's log-sum-exp.
+
+    `kv_lens` names a read i32 buffer of item_count / items_per_seq key
+    counts, one per sequence of `items_per_seq` consecutive items: item i
+    then runs over `clamp(kv_lens[i // items_per_seq], 0, seq_len)` keys
+    only (tiles past it skipped at run time, the last one cut), and a
+    `mask` is evaluated on every tile (no compile-time tile classes)."""
     check_kernel_name(name)
     dtype = check_dtype(dtype)
     for role, fn in (("scores", scores), ("update", update), ("prologue", prologue),
@@ -326,7 +341,20 @@ def tiled_online_softmax(
         raise VyreError(
             f"{clashes[0]!r} names both a buffer and a scratch array; rename one"
         )
-    roles = (("q", q), ("out", out)) + ((("lse", lse),) if lse is not None else ())
+    if (kv_lens is None) != (items_per_seq is None):
+        raise VyreError(
+            "kv_lens and items_per_seq go together: kv_lens names the buffer of key "
+            "counts, items_per_seq how many consecutive items share one"
+        )
+    if kv_lens is not None:
+        check_identifier("the kv_lens buffer name", kv_lens)
+        (items_per_seq,) = check_dimensions(items_per_seq=items_per_seq)
+        if item_count % items_per_seq:
+            raise VyreError(
+                f"items_per_seq ({items_per_seq}) must divide item_count ({item_count})"
+            )
+    roles = (("q", q), ("out", out)) + ((("lse", lse),) if lse is not None else ()) + (
+        (("kv_lens", kv_lens),) if kv_lens is not None else ())
     for role, wanted in roles:
         if wanted not in names:
             raise VyreError(
@@ -363,8 +391,10 @@ def tiled_online_softmax(
         )
         for scratch_name, length in extra_scratch.items()
     }
+    # With run-time lengths a mask may depend on them: every tile is partial.
     classes = (
-        classify_tiles(mask, item_count, seq_len, tile_size) if mask is not None else None
+        classify_tiles(mask, item_count, seq_len, tile_size)
+        if mask is not None and kv_lens is None else None
     )
     skeleton = vyre.TiledOnlineSoftmaxOp(
         values[q],
@@ -380,6 +410,8 @@ def tiled_online_softmax(
         tile_classes=classes,
         v_head_dim=v_head_dim,
         lse=values[lse] if lse is not None else None,
+        kv_lens=values[kv_lens] if kv_lens is not None else None,
+        items_per_seq=items_per_seq,
     )
     body.emit(skeleton)
     shape = {**skeleton.shape(), "v_head_dim": skeleton.v_dim}

@@ -115,7 +115,7 @@ def execute(
 ) -> None:
     """Run the kernel of `module`, or each kernel of a program in order, on
     `arrays` (buffer name -> flat array of the buffer's dtype: float32,
-    float16 or ml_dtypes.bfloat16, shared by the kernels);
+    float16, ml_dtypes.bfloat16 or int32, shared by the kernels);
     outputs are written in place. A temporary buffer starts zeroed: one
     given in `arrays` is zeroed and left holding what the kernels wrote (for
     debugging), one left out is allocated here. `listeners` are xDSL
@@ -132,7 +132,9 @@ def execute(
             storage[buffer.name] = np.zeros(buffer.count, buffer.numpy_dtype)
     buffers = {
         b.name: Buffer(
-            storage[b.name],
+            # the interpreter holds integers unsigned (lanes.py): an i32
+            # buffer is read through its uint32 view (the same bits)
+            storage[b.name].view(np.uint32) if b.dtype == "i32" else storage[b.name],
             (b.count,),
             private=False,
             name=f"buffer {b.name!r}",

@@ -8,7 +8,7 @@ builtin.module {
     %qs = vyre.scratch "q_scratch" : memref<128xf32>
     %st = vyre.scratch "score_tile" : memref<128xf32>
     %oa = vyre.scratch "o_acc" : memref<128xf32>
-    "vyre.tiled_online_softmax"(%q, %out, %qs, %st, %oa) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, item_count = 4 : i64, seq_len = 4 : i64, head_dim = 2 : i64, tile_size = 2 : i64, tile_count = 2 : i64}> ({
+    "vyre.tiled_online_softmax"(%q, %out, %qs, %st, %oa) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>, item_count = 4 : i64, seq_len = 4 : i64, head_dim = 2 : i64, tile_size = 2 : i64, tile_count = 2 : i64}> ({
     ^bb0(%item: index, %lane: index, %ts: index, %tl: index, %a: memref<128xf32>, %b: memref<128xf32>):
       "vyre.yield"() : () -> ()
     }, {

@@ -143,7 +143,7 @@ builtin.module {
 
 // -----
 
-// Buffers hold f32, f16 or bf16.
+// q and out hold f32, f16 or bf16 (i32 buffers hold integers: lengths, tables).
 builtin.module {
   vyre.kernel @k items 4 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xi32>
@@ -162,7 +162,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:149:5: error: 'vyre.buffer' op buffer 'q' must be a static 1-D memref of f32, f16 or bf16 (e.g. memref<4096xf32> or memref<4096xbf16>: the builders' dtype=), got memref<8xi32>
+// CHECK: {{.*}}verify_errors.mlir:154:5: error: 'vyre.tiled_online_softmax' op operand 'q' must be a static 1-D memref of f32, f16 or bf16 (e.g. memref<4096xf32> or memref<4096xbf16>: the builders' dtype=), got memref<8xi32>
 
 // -----
 
@@ -473,7 +473,7 @@ builtin.module {
     %qs = vyre.scratch "q_scratch" : memref<128xf32>
     %st = vyre.scratch "score_tile" : memref<128xf32>
     %oa = vyre.scratch "o_acc" : memref<128xf32>
-    "vyre.tiled_online_softmax"(%q, %out, %qs, %st, %oa) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, item_count = 4 : i64, seq_len = 4 : i64, head_dim = 2 : i64, tile_size = 2 : i64, tile_count = 2 : i64}> ({
+    "vyre.tiled_online_softmax"(%q, %out, %qs, %st, %oa) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0, 0>, item_count = 4 : i64, seq_len = 4 : i64, head_dim = 2 : i64, tile_size = 2 : i64, tile_count = 2 : i64}> ({
     ^bb0(%item: index, %lane: index, %ts: f32, %tl: index, %a: memref<128xf32>, %b: memref<128xf32>):
       "vyre.yield"() : () -> ()
     }, {
