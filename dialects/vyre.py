@@ -59,7 +59,15 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from vyre_xdsl.dialects.structure import (
+    check_dominance,
+    check_fragment_barriers,
+    check_no_definitions,
+    check_no_stores_to,
+)
+
 U32_MAX = 2**32 - 1
+BINDING_MAX = 2**31 - 1  # lowered kernels record bindings as i32
 # read: an input; write: an output; temp: a buffer the program allocates to
 # pass values from one kernel of a module to a later one (neither passed in
 # nor returned)
@@ -254,6 +262,11 @@ class KernelOp(IRDLOperation):
         names: dict[str, Operation] = {}
         bindings: dict[int, str] = {}
         for op in self.body.block.ops:
+        # what xDSL leaves unchecked: SSA order, definitions, stores to inputs
+        check_no_definitions(self, f"kernel @{self.sym_name.data}")
+        check_dominance(self)
+        read_only = {b.result: b.sym_name.data for b in self.buffers if b.access.data == "read"}
+        check_no_stores_to(self, read_only.get)
             if not isinstance(op, BufferOp | ScratchOp):
                 continue
             name = op.sym_name.data
@@ -356,6 +369,11 @@ class BufferOp(IRDLOperation):
         )
         self.result.name_hint = name
 
+        if _int(self.binding) > BINDING_MAX:
+            raise VerifyException(
+                f"buffer '{name}' has binding {_int(self.binding)}; bindings are "
+                f"32-bit in the lowered kernel: use one in [0, {BINDING_MAX}]"
+            )
     @property
     def is_output(self) -> bool:
         return self.access.data == "write"
@@ -830,6 +848,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         blocks = -(-shape["item_count"] // lanes)
         tiles = shape["tile_count"]
         if self.tile_classes is None:
+        check_fragment_barriers(
+            [r for r in (self.scores, self.update, self.prologue, self.epilogue, self.mask)
+             if r is not None],
+            invocations % lanes == 0, f"{invocations} invocations, {lanes} lanes a workgroup",
+        )
             fill = TILE_PARTIAL if self.has_mask else TILE_FULL
             return [[fill] * tiles for _ in range(blocks)]
         flat = [int(v) for v in self.tile_classes.get_values()]

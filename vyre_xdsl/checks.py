@@ -21,7 +21,7 @@ from vyre_xdsl.errors import VyreError
 
 U32_MAX = 2**32 - 1
 # Lowered kernels record bindings as i32 (docs/lowered-ir.md).
-BINDING_MAX = 2**31 - 1
+from vyre_xdsl.dialects.vyre import BINDING_MAX  # noqa: E402
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -32,7 +32,7 @@ def make_context() -> Context:
 
 def parse_module(text: str, path: str = "<input>") -> ModuleOp:
     """Parse and verify MLIR text (vyre or lowered IR)."""
-    from vyre_xdsl.diagnostics import LocatingParser, first_invalid_op, located
+    from vyre_xdsl.diagnostics import LocatingParser, _first_line, first_invalid_op, located
 
     if isinstance(text, bytes | bytearray):
         try:
@@ -47,6 +47,9 @@ def parse_module(text: str, path: str = "<input>") -> ModuleOp:
     try:
         module = LocatingParser(make_context(), text, path).parse_module()
     except (ParseError, VerifyException, DiagnosticException) as error:
+        op = getattr(error, "op", None)  # a structural check names the op
+        if op is not None:
+            raise VyreError(located(op, f"'{op.name}' op {_first_line(error)}")) from None
         raise VyreError(f"{path}: {error}") from None
     try:
         module.verify()

@@ -14,6 +14,16 @@ class LocatingParser(Parser):
 
     line_offset = 0
 
+    def parse_module(self, allow_implicit_module: bool = True):
+        """The module, with SSA dominance checked (xDSL's parser resolves
+        forward references and no xDSL verifier checks the order; upstream
+        MLIR rejects a use before its definition)."""
+        from vyre_xdsl.dialects.structure import check_dominance
+
+        module = super().parse_module(allow_implicit_module)
+        check_dominance(module)
+        return module
+
     def parse_operation(self) -> Operation:
         start = self._current_token.span
         try:
@@ -67,7 +77,8 @@ def first_invalid_op(root: Operation) -> tuple[Operation, str] | None:
         try:
             op.verify(verify_nested_ops=False)
         except Exception as error:  # noqa: BLE001 - any verifier failure
-            return op, _first_line(error)
+            # a structural check of a kernel names the op at fault (`op`)
+            return getattr(error, "op", op), _first_line(error)
     return None
 
 
@@ -88,8 +99,15 @@ def describe(error: Exception, module: Operation | None, input_name: str) -> str
             op, message = failing
             return located(op, f"'{op.name}' op {message}")
         op = getattr(error, "op", None)
-        return located(op, _first_line(error))
+        return located(op, _op_message(op, error))
     op = getattr(error, "op", None)
     if op is not None and location_of(op) is not None:
-        return located(op, _first_line(error))
+        return located(op, _op_message(op, error))
     return f"{input_name}: error: {_first_line(error)}"
+
+
+def _op_message(op: Operation | None, error: Exception) -> str:
+    """A verifier's message about `op`, as MLIR words it ('name' op ...)."""
+    if op is None or not isinstance(error, VerifyException):
+        return _first_line(error)
+    return f"'{op.name}' op {_first_line(error)}"

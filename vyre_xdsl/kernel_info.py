@@ -193,7 +193,24 @@ def check_device_ir(func: gpu.FuncOp) -> None:
     from xdsl.dialects import arith, scf
     from xdsl.dialects.builtin import IndexType, IntegerType
 
+    from xdsl.dialects import memref
+
+    from vyre_xdsl.dialects.structure import check_dominance, check_no_definitions
+
+    _structural(func, lambda: check_no_definitions(func, f"kernel @{func.sym_name.data}"))
+    _structural(func, lambda: check_dominance(func))
     for op in func.walk():
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            count = 1
+            for extent in op.memref.type.get_shape():
+                count *= max(extent, 0)
+            if count > U32_MAX:
+                raise _at(
+                    op,
+                    f"kernel @{func.sym_name.data}: '{op.name}' of {count} elements; "
+                    f"an array holds at most {U32_MAX} (its index is a 32-bit "
+                    f"unsigned integer on the device): shrink it",
+                )
         if isinstance(op, arith.ConstantOp):
             value = op.value
             if isinstance(value, IntegerAttr) and isinstance(
@@ -424,14 +441,131 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
     if not isinstance(item_count, IntegerAttr) or not 0 <= item_count.value.data <= U32_MAX:
         raise _at(func, f"'{ITEM_COUNT_ATTR}' of {kernel} must be an integer in [0, 2^32)")
     check_device_ir(func)
+    workgroup_size = _positive_array(attrs[WORKGROUP_SIZE_ATTR], WORKGROUP_SIZE_ATTR, func)
+    grid_size = _positive_array(attrs[GRID_SIZE_ATTR], GRID_SIZE_ATTR, func)
+    check_kernel_layout(func, buffers, item_count.value.data, workgroup_size, grid_size)
     return KernelInfo(
         name=func.sym_name.data,
         buffers=tuple(buffers),
         item_count=item_count.value.data,
-        workgroup_size=_positive_array(
-            attrs[WORKGROUP_SIZE_ATTR], WORKGROUP_SIZE_ATTR, func
-        ),
-        grid_size=_positive_array(attrs[GRID_SIZE_ATTR], GRID_SIZE_ATTR, func),
+        workgroup_size=workgroup_size,
+        grid_size=grid_size,
         func=func,
         loop_iterations=loop_iterations(func.body),
     )
+
+
+def check_kernel_layout(
+    func: gpu.FuncOp, buffers: list[BufferInfo], item_count: int,
+    workgroup_size: tuple[int, int, int], grid_size: tuple[int, int, int],
+) -> None:
+    """docs/lowered-ir.md's rules that tie the host side to the body: the
+    grid covers every item, `read` buffers are never stored to, and the
+    recorded workgroup size fits the workgroup arrays the lanes index."""
+    from vyre_xdsl.dialects.structure import check_no_stores_to
+
+    kernel = f"kernel @{func.sym_name.data}"
+    lanes = workgroup_size[0] * grid_size[0]
+    if lanes < item_count:
+        raise _at(
+            func,
+            f"{kernel}: the grid runs {grid_size[0]} workgroups of {workgroup_size[0]} "
+            f"lanes = {lanes} invocations along x, fewer than its {item_count} items "
+            f"('{ITEM_COUNT_ATTR}'); set '{GRID_SIZE_ATTR}' to "
+            f"[{-(-item_count // workgroup_size[0])}, 1, 1]",
+        )
+    args = func.body.blocks[0].args
+    read_only = {arg: b.name for arg, b in zip(args, buffers, strict=True) if b.is_input}
+    _structural(func, lambda: check_no_stores_to(func, read_only.get))
+    _check_lane_slices(func, workgroup_size[0], item_count)
+
+
+def _structural(func: gpu.FuncOp, check) -> None:
+    """Run a dialects.structure check; its error as a located VyreError."""
+    from xdsl.utils.exceptions import VerifyException
+
+    try:
+        check()
+    except VerifyException as error:
+        op = getattr(error, "op", func)
+        raise _at(op, f"kernel @{func.sym_name.data}: '{op.name}' {error}") from None
+
+
+def _check_lane_slices(func: gpu.FuncOp, lanes: int, item_count: int) -> None:
+    """A workgroup array indexed `thread_id * c + ...` must hold the slice of
+    the last lane: a body written for fewer lanes than the recorded
+    workgroup size would make the extra lanes write past it (lavapipe
+    crashes or corrupts other arrays).  Only accesses every lane makes are
+    judged (not under a branch on the lane; under the item guard only when
+    the first workgroup is full)."""
+    from xdsl.dialects import memref
+
+    from vyre_xdsl.index_forms import linear_index
+
+    for op in func.walk():
+        if not isinstance(op, memref.LoadOp | memref.StoreOp) or len(op.indices) != 1:
+            continue
+        alloc = op.memref.owner
+        if not isinstance(alloc, memref.AllocOp | memref.AllocaOp):
+            continue
+        size = 1
+        for extent in alloc.memref.type.get_shape():
+            size *= extent
+        form = linear_index(op.indices[0])
+        lane_coefficient = sum(c for v, c in form.terms if _is_lane(v))
+        if lane_coefficient <= 0 or any(c < 0 for _, c in form.terms):
+            continue
+        if not _every_lane_reaches(op, func, lanes, item_count):
+            continue
+        lowest = (lanes - 1) * lane_coefficient + form.constant
+        if lowest >= size:
+            raise _at(
+                op,
+                f"kernel @{func.sym_name.data}: lane {lanes - 1} (the workgroup has "
+                f"{lanes} lanes, '{WORKGROUP_SIZE_ATTR}') indexes this array of {size} "
+                f"elements at {lowest} or more; the body is written for fewer lanes: "
+                f"record the workgroup size it was built for, or size the array "
+                f"for {lanes} lanes",
+            )
+
+
+def _is_lane(value) -> bool:
+    from xdsl.dialects import arith
+
+    owner = value.owner
+    if isinstance(owner, arith.IndexCastOp):
+        return _is_lane(owner.input)
+    return isinstance(owner, gpu.ThreadIdOp) and owner.dimension.data.value == "x"
+
+
+def _depends_on_ids(value, seen: set | None = None) -> tuple[bool, bool]:
+    """(on the thread id, on the global id) for an SSA value."""
+    from xdsl.ir import OpResult
+
+    seen = set() if seen is None else seen
+    if not isinstance(value, OpResult) or value in seen:
+        return False, False
+    seen.add(value)
+    owner = value.op
+    if isinstance(owner, gpu.ThreadIdOp):
+        return True, False
+    if isinstance(owner, gpu.GlobalIdOp):
+        return False, True
+    lane = item = False
+    for operand in owner.operands:
+        a, b = _depends_on_ids(operand, seen)
+        lane, item = lane or a, item or b
+    return lane, item
+
+
+def _every_lane_reaches(op, func, lanes: int, item_count: int) -> bool:
+    from xdsl.dialects import scf
+
+    parent = op.parent_op()
+    while parent is not None and parent is not func:
+        if isinstance(parent, scf.IfOp):
+            on_lane, on_item = _depends_on_ids(parent.cond)
+            if on_lane or (on_item and item_count < lanes):
+                return False
+        parent = parent.parent_op()
+    return True

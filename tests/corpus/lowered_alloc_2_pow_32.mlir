@@ -1,0 +1,21 @@
+// ARGS: -t spirv-asm
+// ERROR: 'memref.alloc' of 4294967296 elements
+// 2^32 floats: the device's index cannot address them (the emitter made an array of length 0)
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "k"}> ({
+    "gpu.func"() <{function_type = (memref<128xf32>, memref<128xf32>) -> (), kernel}> ({
+    ^bb0(%a: memref<128xf32>, %out: memref<128xf32>):
+      %item = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %lane = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %big = memref.alloc() : memref<4294967296xf32>
+      %x = memref.load %a[%item] : memref<128xf32>
+      memref.store %x, %out[%item] : memref<128xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "k", gpu.kernel, vyre.item_count = 128 : i64,
+        vyre.workgroup_size = array<i32: 64, 1, 1>,
+        vyre.grid_size = array<i32: 2, 1, 1>,
+        vyre.buffers = [
+          {name = "a", binding = 0 : i32, access = "read", shape = array<i64: 128>},
+          {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 128>}]} : () -> ()
+  }) : () -> ()
+}
