@@ -262,11 +262,6 @@ class KernelOp(IRDLOperation):
         names: dict[str, Operation] = {}
         bindings: dict[int, str] = {}
         for op in self.body.block.ops:
-        # what xDSL leaves unchecked: SSA order, definitions, stores to inputs
-        check_no_definitions(self, f"kernel @{self.sym_name.data}")
-        check_dominance(self)
-        read_only = {b.result: b.sym_name.data for b in self.buffers if b.access.data == "read"}
-        check_no_stores_to(self, read_only.get)
             if not isinstance(op, BufferOp | ScratchOp):
                 continue
             name = op.sym_name.data
@@ -285,6 +280,11 @@ class KernelOp(IRDLOperation):
                     )
                 bindings[binding] = name
         self._verify_program_buffers()
+        # what xDSL leaves unchecked: SSA order, definitions, stores to inputs
+        check_no_definitions(self, f"kernel @{self.sym_name.data}")
+        check_dominance(self)
+        read_only = {b.result: b.sym_name.data for b in self.buffers if b.access.data == "read"}
+        check_no_stores_to(self, read_only.get)
 
     def _verify_program_buffers(self) -> None:
         """The kernels of one module run as a program over one set of
@@ -369,11 +369,6 @@ class BufferOp(IRDLOperation):
         )
         self.result.name_hint = name
 
-        if _int(self.binding) > BINDING_MAX:
-            raise VerifyException(
-                f"buffer '{name}' has binding {_int(self.binding)}; bindings are "
-                f"32-bit in the lowered kernel: use one in [0, {BINDING_MAX}]"
-            )
     @property
     def is_output(self) -> bool:
         return self.access.data == "write"
@@ -402,6 +397,11 @@ class BufferOp(IRDLOperation):
             )
         if _int(self.binding) < 0:
             raise VerifyException(f"buffer '{name}' has a negative binding")
+        if _int(self.binding) > BINDING_MAX:
+            raise VerifyException(
+                f"buffer '{name}' has binding {_int(self.binding)}; bindings are "
+                f"32-bit in the lowered kernel: use one in [0, {BINDING_MAX}]"
+            )
         shape = self.logical_shape
         if not shape or any(dim < 1 for dim in shape):
             raise VerifyException(
@@ -848,11 +848,6 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         blocks = -(-shape["item_count"] // lanes)
         tiles = shape["tile_count"]
         if self.tile_classes is None:
-        check_fragment_barriers(
-            [r for r in (self.scores, self.update, self.prologue, self.epilogue, self.mask)
-             if r is not None],
-            invocations % lanes == 0, f"{invocations} invocations, {lanes} lanes a workgroup",
-        )
             fill = TILE_PARTIAL if self.has_mask else TILE_FULL
             return [[fill] * tiles for _ in range(blocks)]
         flat = [int(v) for v in self.tile_classes.get_values()]
@@ -916,6 +911,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                     "the scores, update, prologue and epilogue regions end with a "
                     "plain vyre.yield (no values); only the mask region yields an i1"
                 )
+        check_fragment_barriers(
+            [r for r in (self.scores, self.update, self.prologue, self.epilogue, self.mask)
+             if r is not None],
+            invocations % lanes == 0, f"{invocations} invocations, {lanes} lanes a workgroup",
+        )
         if self.has_mask:
             self._verify_mask(lanes)
         elif self.tile_classes is not None:
