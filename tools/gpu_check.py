@@ -138,6 +138,37 @@ def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False, dtype="f32") -> 
     return Case(label, build, inputs, reference, dtype)
 
 
+def paged_case(batch, heads, kv_heads, d, length, page, dtype="f32") -> Case:
+    """Decode of one token per sequence over a paged cache of ragged
+    lengths (a shuffled block table), with the log-sum-exp; the oracle
+    gathers the pages (out and lse are each compared)."""
+    pages = batch * -(-length // page)
+    label = (f"fa2 paged B={batch} H={heads} Hkv={kv_heads} D={d} L<={length} P={page}"
+             + (f" {dtype}" if dtype != "f32" else ""))
+
+    def build():
+        return vx.flash_attention_2(seq_len=1, kv_len=length, batch=batch, num_heads=heads,
+                                    num_kv_heads=kv_heads, head_dim=d, return_lse=True,
+                                    page_size=page, num_pages=pages, dtype=dtype)
+
+    def inputs(rng):
+        host = numpy_dtype(dtype)
+        q = rng.standard_normal((batch, heads, 1, d), dtype=np.float32).astype(host)
+        k, v = (rng.standard_normal((pages, page, kv_heads, d), dtype=np.float32).astype(host)
+                for _ in range(2))
+        lens = rng.integers(1, length + 1, batch).astype(np.int32)
+        table = rng.permutation(pages).astype(np.int32).reshape(batch, -1)
+        return {"q": q, "k": k, "v": v, "kv_lens": lens, "block_table": table}
+
+    def reference(ins):
+        out, lse = vx.reference.flash_attention_2(
+            ins["q"], ins["k"], ins["v"], kv_lens=ins["kv_lens"], page_size=page,
+            block_table=ins["block_table"], kv_len=length, return_lse=True, dtype=dtype)
+        return out, lse
+
+    return Case(label, build, inputs, reference, dtype)
+
+
 def cases(every: bool) -> list[Case]:
     found = [
         fa2_case(1, 512, 64, nan_inf=True),
@@ -157,6 +188,8 @@ def cases(every: bool) -> list[Case]:
         fa2_case(32, 4096, 128, causal=True, dtype="bf16"),
         fa2_case(4, 300, 256, dtype="bf16"),
         mla_case(4096, 16, dtype="bf16"),
+        paged_case(8, 32, 8, 128, 4096, 16),
+        paged_case(64, 32, 8, 128, 1024, 16, dtype="bf16"),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE
     found += [fa2_case(2, 70, d) for d in dims]
@@ -177,15 +210,22 @@ def check(case: Case, rng: np.random.Generator) -> bool:
     except vx.VyreError as error:
         print(f"FAIL {case.name}: {error}", flush=True)
         return False
-    (out,) = (arrays[b.name].reshape(b.shape).astype(np.float32) for b in info.outputs)
-    want = case.reference(ins).reshape(out.shape)
-    nan_ok = bool(np.array_equal(np.isnan(out), np.isnan(want)))
-    finite = ~np.isnan(want)
-    scale = float(np.abs(want[finite]).max()) if finite.any() else 1.0
-    err = float(np.abs(out[finite] - want[finite]).max()) / (scale or 1.0) if finite.any() else 0.0
+    wanted = case.reference(ins)
+    wanted = wanted if isinstance(wanted, tuple) else (wanted,)
+    nan_ok, err = True, 0.0
+    for buffer, want in zip(info.outputs, wanted, strict=True):  # out[, lse]
+        out = arrays[buffer.name].astype(np.float32).reshape(-1)
+        want = np.asarray(want, np.float64).reshape(-1)
+        nan_ok &= bool(np.array_equal(np.isnan(out), np.isnan(want)))
+        finite = np.isfinite(want)
+        if not np.array_equal(out[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]):
+            nan_ok = False  # an infinite reference (lse of a row with no key) exactly
+        if finite.any():
+            scale = float(np.abs(want[finite]).max()) or 1.0
+            err = max(err, float(np.abs(out[finite] - want[finite]).max()) / scale)
     ok = nan_ok and err <= TOLERANCE[case.dtype]
     print(f"{'ok  ' if ok else 'FAIL'} {case.name}: {len(info.kernels)} kernel(s), "
-          f"max|err|/max|ref| {err:.2e}, NaN placement {'ok' if nan_ok else 'WRONG'}, "
+          f"max|err|/max|ref| {err:.2e}, NaN/inf placement {'ok' if nan_ok else 'WRONG'}, "
           f"GPU {timings.get('dispatch_ms', float('nan')):.3f} ms, "
           f"{time.perf_counter() - started:.1f} s in all", flush=True)
     return ok
