@@ -6,6 +6,7 @@ tests and tests/test_fuzz_ir.py)."""
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 import io
 import sys
 
@@ -522,3 +523,99 @@ def test_fragment_attribute_errors_still_work_with_hasattr():
 
     _skeleton(scores=scores)
     assert seen == {"m_new": False, "tile_len": True}
+
+
+# vyre-opt / vyre-run on what a lexer chokes on: located, named, exit 1 -------------
+
+def _vyre_opt(args):
+    from vyre_xdsl.tools import vyre_opt
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            vyre_opt.main(args)
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
+_MODULE = b"builtin.module {\n  %x = arith.constant 1.0 : f32\n}\n"
+
+
+@pytest.mark.parametrize("content, where, message", [
+    (_MODULE.replace(b"1.0 : f32", b"1.0 : f32 \xff\xfe"), "2:33", "byte 0xff is not UTF-8 text"),
+    (b"\xc3" + _MODULE, "1:1", "byte 0xc3 is not UTF-8 text"),
+    (b"\xef\xbb\xbf" + _MODULE, "1:1", "byte-order mark (U+FEFF)"),
+    (_MODULE.replace(b"%x =", b"%x\xe2\x80\x8b ="), "2:5", "invisible character U+200B (ZERO WIDTH SPACE)"),
+    (_MODULE.replace(b"%x =", b"%x\xc2\xa0="), "2:5", "invisible character U+00A0 (NO-BREAK SPACE)"),
+    (_MODULE.replace(b"1.0", b"1.0\x00"), "2:26", "U+0000 (a control character)"),
+    (_MODULE.replace(b"%x", "%\u00e9t\u00e9".encode()), "2:4", "non-ASCII character 'é' U+00E9"),
+    (_MODULE.replace(b"%x", "%\u0445".encode()), "2:4", "non-ASCII character 'х' U+0445 (CYRILLIC"),
+    (_MODULE.replace(b"builtin", b"\xe2\x80\xaebuiltin"), "1:1", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+    (b'builtin.module {\n  "test.op"() {name = "q\xe2\x80\x8b"} : () -> ()\n}\n', "2:25",
+     "invisible character U+200B (ZERO WIDTH SPACE) in a string literal"),
+    (b"builtin.module {\n" + b'"test.op"() ({\n' * 400 + b"}) : () -> ()\n" * 400 + b"}\n",
+     None, "nest too deeply"),
+    (b"builtin.module {\n  func.func @f() {\n    func.return\n  }\n"
+     b"  func.func @f() {\n    func.return\n  }\n}\n", "5:3", 'Redefinition of symbol "f"'),
+], ids=["non-utf8", "non-utf8-first-byte", "bom", "zero-width-space", "nbsp", "nul",
+        "non-ascii-name", "cyrillic-lookalike", "bidi-override", "invisible-in-string",
+        "deep-nesting", "symbol-redefinition"])
+@pytest.mark.parametrize("tool", ["vyre-opt", "vyre-run"])
+def test_bad_characters_and_structure_are_located(tmp_path, content, where, message, tool):
+    path = tmp_path / "in.mlir"
+    path.write_bytes(content)
+    code, out, err = (_vyre_opt if tool == "vyre-opt" else _vyre_run)([str(path)])
+    assert code == 1, (code, out, err)
+    first = err.strip().split("\n")[0]
+    prefix = f"{path}:{where}: error: " if where else f"{path}:"
+    assert first.startswith(prefix) and "error:" in first, first
+    assert message in err, err
+    assert "Traceback" not in err and "internal" not in err, err
+
+
+def test_comments_and_non_ascii_strings_are_fine(tmp_path):
+    path = tmp_path / "in.mlir"
+    path.write_bytes("// caf\u00e9 \u200b\nbuiltin.module {\n  \"test.op\"() {n = \"caf\u00e9\"} : () -> ()\n}\n"
+                     .encode())
+    code, out, err = _vyre_opt([str(path)])
+    assert code == 0 and '"test.op"() {n = "caf' in out, err
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t\n", b"// only a comment\n\n"])
+def test_empty_input_is_an_empty_module_for_vyre_opt_and_an_error_for_vyre_run(tmp_path, content):
+    """vyre-opt does what mlir-opt-22 does (an empty module, exit 0); vyre-run
+    has nothing to run."""
+    path = tmp_path / "empty.mlir"
+    path.write_bytes(content)
+    code, out, err = _vyre_opt([str(path)])
+    assert code == 0 and out.split() == ["builtin.module", "{", "}"], (code, out, err)
+    code, out, err = _vyre_run([str(path)])
+    assert code == 1 and err.startswith(f"{path}:1:1: error: the input holds no operation"), err
+    with pytest.raises(VyreError, match="expected at least one lowered vyre kernel"):
+        vx.run(vx.parse_module(content), {})
+
+
+def test_a_plugin_pass_that_raises_is_a_diagnostic(tmp_path):
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(
+        "from xdsl.passes import ModulePass\n"
+        "class Boom(ModulePass):\n"
+        "    name = 'boom'\n"
+        "    def apply(self, ctx, op):\n"
+        "        raise RuntimeError('the plugin is broken')\n")
+    example = Path(__file__).resolve().parent.parent / "examples" / "flash_attention_2.mlir"
+    code, out, err = _vyre_opt([str(example), "--plugin", str(plugin), "-p", "boom"])
+    assert code == 1, (code, err)
+    assert "error: pass 'boom' failed" in err and "RuntimeError: the plugin is broken" in err
+    assert "Traceback" not in err and "internal compiler error" not in err
+
+
+def test_vyre_run_output_writes_exactly_the_path_given(tmp_path):
+    example = Path(__file__).resolve().parent.parent / "examples" / "flash_attention_2.mlir"
+    target = tmp_path / "result.bin"
+    code, out, err = _vyre_run([str(example), "--random", "--output", f"out={target}"])
+    assert code == 0, err
+    assert target.exists() and not (tmp_path / "result.bin.npy").exists()
+    assert np.load(target).shape == (100, 16)

@@ -29,7 +29,14 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from vyre_xdsl.diagnostics import LocatingParser, describe, first_invalid_op, located
+from vyre_xdsl.diagnostics import (
+    LocatingParser,
+    describe,
+    first_invalid_op,
+    is_blank,
+    located,
+    source_text,
+)
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes import ALL_PASSES
 
@@ -82,7 +89,10 @@ class VyreOptMain(xDSLOptMain):
 
     def register_all_frontends(self):
         def parse_mlir(io) -> ModuleOp:
-            parser = LocatingParser(self.ctx, io.read(), self.get_input_name())
+            text = source_text(io.read(), self.get_input_name())
+            if is_blank(text):
+                return ModuleOp([])  # as mlir-opt: an empty input is an empty module
+            parser = LocatingParser(self.ctx, text, self.get_input_name())
             parser.line_offset = self._chunk_offset
             return parser.parse_module(not self.args.no_implicit_module)
 
@@ -96,6 +106,13 @@ class VyreOptMain(xDSLOptMain):
     def parse_chunk(self, chunk, file_extension, start_offset=0):
         self._chunk_offset = start_offset
         return super().parse_chunk(chunk, file_extension, start_offset)
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        """Apply the pipeline; a plugin or xDSL pass that raises is reported
+        naming the pass (vyre_xdsl.compiler.run_passes)."""
+        from vyre_xdsl.compiler import run_passes
+
+        run_passes(self.pipeline, self.ctx, prog)
 
     def emit(self, module: ModuleOp) -> str | bytes:
         target = parse_spec(self.args.target).name

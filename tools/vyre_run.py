@@ -9,13 +9,16 @@ Inputs come from .npy files (`--input q=q.npy`) or, with `--random`, from a
 seeded normal distribution for every input not given. `--check` compares the
 outputs with the numpy oracle (`vyre_xdsl.reference`, chosen by kernel name,
 shapes from the buffers' logical shapes), prints the max abs error and exits
-1 on a mismatch. Errors are one `error: ...` line on stderr, exit code 1
-(2 for bad command-line usage).
+1 on a mismatch. Errors are one `file:line:col: error: ...` diagnostic on
+stderr where the input has a place to point at (else `error: ...`), exit code
+1 (2 for bad command-line usage). `--output NAME=PATH` writes the .npy format
+to exactly PATH.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 
@@ -194,13 +197,18 @@ def _run(args: argparse.Namespace) -> int:
     output_paths = _pairs(args.output, "--output")
     try:
         if args.file == "-":
-            text, path = sys.stdin.read(), "<stdin>"
+            raw, path = sys.stdin.buffer.read(), "<stdin>"
         else:
-            with open(args.file, encoding="utf-8") as f:
-                text, path = f.read(), args.file
-    except (OSError, UnicodeDecodeError) as error:
-        raise VyreError(f"cannot read {args.file}: {error}") from None
-    module = parse_module(text, path)
+            with open(args.file, "rb") as f:
+                raw, path = f.read(), args.file
+    except OSError as error:
+        raise VyreError(f"cannot read {args.file}: {error.strerror or error}") from None
+    module = parse_module(raw, path)  # bytes: non-UTF-8 input is located there
+    if not list(module.body.block.ops):
+        raise VyreError(
+            f"{path}:1:1: error: the input holds no operation (it is empty, or only "
+            f"whitespace and comments); give a vyre.kernel or a lowered kernel to run"
+        )
     if args.pipeline:
         module = apply_pipeline(module, args.pipeline)
     device = args.device or (LIVE if args.backend == "vulkan" else None)
@@ -226,7 +234,9 @@ def _run(args: argparse.Namespace) -> int:
 
     for name, p in output_paths.items():
         try:
-            np.save(p, outputs[name])
+            # the .npy format at exactly the path given (np.save would add .npy)
+            with open(p, "wb") as f:
+                np.save(f, outputs[name])
         except OSError as error:
             raise VyreError(f"cannot write output {name!r} to {p}: {error}") from None
 
@@ -273,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except VyreError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_diagnostic(error), file=sys.stderr)
         return 1
     except ImportError as error:
         print(f"error: backend {args.backend!r} is not available: {error}", file=sys.stderr)
@@ -288,6 +298,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _diagnostic(error: VyreError) -> str:
+    """`file:line:col: error: ...` where the error knows its op or already
+    starts with a location, else `error: ...`."""
+    from vyre_xdsl.diagnostics import located, location_of
+
+    message = str(error)
+    if LOCATED.match(message):
+        return message
+    op = getattr(error, "op", None)
+    if op is not None and location_of(op) is not None:
+        return located(op, message)
+    return f"error: {message}"
+
+
+LOCATED = re.compile(r"^[^\n]*?:(\d+:\d+:)? error: ")
 
 
 if __name__ == "__main__":

@@ -32,21 +32,29 @@ def make_context() -> Context:
 
 def parse_module(text: str, path: str = "<input>") -> ModuleOp:
     """Parse and verify MLIR text (vyre or lowered IR)."""
-    from vyre_xdsl.diagnostics import LocatingParser, _first_line, first_invalid_op, located
+    from vyre_xdsl.diagnostics import (
+        LocatingParser,
+        _first_line,
+        describe,
+        first_invalid_op,
+        is_blank,
+        located,
+        source_text,
+    )
 
-    if isinstance(text, bytes | bytearray):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise VyreError(f"{path}: the input is not UTF-8 text ({error})") from None
-    if not isinstance(text, str):
+    if not isinstance(text, str | bytes | bytearray):
         raise VyreError(
             f"parse_module expects MLIR text (str), got {type(text).__name__}"
         )
     check_text("parse_module's path", path, "'kernel.mlir' (it names the input in messages)")
     try:
+        text = source_text(text, path)
+        if is_blank(text):
+            return ModuleOp([])  # as mlir-opt: an empty input is an empty module
         module = LocatingParser(make_context(), text, path).parse_module()
-    except (ParseError, VerifyException, DiagnosticException) as error:
+    except ParseError as error:
+        raise VyreError(describe(error, None, path)) from None
+    except (VerifyException, DiagnosticException) as error:
         op = getattr(error, "op", None)  # a structural check names the op
         if op is not None:
             raise VyreError(located(op, f"'{op.name}' op {_first_line(error)}")) from None
@@ -83,7 +91,11 @@ def run_passes(passes: PassPipeline, ctx: Context, module: ModuleOp) -> None:
     (bugs of ours, reported as such by the tools)."""
     from vyre_xdsl.diagnostics import first_invalid_op
 
-    for one in passes.passes:
+    if not passes.passes and passes.callback is not None:
+        passes.callback(None, module, None)  # as PassPipeline.apply (verifies)
+    for index, one in enumerate(passes.passes):
+        if passes.callback is not None and index == 0:
+            passes.callback(None, module, one)
         try:
             one.apply(ctx, module)
         except (VerifyException, DiagnosticException, VyreError):
@@ -99,6 +111,9 @@ def run_passes(passes: PassPipeline, ctx: Context, module: ModuleOp) -> None:
                 f"here (see docs/lowered-ir.md for the ops of the lowered form): "
                 f"leave it out of the pipeline or run it on other IR"
             ) from error
+        if passes.callback is not None:  # e.g. vyre-opt --print-between-passes
+            following = passes.passes[index + 1] if index + 1 < len(passes.passes) else None
+            passes.callback(one, module, following)
 
 
 def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:

@@ -2,10 +2,100 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.lexer import Input, Span
+
+# Characters an ASCII MLIR file may hold outside comments and strings.
+_PLAIN = re.compile(r"[^\t\n\r\x20-\x7e]")
+
+
+def source_text(raw: bytes | str, name: str) -> str:
+    """The text of an input file, or a located ParseError for what the
+    lexer would reject without saying what: bytes that are not UTF-8, a
+    byte-order mark, invisible or non-ASCII characters outside strings and
+    comments (MLIR's names and keywords are ASCII)."""
+    if isinstance(raw, bytes | bytearray):
+        raw = bytes(raw)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            offset = len(raw[: error.start].decode("utf-8", errors="replace"))
+            shown = raw.decode("utf-8", errors="replace")
+            raise ParseError(
+                Span(offset, offset + 1, Input(shown, name)),
+                f"byte 0x{raw[error.start]:02x} is not UTF-8 text ({error.reason}); "
+                f"save the file as UTF-8",
+            ) from None
+    else:
+        text = raw
+    check_characters(text, name)
+    return text
+
+
+def check_characters(text: str, name: str) -> None:
+    """A located ParseError for a byte-order mark, or an invisible or
+    non-ASCII character outside comments (and, invisible, in a string)."""
+    if text.startswith("\ufeff"):
+        raise ParseError(
+            Span(0, 1, Input(text, name)),
+            "the input starts with a byte-order mark (U+FEFF); save it as UTF-8 "
+            "without a BOM",
+        )
+    if _PLAIN.search(text) is None:
+        return  # plain ASCII: nothing to scan for
+    in_string = in_comment = escaped = False
+    for offset, char in enumerate(text):
+        if in_comment:
+            in_comment = char != "\n"
+            continue
+        invisible = _is_invisible(char)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char in "\"\n":
+                in_string = False
+            if not invisible:
+                continue
+        elif char == '"':
+            in_string = True
+            continue
+        elif char == "/" and text.startswith("//", offset):
+            in_comment = True
+            continue
+        elif not invisible and char.isascii():
+            continue
+        label = "a control character" if unicodedata.category(char) == "Cc" else "unnamed"
+        code = f"U+{ord(char):04X} ({unicodedata.name(char, label)})"
+        if invisible:
+            where = "in a string literal" if in_string else "here"
+            message = f"invisible character {code} {where}; delete it"
+        else:
+            message = (
+                f"non-ASCII character {char!r} {code} outside a string literal: "
+                f"MLIR names and keywords are ASCII; rename it"
+            )
+        raise ParseError(Span(offset, offset + 1, Input(text, name)), message)
+
+
+def _is_invisible(char: str) -> bool:
+    if char in "\t\n\r ":
+        return False
+    return unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp", "Co", "Cn")
+
+
+def is_blank(text: str) -> bool:
+    """Only whitespace and `//` comments: what mlir-opt reads as an empty
+    module."""
+    return all(not line.strip() or line.lstrip().startswith("//")
+               for line in text.splitlines())
 
 
 class LocatingParser(Parser):
@@ -31,7 +121,13 @@ class LocatingParser(Parser):
         except VerifyException as error:
             # Raised while building the op (a type constraint): point at it.
             raise ParseError(start, _first_line(error)) from None
-        except (MemoryError, OverflowError, RecursionError):
+        except RecursionError:
+            raise ParseError(
+                start,
+                "operations, regions or types nest too deeply here (beyond Python's "
+                "recursion limit); flatten the input",
+            ) from None
+        except (MemoryError, OverflowError):
             # e.g. `i644294967295`: xDSL computes 1 << width and runs out of memory
             raise ParseError(
                 start,
@@ -79,6 +175,27 @@ def first_invalid_op(root: Operation) -> tuple[Operation, str] | None:
         except Exception as error:  # noqa: BLE001 - any verifier failure
             # a structural check of a kernel names the op at fault (`op`)
             return getattr(error, "op", op), _first_line(error)
+    try:
+        root.verify(verify_nested_ops=False)
+    except Exception as error:  # noqa: BLE001 - e.g. the module's symbol table
+        return _redefinition(root, str(error)) or root, _first_line(error)
+    return None
+
+
+def _redefinition(root: Operation, message: str) -> Operation | None:
+    """The second definition of the symbol a SymbolTable error names."""
+    found = re.search(r'Redefinition of symbol "([^"]*)"', message)
+    if not found:
+        return None
+    seen = False
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                name = op.properties.get("sym_name") or op.attributes.get("sym_name")
+                if isinstance(name, StringAttr) and name.data == found.group(1):
+                    if seen:
+                        return op
+                    seen = True
     return None
 
 
