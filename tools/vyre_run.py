@@ -165,9 +165,18 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     try:
         if "flash_attention_2" in names:
             with_lse = "lse" in {b.name for b in info.outputs}
+            ragged = {}  # run-time lengths and pages (int32 inputs)
+            inputs = {b.name for b in info.inputs}
+            if "kv_lens" in inputs:
+                ragged["kv_lens"] = np.asarray(arrays["kv_lens"], np.int32).reshape(-1)
+            if "block_table" in inputs:
+                table = info.buffer("block_table")
+                ragged["block_table"] = np.asarray(arrays["block_table"], np.int32).reshape(
+                    table.shape)
+                ragged["page_size"] = info.buffer("k").shape[1]  # k [pages, P, heads, D]
             out = reference.flash_attention_2(
                 shaped("q"), shaped("k"), shaped("v"), tile_size=tile_size,
-                return_lse=with_lse,
+                return_lse=with_lse, **ragged,
             )
             if with_lse:
                 return dict(zip(("out", "lse"), out))
