@@ -487,7 +487,12 @@ class ExpandSkeleton(RewritePattern):
         lane_v_dims = v_dim // parts  # ... and of o_acc
         store_weights = not update_reads_scores(op)
         drop_minus_inf = scores_may_be_minus_inf(op)
-        ranges = block_ranges(op.tile_class_table()) if op.has_mask else []
+        if not op.has_mask:
+            ranges = []
+        elif op.tile_classes is None:  # every tile partial, for every block
+            ranges = [BlockRange(0, tile_count, 0, 0)]
+        else:
+            ranges = block_ranges(op.tile_class_table())
 
         score_stride = op.score_stride()
 
@@ -654,46 +659,59 @@ class ExpandSkeleton(RewritePattern):
                     "tile_end",
                 )
                 tile_len = b.subi(tile_end, tile_start, "tile_len")
-            scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
-            splice_copy(b, op.scores, scores_args)
 
-            def max_step(b: IRBuilder, j, acc):
-                tile_max = acc[0]
-                s = b.load(op.score_tile, score_index(b, j))
-                bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
-                next_max = b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
-                if masked:  # a masked key leaves the max alone
-                    next_max = b.select(keep(b, tile_start, j), next_max, tile_max)
-                return [next_max]
+            def tile_body(b: IRBuilder, tile_len):
+                scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
+                splice_copy(b, op.scores, scores_args)
 
-            (tile_max,) = b.loop(0, tile_len, max_step, [b.f32(F32_MIN)], hint="max_j")
-            tile_max.name_hint = "tile_max"
-            m_new = b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
-            exp = b.exp2 if op.exp2 is not None else b.exp
-            rescale = exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+                def max_step(b: IRBuilder, j, acc):
+                    tile_max = acc[0]
+                    s = b.load(op.score_tile, score_index(b, j))
+                    bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
+                    next_max = b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
+                    if masked:  # a masked key leaves the max alone
+                        next_max = b.select(keep(b, tile_start, j), next_max, tile_max)
+                    return [next_max]
 
-            def sum_step(b: IRBuilder, j, acc):
-                kept = keep(b, tile_start, j) if masked else None
-                weight = tile_weight(
-                    b, op.score_tile, lane, j, m_new, score_stride, kept,
-                    op.exp2 is not None, drop_minus_inf,
+                (tile_max,) = b.loop(0, tile_len, max_step, [b.f32(F32_MIN)], hint="max_j")
+                tile_max.name_hint = "tile_max"
+                m_new = b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
+                exp = b.exp2 if op.exp2 is not None else b.exp
+                rescale = exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+
+                def sum_step(b: IRBuilder, j, acc):
+                    kept = keep(b, tile_start, j) if masked else None
+                    weight = tile_weight(
+                        b, op.score_tile, lane, j, m_new, score_stride, kept,
+                        op.exp2 is not None, drop_minus_inf,
+                    )
+                    if store_weights:
+                        b.store(weight, op.score_tile, score_index(b, j))
+                    return [b.addf(acc[0], weight)]
+
+                (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
+                tile_sum.name_hint = "tile_sum"
+                l_new = b.addf(b.mulf(rescale, l), tile_sum, "l_new")
+                update_args = [
+                    item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc
+                ]
+                update = op.update.clone()
+                expand_tile_weights(op, update, masked, store_weights)
+                splice_copy(b, update, update_args)
+                update.drop_all_references()  # its ops must not stay users of the kernel's values
+                mark_tile_loops(tile_len, tile_size)
+                return [m_new, l_new]
+
+            if ragged:
+                # A full tile (every one but an item's last) runs the code of a
+                # constant length, which later passes unroll completely; the
+                # last tile the same operations over its run-time length.
+                return b.if_else(
+                    b.cmpi(tile_len, b.index(tile_size), "eq"),
+                    lambda b: tile_body(b, b.index(tile_size)),
+                    lambda b: tile_body(b, tile_len),
                 )
-                if store_weights:
-                    b.store(weight, op.score_tile, score_index(b, j))
-                return [b.addf(acc[0], weight)]
-
-            (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
-            tile_sum.name_hint = "tile_sum"
-            l_new = b.addf(b.mulf(rescale, l), tile_sum, "l_new")
-            update_args = [
-                item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc
-            ]
-            update = op.update.clone()
-            expand_tile_weights(op, update, masked, store_weights)
-            splice_copy(b, update, update_args)
-            update.drop_all_references()  # its ops must not stay users of the kernel's values
-            mark_tile_loops(tile_len, tile_size)
-            return [m_new, l_new]
+            return tile_body(b, tile_len)
 
         if (shape["item_count"] * op.lanes_per_item) % lanes:
             in_range = b.cmpi(item, b.index(shape["item_count"]), "ult")

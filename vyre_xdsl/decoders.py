@@ -298,6 +298,8 @@ def flash_attention_2(
         scores=scores,
         update=update,
         mask=mask if mask_mod is not None else None,
+        # without the head, a mask sees an item only through its position
+        mask_period=seq_len if mask_mod is not None and not mask_call.wants_head else None,
         dtype=dtype,
         v_head_dim=v_head_dim,
         lse="lse" if return_lse else None,

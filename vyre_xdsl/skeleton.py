@@ -8,6 +8,7 @@ is not built here: `vyre-inline-fragments` expands it, once, for everyone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -256,6 +257,7 @@ def tiled_online_softmax(
     lse: str | None = None,
     kv_lens: str | None = None,
     items_per_seq: int | None = None,
+    mask_period: int | None = None,
 ) -> ModuleOp:
     """A verified module holding one `vyre.kernel` named `name`: storage
     `buffers` (bound in the order given), the three scratch arrays, and the
@@ -286,7 +288,13 @@ def tiled_online_softmax(
     `mask(item, kv_idx) -> bool` (traced integers; True keeps the pair) adds
     the mask region; it is also evaluated with numpy over every (item, key)
     pair at build time to classify each (block of 64 items, key tile) as
-    empty, full or partial (`tile_classes`).
+    empty, full or partial (`tile_classes`), unless that would take more
+    than CLASSIFY_BUDGET evaluations or a table of more than TABLE_BUDGET
+    entries: then every tile is partial (the mask is evaluated per key at
+    run time; nothing is skipped), so that building never grows with the
+    square of the sequence past that.  `mask_period` P says that `mask`
+    sees the item only through `item % P` (a mask_mod without the head:
+    P = seq_len), so one period of blocks is evaluated and repeated.
 
     `v_head_dim` (default head_dim) is the width of the value rows: o_acc's
     lane slices and the rows of `out`. `lse` names a write buffer of
@@ -393,7 +401,7 @@ def tiled_online_softmax(
     }
     # With run-time lengths a mask may depend on them: every tile is partial.
     classes = (
-        classify_tiles(mask, item_count, seq_len, tile_size)
+        bounded_tile_classes(mask, item_count, seq_len, tile_size, mask_period)
         if mask is not None and kv_lens is None else None
     )
     skeleton = vyre.TiledOnlineSoftmaxOp(
@@ -473,22 +481,59 @@ def check_result(result, kind: str, fn, role: str):
     )
 
 
+# Build-time work bounds of the tile classification (see tiled_online_softmax)
+CLASSIFY_BUDGET = 1 << 30  # mask evaluations: about a second for a causal mask
+TABLE_BUDGET = 1 << 22  # (query block, key tile) entries of the tile_classes table
+
+
+def distinct_blocks(blocks: int, block_rows: int, period: int | None) -> int:
+    """How many blocks of `block_rows` items differ for a mask that sees the
+    item only through `item % period`: block b is block b % d, d =
+    lcm(period, block_rows) / block_rows (all of them without a period)."""
+    if period is None:
+        return blocks
+    return min(blocks, period // math.gcd(period, block_rows))
+
+
+def bounded_tile_classes(
+    mask: MaskFn, item_count: int, seq_len: int, tile_size: int,
+    period: int | None = None, block_rows: int = WORKGROUP_SIZE,
+) -> list[int] | None:
+    """classify_tiles, or None (every tile partial) where it would evaluate
+    the mask more than CLASSIFY_BUDGET times or the table would have more
+    than TABLE_BUDGET entries (a causal mask at 262144 keys: 2^36
+    evaluations)."""
+    blocks = -(-item_count // block_rows)
+    tiles = -(-seq_len // tile_size)
+    evaluations = distinct_blocks(blocks, block_rows, period) * block_rows * seq_len
+    if blocks * tiles > TABLE_BUDGET or evaluations > CLASSIFY_BUDGET:
+        return None
+    return classify_tiles(mask, item_count, seq_len, tile_size, block_rows, period)
+
+
 def classify_tiles(
     mask: MaskFn, item_count: int, seq_len: int, tile_size: int,
-    block_rows: int = WORKGROUP_SIZE,
+    block_rows: int = WORKGROUP_SIZE, row_period: int | None = None,
 ) -> list[int]:
     """The `tile_classes` table, flat [query block][tile]: evaluate `mask`
     with numpy on every (item, key) pair of each block of `block_rows` items
     (as FlexAttention's block mask does) and call a tile empty (no pair
-    kept), full (every pair kept) or partial."""
+    kept), full (every pair kept) or partial.  With `row_period` P (the mask
+    sees the item only through `item % P`), only the first lcm(P,
+    block_rows) items are evaluated and their blocks repeated (a last
+    block cut short takes the class of its complete copy, which holds for
+    any subset of its rows)."""
     check_callable("mask", mask)
     item_count, seq_len, tile_size, block_rows = check_dimensions(
         item_count=item_count, seq_len=seq_len, tile_size=tile_size, block_rows=block_rows
     )
+    if row_period is not None:
+        (row_period,) = check_dimensions(row_period=row_period)
     tiles = -(-seq_len // tile_size)
     padded = tiles * tile_size
     kv = trace.array("int", np.arange(seq_len, dtype=np.int64)[None, :])
-    blocks = -(-item_count // block_rows)
+    all_blocks = -(-item_count // block_rows)
+    blocks = distinct_blocks(all_blocks, block_rows, row_period)
     per_chunk = max(1, (1 << 22) // (block_rows * seq_len))
     classes: list[int] = []
     for first in range(0, blocks, per_chunk):
@@ -511,6 +556,9 @@ def classify_tiles(
                 vyre.TILE_FULL if e else vyre.TILE_PARTIAL if s else vyre.TILE_EMPTY
                 for s, e in zip(some, every)
             )
+    if blocks < all_blocks:
+        classes = [classes[(b % blocks) * tiles + t]
+                   for b in range(all_blocks) for t in range(tiles)]
     return classes
 
 
@@ -520,7 +568,13 @@ def tile_class_counts(module: ModuleOp) -> dict[str, int]:
     check_module(module, "tile_class_counts")
     counts = {name: 0 for name in vyre.TILE_CLASS_NAMES.values()}
     for op in module.walk():
-        if isinstance(op, vyre.TiledOnlineSoftmaxOp):
+        if isinstance(op, vyre.TiledOnlineSoftmaxOp) and op.has_mask and op.tile_classes is None:
+            # no table (too large to classify at build time): all partial
+            shape = op.shape()
+            kernel = op.parent_op()
+            lanes = kernel.workgroup_size.value.data if kernel is not None else WORKGROUP_SIZE
+            counts["partial"] += -(-shape["item_count"] // lanes) * shape["tile_count"]
+        elif isinstance(op, vyre.TiledOnlineSoftmaxOp):
             for row in op.tile_class_table():
                 for c in row:
                     counts[vyre.TILE_CLASS_NAMES[c]] += 1
