@@ -393,3 +393,37 @@ def test_vyre_run_checks_a_paged_kernel_against_its_oracle(tmp_path, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "out: max abs error" in printed and "lse: max abs error" in printed
+
+
+def _resident_decode(backend):
+    """A decode loop as a server runs it: the pools and the block table stay
+    on the device, the lengths are rewritten in place before each step."""
+    case = PAGED[0]
+    ins = _case_inputs(case)
+    optimize = "exact" if backend == "interpreter" else "default"
+    with vx.compile(_paged_module(case), backend=backend, optimize=optimize) as kernel:
+        resident = {name: kernel.upload(name, ins[name])
+                    for name in ("k", "v", "block_table", "kv_lens")}
+        lens = np.array([3, 0, 20, 1], np.int32)
+        for step in range(3):
+            resident["kv_lens"].write(lens)
+            got = kernel(q=ins["q"], **resident)
+            np.testing.assert_array_equal(resident["kv_lens"].read(), lens)
+            want = _paged_oracle(case, dict(ins, kv_lens=lens))
+            if backend == "interpreter":
+                np.testing.assert_array_equal(got["out"], want[0])
+                np.testing.assert_array_equal(got["lse"], want[1])
+            else:
+                _assert_close(got, _dense_of(case, dict(ins, kv_lens=lens)), 2e-6)
+            lens = np.minimum(lens + 1, case[4]).astype(np.int32)
+        resident["kv_lens"].write(np.array([21], np.int32), offset=1)  # one sequence's length
+        np.testing.assert_array_equal(resident["kv_lens"].read(), [5, 21, 21, 3])
+
+
+def test_resident_caches_with_lengths_rewritten_in_place():
+    _resident_decode("interpreter")
+
+
+@needs_vulkan
+def test_resident_caches_with_lengths_rewritten_in_place_on_vulkan():
+    _resident_decode("vulkan")
