@@ -69,6 +69,8 @@ def _enclosing(op: Operation) -> Iterable[tuple[Block, Operation]]:
 def _dominates(value: SSAValue, user: Operation, order: _Order) -> bool:
     if isinstance(value, BlockArgument):
         return any(block is value.block for block, _ in _enclosing(user))
+    if _never_defined(value):
+        return False
     definition = value.owner
     assert isinstance(definition, Operation)
     home = definition.parent_block()
@@ -88,6 +90,14 @@ def _dominates(value: SSAValue, user: Operation, order: _Order) -> bool:
     return False
 
 
+def _never_defined(value: SSAValue) -> bool:
+    """A forward reference the parser never resolved (xDSL leaves one in
+    place where the name is not defined in a region it checks)."""
+    return not isinstance(value, BlockArgument) and not isinstance(
+        getattr(value, "op", None), Operation
+    )
+
+
 def check_dominance(root: Operation) -> None:
     """Every operand of every op inside `root` is defined before its use:
     earlier in the same block or in an enclosing one, or as an argument of
@@ -98,8 +108,10 @@ def check_dominance(root: Operation) -> None:
             continue
         for index, operand in enumerate(op.operands):
             if not _dominates(operand, op, order):
-                definition = operand.owner
-                if definition is op:
+                definition = None if _never_defined(operand) else operand.owner
+                if definition is None:
+                    problem = "uses a value not defined in this block or an enclosing one"
+                elif definition is op:
                     problem = "uses its own result"
                 elif isinstance(definition, Operation) and definition.is_ancestor(op):
                     problem = f"uses a result of the enclosing '{definition.name}'"

@@ -6,6 +6,7 @@ tests and tests/test_fuzz_ir.py)."""
 from __future__ import annotations
 
 import contextlib
+import zlib
 from pathlib import Path
 import io
 import sys
@@ -488,6 +489,17 @@ _LOOP_BODY = lambda b, i, carried: []  # noqa: E731
     (lambda: vx.classify_tiles(None, 4, 4, 2), ["mask must be a function"]),
     (lambda: vx.classify_tiles(lambda q, kv: kv <= q, 4, 0, 2), ["seq_len", "> 0"]),
     (lambda: vx.parse_module("builtin.module {}", 3), ["parse_module's path", "int"]),
+    # found by test_public_functions_return_or_raise_a_vyre_error
+    (lambda: vx.flash_attention_2(seq_len=4, head_dim=2, score_mod={}),
+     ["score_mod must be a function", "dict"]),
+    (lambda: vx.flash_attention_2(seq_len=4, head_dim=2, mask_mod=np.zeros(3)),
+     ["mask_mod must be a function", "ndarray"]),
+    (lambda: vx.flash_attention_2(seq_len=4, head_dim=2,
+                                  score_mod=lambda s, q, kv: vx.where(s > 0, (0,), s)),
+     ["vx.where's branch is a tuple"]),
+    (lambda: vx.Buffer("q", (4, 2), np.zeros(3)), ["access of buffer 'q'"]),
+    (lambda: vx.lower_to_gpu(vx.flash_attention_2(**FA2), device=np.zeros(3)),
+     ["unknown device"]),
 ], ids=lambda x: "" if callable(x) else None)
 def test_public_arguments_are_checked(call, names):
     with pytest.raises(VyreError) as info:
@@ -619,3 +631,66 @@ def test_vyre_run_output_writes_exactly_the_path_given(tmp_path):
     assert code == 0, err
     assert target.exists() and not (tmp_path / "result.bin.npy").exists()
     assert np.load(target).shape == (100, 16)
+
+
+# public arguments, fuzzed: every call returns or raises a VyreError ---------------
+
+_API_VALUES = [None, 0, -1, 1, 2, 2**31, 2**40, 1.5, float("nan"), "q", "q x", "", "read",
+               b"q", [], [4], (4, 2), (0,), {}, {"a": 1}, np.int64(3), np.float32(2.0), True,
+               object(), np.zeros(3), np.zeros((4, 2), np.float32), lambda *a: None]
+
+_API_CALLS = {
+    "Buffer": lambda a, b, c: vx.Buffer(a, b, c),
+    "Buffer binding": lambda a, b, c: vx.Buffer("q", (4, 2), "read", a),
+    "tiled_online_softmax buffers": lambda a, b, c: _skeleton(a),
+    "tiled_online_softmax scratch": lambda a, b, c: _skeleton(scratch=a),
+    "tiled_online_softmax q": lambda a, b, c: _skeleton(q=a, out=b),
+    "tiled_online_softmax shape": lambda a, b, c: _skeleton(item_count=a, tile_size=b),
+    "tiled_online_softmax callbacks": lambda a, b, c: _skeleton(scores=a, prologue=b),
+    "fragment load": lambda a, b, c: _skeleton(scores=lambda f: f.load(a, b)),
+    "fragment loop": lambda a, b, c: _skeleton(
+        scores=lambda f: f.loop(a, b, lambda bb, i, carried: c)),
+    "fragment store": lambda a, b, c: _skeleton(scores=lambda f: f.store(a, f.score_tile, b)),
+    "fragment constants": lambda a, b, c: _skeleton(scores=lambda f: f.addf(f.f32(a), f.index(b))),
+    "fragment args": lambda a, b, c: _skeleton(scores=lambda f: getattr(f, str(a))),
+    "fragment if_else": lambda a, b, c: _skeleton(
+        scores=lambda f: f.if_else(f.cmpi(f.item, f.lane, "eq"), lambda x: a, lambda x: b)),
+    "apply_pipeline": lambda a, b, c: vx.apply_pipeline(a, b),
+    "apply_pipeline pipeline": lambda a, b, c: vx.apply_pipeline(vx.flash_attention_2(**FA2), a),
+    "wrap": lambda a, b, c: vx.wrap(a),
+    "run": lambda a, b, c: vx.run(vx.flash_attention_2(**FA2), a, backend=b),
+    "run inputs": lambda a, b, c: vx.run(vx.flash_attention_2(**FA2), {"q": a, "k": b, "v": c}),
+    "lower_to_gpu": lambda a, b, c: vx.lower_to_gpu(a, optimize=b),
+    "lower_to_gpu optimize": lambda a, b, c: vx.lower_to_gpu(vx.flash_attention_2(**FA2),
+                                                            optimize=a, device=b),
+    "compile_spirv": lambda a, b, c: vx.compile_spirv(a),
+    "parse_module": lambda a, b, c: vx.parse_module(a, b),
+    "score_mod": lambda a, b, c: vx.flash_attention_2(seq_len=4, head_dim=2, score_mod=a),
+    "mask_mod": lambda a, b, c: vx.flash_attention_2(seq_len=4, head_dim=2, mask_mod=a),
+    "modifier value": lambda a, b, c: vx.flash_attention_2(
+        seq_len=4, head_dim=2, score_mod=lambda s, q, kv: s + a),
+    "where": lambda a, b, c: vx.flash_attention_2(
+        seq_len=4, head_dim=2, score_mod=lambda s, q, kv: vx.where(s > 0, a, b)),
+    "tile_class_counts": lambda a, b, c: vx.tile_class_counts(a),
+    "classify_tiles": lambda a, b, c: vx.classify_tiles(a, b, c, 2),
+    "mla_decode": lambda a, b, c: vx.mla_decode(a, b, c, 2, 1),
+    "reference": lambda a, b, c: vx.reference.flash_attention_2(a, b, c),
+}
+
+
+@pytest.mark.parametrize("name", list(_API_CALLS))
+def test_public_functions_return_or_raise_a_vyre_error(name, fuzz_stats):
+    """Seeded: 30 random argument triples per function, drawn from values of
+    every wrong (and some right) type; anything but a result or a VyreError
+    fails (a VyreError from inside a user callback counts)."""
+    call = _API_CALLS[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    for _ in range(30):
+        args = [_API_VALUES[i] for i in rng.integers(0, len(_API_VALUES), 3)]
+        try:
+            call(*args)
+        except VyreError:
+            fuzz_stats["(api fuzz: rejected)"] += 1
+        except Exception as error:  # noqa: BLE001 - the point of the test
+            pytest.fail(f"{name}{tuple(map(repr, args))}: {type(error).__name__}: {error}")
+        fuzz_stats["api fuzz: public function calls"] += 1

@@ -62,8 +62,37 @@ def check_outcome(code: int, out: str, err: str, what: str) -> None:
         assert "error:" in err, f"{what}: exit {code} without an error: line\n{err}"
 
 
+# Characters a lexer chokes on without saying what (found by hand outside the
+# project): each must give a located diagnostic naming it
+HOSTILE = ["\u200b", "\u00a0", "\ufeff", "\u202e", "\u00e9", "\u0445", "\x00", "\x7f",
+           "\u2028", "\U0001f600", "\t"]
+INVISIBLE = ["\u200b", "\u00a0", "\ufeff", "\u202e", "\x00", "\x7f", "\u2028", "\u2066"]
+SSA_DEF = re.compile(r"^(\s*)(%[\w.$-]+)(?::\d+)? = ", re.M)
+
+
 def mutate(text: str, rng: random.Random) -> str:
-    kind = rng.randrange(8)
+    kind = rng.randrange(12)
+    if kind == 8:  # a hostile character anywhere
+        i = rng.randrange(len(text) + 1)
+        return text[:i] + rng.choice(HOSTILE) + text[i:]
+    if kind in (9, 10):  # break SSA order: move a definition after a use, or self-use
+        lines = text.split("\n")
+        defining = [i for i, line in enumerate(lines) if SSA_DEF.match(line)]
+        if not defining:
+            return text
+        i = rng.choice(defining)
+        if kind == 9 and i + 1 < len(lines):
+            j = rng.randrange(i + 1, min(len(lines), i + 8))
+            lines.insert(j, lines.pop(i))
+        else:
+            name = SSA_DEF.match(lines[i]).group(2)
+            uses = list(re.finditer(r"%[\w.$-]+", lines[i]))[1:]
+            if uses:
+                use = rng.choice(uses)
+                lines[i] = lines[i][:use.start()] + name + lines[i][use.end():]
+        return "\n".join(lines)
+    if kind == 11:  # truncate
+        return text[: rng.randrange(len(text) + 1)]
     if kind == 0:  # delete or duplicate a line
         lines = text.split("\n")
         i = rng.randrange(len(lines))
@@ -128,6 +157,45 @@ def test_mutated_ir_gives_output_or_a_diagnostic(seed, seeds_and_args, fuzz_stat
     fuzz_stats["ir mutation: vyre-opt runs"] += CASES_PER_SEED
     fuzz_stats["(ir mutation: accepted)"] += outcomes[0]
     fuzz_stats["(ir mutation: diagnostics)"] += outcomes.get(1, 0) + outcomes.get(2, 0)
+
+
+BAD_BYTES = [b"\xff", b"\xfe\xff", b"\xc3", b"\xe2\x80", b"\xed\xa0\x80", b"\xc0\xaf",
+             b"\xef\xbb\xbf", b"\x80"]
+
+
+@pytest.mark.parametrize("tool", ["vyre-opt", "vyre-run"])
+def test_bad_bytes_give_a_located_diagnostic(tool, seeds_and_args, fuzz_stats):
+    """Invalid UTF-8 (lone and truncated sequences, surrogates, overlong
+    forms), byte-order marks and hostile characters at random places of the
+    seed files: vyre-opt and vyre-run both print file:line:col: error:
+    naming what is there, exit 1, never a traceback."""
+    from test_errors import _vyre_run
+
+    inputs, tmp = seeds_and_args
+    rng = random.Random(f"bytes-{tool}")
+    path = tmp / f"bytes_{tool}.mlir"
+    for case in range(40):
+        text, _ = rng.choice(inputs)
+        data = text.encode()
+        i = rng.randrange(len(data) + 1)
+        while i < len(data) and data[i] & 0xC0 == 0x80:  # not inside a character
+            i += 1
+        if rng.random() < 0.5:
+            bad = rng.choice(BAD_BYTES)
+        else:  # invisible characters (comments may hold any character)
+            line_start = data.rfind(b"\n", 0, i) + 1
+            if b"//" in data[line_start:i]:
+                i = line_start
+            bad = rng.choice(INVISIBLE).encode()
+        path.write_bytes(data[:i] + bad + data[i:])
+        run = run_vyre_opt if tool == "vyre-opt" else _vyre_run
+        code, out, err = run([str(path)])
+        what = f"{tool} case {case}: {bad!r} at byte {i}"
+        assert code == 1, f"{what}: exit {code}\n{err}"
+        assert "Traceback" not in err and "internal" not in err, f"{what}\n{err}"
+        first = err.strip().split("\n")[0]
+        assert re.match(rf"{re.escape(str(path))}:\d+:\d+: error: ", first), f"{what}\n{err}"
+        fuzz_stats[f"bad bytes: {tool} runs"] += 1
 
 
 def _corpus_header(path: Path) -> tuple[list[str], str]:

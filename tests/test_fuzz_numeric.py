@@ -14,6 +14,7 @@ shapes stay far below lavapipe's 65535-iteration loop budget.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 
 import numpy as np
@@ -191,6 +192,10 @@ SCORE_MODS = [
     ("soft_cap", lambda s, q, kv: 30.0 * vx.tanh(s / 30.0)),
     ("alibi_head", lambda s, q, kv, h: s - (h + 1) * 0.5 * vx.abs(q - kv)),
     ("relative_bias", lambda s, q, kv: vx.where(kv > q, s - 2.0, vx.maximum(s, -1.0))),
+    # -inf drops the key exactly, as a false mask (SEMANTICS.md); row 0 keeps none
+    ("minus_inf_window", lambda s, q, kv: vx.where((q - kv > 6) | (q == 0), -math.inf, s)),
+    ("gelu_erf", lambda s, q, kv: 0.5 * s * (1.0 + vx.erf(s * 0.70710677))),
+    ("numpy_sin_bias", lambda s, q, kv, h: s + np.sin((q - kv) * 0.5) * (h + 1.0)),
 ]
 MASK_MODS = [
     ("none", None),
@@ -202,6 +207,10 @@ MASK_MODS = [
     ("rows_empty", lambda q, kv: (q % 3 != 1) & (kv <= q)),
     # odd heads attend everywhere, even heads causally
     ("head_mask", lambda q, kv, h: (kv <= q) | (h % 2 == 1)),
+    # Python's floor // and % on negative differences (documents of 7, dilation 3)
+    ("document_floor", lambda q, kv: (q - 5) // 7 == (kv - 5) // 7),
+    ("dilated_mod", lambda q, kv: ((kv - q) % 3 == 0) & (kv <= q)),
+    ("bits_keyword_head", lambda q, kv, *, head: ((q ^ kv) & 4 == 0) | (head == 1)),
 ]
 
 
@@ -285,6 +294,9 @@ VULKAN_MOD_SHAPES = [
     (40, 6, 1, 2, 2, 1, 3),
     (17, 7, 8, 4, 1, 3, 4),
     (30, 8, 16, 4, 2, 1, 5),
+    (21, 4, 8, 2, 1, 4, 6),     # -inf scores with documents of 7 (negative //)
+    (50, 3, 16, 1, 1, 5, 7),    # erf with a dilated mask (negative %)
+    (18, 5, 4, 2, 2, 6, 8),     # numpy sin bias per head, bit ops, keyword head
 ]
 
 

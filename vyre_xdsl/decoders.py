@@ -147,8 +147,8 @@ def flash_attention_2(
     items = batch * num_heads * seq_len
     offset = kv_len - seq_len  # position of query 0 (bottom-right aligned)
     scale = f32_scale(head_dim)
-    score_call = trace.Modifier(score_mod, "score_mod") if score_mod else None
-    mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod else None
+    score_call = trace.Modifier(score_mod, "score_mod") if score_mod is not None else None
+    mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod is not None else None
 
     seq_items = num_heads * seq_len  # items of one sequence (kv_lens[b])
 

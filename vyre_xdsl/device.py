@@ -53,7 +53,7 @@ def device_profile(device: str | DeviceProfile = GENERIC.name) -> DeviceProfile:
     """The profile named `device` (one of DEVICE_NAMES), or `device` itself."""
     if isinstance(device, DeviceProfile):
         return device
-    if device == LIVE:
+    if isinstance(device, str) and device == LIVE:  # not an array's ==
         from vyre_xdsl.vulkan.runtime import live_profile
 
         return live_profile()

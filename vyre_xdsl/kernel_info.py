@@ -199,7 +199,19 @@ def check_device_ir(func: gpu.FuncOp) -> None:
 
     _structural(func, lambda: check_no_definitions(func, f"kernel @{func.sym_name.data}"))
     _structural(func, lambda: check_dominance(func))
+    from xdsl.dialects import vector
+
     for op in func.walk():
+        if isinstance(op, vector.ExtractOp):
+            shape = op.vector.type.get_shape()
+            for axis, position in enumerate(op.static_position.get_values()):
+                if axis < len(shape) and not 0 <= position < shape[axis]:
+                    raise _at(
+                        op,
+                        f"kernel @{func.sym_name.data}: 'vector.extract' of lane "
+                        f"{position} of a vector of {shape[axis]}; use a position in "
+                        f"[0, {shape[axis] - 1}]",
+                    )
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
             count = 1
             for extent in op.memref.type.get_shape():

@@ -581,8 +581,8 @@ def _flash_attention_2(
     vf = v4.reshape(-1, v_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
     dim_parts = _dim_parts(dim_parts, head_dim)
-    score_call = trace.Modifier(score_mod, "score_mod") if score_mod else None
-    mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod else None
+    score_call = trace.Modifier(score_mod, "score_mod") if score_mod is not None else None
+    mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod is not None else None
 
     def traced_positions(tile_start: int, tile_len: int):
         kv = trace.array("int", np.arange(tile_start, tile_start + tile_len)[:, None])

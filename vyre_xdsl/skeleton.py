@@ -61,7 +61,7 @@ class Buffer:
         # Checked here, where users write them: a bad field never reaches xDSL.
         name = check_identifier("buffer name", self.name)
         object.__setattr__(self, "shape", check_shape(self.shape, name))
-        if self.access not in vyre.ACCESS_MODES:
+        if not isinstance(self.access, str) or self.access not in vyre.ACCESS_MODES:
             raise VyreError(
                 f"access of buffer {name!r} must be \"read\" (an input), \"write\" "
                 f"(an output) or \"temp\" (between the kernels of a module), got "

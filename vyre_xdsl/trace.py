@@ -624,8 +624,10 @@ class Traced:
 
     def __float__(self):
         raise _unsupported(
-            "a traced value was converted with float()",
-            "keep it traced: arithmetic on it builds the kernel",
+            "a traced value was converted with float() (or np.float32(), "
+            "np.asarray())",
+            "keep it traced: arithmetic on it builds the kernel (an integer "
+            "times 1.0 is an f32)",
         )
 
     def __iter__(self):
@@ -702,6 +704,12 @@ def where(cond, a, b) -> Traced:
             f"vx.where's condition is {c.kind}", "pass a comparison (a boolean)"
         )
     backend = c.backend
+    for branch in (a, b):
+        if not isinstance(branch, Traced | numbers.Real | np.bool_):
+            raise _unsupported(
+                f"vx.where's branch is a {type(branch).__name__} ({branch!r})",
+                "choose between traced values, Python numbers and booleans",
+            )
     if _is_boolean(a) or _is_boolean(b):
         if not (_is_boolean(a) and _is_boolean(b)):
             raise _unsupported(
