@@ -280,6 +280,16 @@ class KernelOp(IRDLOperation):
                     )
                 bindings[binding] = name
         self._verify_program_buffers()
+        skeletons = [
+            op for op in self.body.block.ops
+            if isinstance(op, TiledOnlineSoftmaxOp | MergeSplitsOp)
+        ]
+        if len(skeletons) > 1:
+            raise VerifyException(
+                f"kernel @{self.sym_name.data} holds {len(skeletons)} skeletons "
+                f"({', '.join(op.name for op in skeletons)}); a kernel runs one: put "
+                f"each in a vyre.kernel of its own (a module's kernels run in order)"
+            )
         # what xDSL leaves unchecked: SSA order, definitions, stores to inputs
         check_no_definitions(self, f"kernel @{self.sym_name.data}")
         check_dominance(self)

@@ -694,3 +694,28 @@ def test_public_functions_return_or_raise_a_vyre_error(name, fuzz_stats):
         except Exception as error:  # noqa: BLE001 - the point of the test
             pytest.fail(f"{name}{tuple(map(repr, args))}: {type(error).__name__}: {error}")
         fuzz_stats["api fuzz: public function calls"] += 1
+
+
+# hangs: work that grew with the square of the input ---------------------------------
+
+def test_locating_the_ops_of_a_large_module_is_linear(monkeypatch):
+    """Each op's location came from Span.get_location, which counts the
+    newlines before it: a module of 100k constants took 106 s through
+    vyre-to-gpu (50k: 29 s).  The parser now keeps a table of line starts."""
+    from xdsl.utils.lexer import Span
+
+    from vyre_xdsl.diagnostics import LocatingParser
+
+    calls = []
+    real = Span.get_location
+    monkeypatch.setattr(Span, "get_location", lambda self: calls.append(1) or real(self))
+    n = 3000
+    text = ("builtin.module {\n  func.func @f() {\n"
+            + "".join(f"    %c{i} = arith.constant {i} : index\n" for i in range(n))
+            + "    func.return\n  }\n}\n")
+    module = LocatingParser(vx.make_context(), text, "big.mlir").parse_module()
+    assert not calls
+    ops = list(module.walk())  # module, func, n constants, return
+    assert [op.location.line.data for op in ops[2:-1]] == list(range(3, n + 3))
+    assert {op.location.column.data for op in ops[2:-1]} == {5}
+    assert str(ops[-1].location) == f'loc("big.mlir":{n + 3}:5)'

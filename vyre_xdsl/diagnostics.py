@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 
@@ -139,13 +140,26 @@ class LocatingParser(Parser):
             # shape entry beyond i64): still the user's input, so locate it.
             raise ParseError(start, _first_line(error)) from None
         if not isinstance(op.location, FileLineColLoc):
-            where = start.get_location()
+            line, col = self._line_and_column(start.start)
             op.location = FileLineColLoc(
-                StringAttr(str(where.file)),
-                IntAttr(where.line + self.line_offset),
-                IntAttr(where.col),
+                StringAttr(str(self.lexer.input.name)),
+                IntAttr(line + self.line_offset),
+                IntAttr(col),
             )
         return op
+
+    def _line_and_column(self, offset: int) -> tuple[int, int]:
+        """1-based line and column of `offset`, from a table of line starts
+        built once: Span.get_location counts the newlines before it each
+        time, which made parsing quadratic (a module of 100k constants took
+        minutes)."""
+        starts = self.__dict__.get("_line_starts")
+        if starts is None:
+            content = self.lexer.input.content
+            starts = [0] + [m.end() for m in re.finditer("\n", content)]
+            self._line_starts = starts
+        line = bisect.bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
 
 
 def location_of(op: Operation | None) -> str | None:

@@ -191,3 +191,35 @@ builtin.module {
   }
 }
 // CHECK: {{.*}}structure_errors.mlir:190:5: error: 'vyre.buffer' op buffer 'q' has binding 1099511627776
+
+// -----
+
+// A kernel runs one skeleton (two hung lavapipe and broke the lowering).
+builtin.module {
+  vyre.kernel @k items 64 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "out" binding 1 write [64, 2] : memref<128xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 64 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 64 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item3, %lane3, %ts3, %tl3, %a3, %b3) {
+      vyre.yield
+    }
+    update(%item4, %lane4, %ts4, %tl4, %m4, %r4, %c4, %d4) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}structure_errors.mlir:199:3: error: 'vyre.kernel' op kernel @k holds 2 skeletons (vyre.tiled_online_softmax, vyre.tiled_online_softmax)
