@@ -48,15 +48,19 @@ from vyre_xdsl.kernel_info import (
 WORKGROUP_MEMORY_SPACE = IntegerAttr(3, i64)
 
 
+CAPTURED_ATTR = "vyre.captured"  # a captured table's data on its vyre.buffer
+
+
 def _buffer_description(op: vyre.BufferOp) -> DictionaryAttr:
-    return DictionaryAttr(
-        {
-            "name": op.sym_name,
-            "binding": IntegerAttr(op.binding.value.data, i32),
-            "access": op.access,
-            "shape": DenseArrayBase.from_list(i64, list(op.logical_shape)),
-        }
-    )
+    fields = {
+        "name": op.sym_name,
+        "binding": IntegerAttr(op.binding.value.data, i32),
+        "access": op.access,
+        "shape": DenseArrayBase.from_list(i64, list(op.logical_shape)),
+    }
+    if CAPTURED_ATTR in op.attributes:  # vx.run passes this read buffer itself
+        fields["data"] = op.attributes[CAPTURED_ATTR]
+    return DictionaryAttr(fields)
 
 
 class LowerItemIndex(RewritePattern):

@@ -361,3 +361,89 @@ def test_only_kernels_whose_scores_may_be_minus_inf_pay_for_the_check():
     assert scores_may_be_minus_inf(skeleton(modified))
     exp2 = vx.apply_pipeline(plain.clone(), "vyre-use-exp2")  # bounded * log2(e)
     assert not scores_may_be_minus_inf(skeleton(exp2))
+
+
+# captured tables: numpy arrays indexed with traced values ------------------------
+
+_RNG = np.random.default_rng(11)
+BIAS = _RNG.standard_normal(2 * S - 1).astype(np.float32)    # relative position bias
+SLOPES = np.array([0.5, 0.125], np.float32)                  # ALiBi slope per head
+DOC = np.repeat(np.arange(4), 5)                             # documents of 5 (int64)
+BIAS_PER_HEAD = _RNG.standard_normal((H, 2 * S - 1)).astype(np.float32)
+KEEP = _RNG.random(S) < 0.7                                  # a boolean table
+
+TABLES = {
+    "relative bias (global)": dict(score_mod=lambda s, q, kv: s + BIAS[kv - q + S - 1]),
+    "ALiBi slopes per head": dict(score_mod=lambda s, q, kv, h: s - SLOPES[h] * abs(q - kv)),
+    "document mask (int table)": dict(mask_mod=lambda q, kv: DOC[q] == DOC[kv]),
+    "2-D table, negative indices": dict(
+        score_mod=lambda s, q, kv, h: s + BIAS_PER_HEAD[h, kv - q]),
+    "bool table": dict(mask_mod=lambda q, kv: KEEP[kv] | (kv == q)),
+    "explicit vx.table": dict(score_mod=lambda s, q, kv: s * vx.table(SLOPES)[q % 2]),
+}
+
+
+def _closure_table():
+    local = np.linspace(-1, 1, S).astype(np.float32)
+    return dict(score_mod=lambda s, q, kv: s + local[kv])
+
+
+TABLES["closure variable"] = _closure_table()
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_captured_tables_become_input_buffers_vx_run_passes(name, backend):
+    out, ref = _run(backend, **TABLES[name])
+    assert not np.isnan(ref).any()
+    if backend == "interpreter":
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(out, ref, rtol=1e-5,
+                                   atol=1e-5 * float(np.abs(_qkv()[2]).max()))
+
+
+def test_a_captured_table_is_an_input_buffer_with_its_data_in_the_ir():
+    from vyre_xdsl.kernel_info import program_info
+
+    m = vx.flash_attention_2(seq_len=S, head_dim=D, num_heads=H, **TABLES["document mask (int table)"])
+    text = str(m)
+    assert 'vyre.buffer "captured_0" binding 4 read [20]' in text and "vyre.captured" in text
+    # printed and parsed back, the table still travels with the kernel
+    again = vx.parse_module(text)
+    (buffer,) = [b for b in program_info(vx.lower_to_gpu(again)).inputs if b.captured]
+    assert buffer.dtype == "i32" and list(buffer.captured) == DOC.tolist()
+    q, k, v = _qkv()
+    np.testing.assert_array_equal(
+        vx.run(again, {"q": q, "k": k, "v": v})["out"],
+        vx.run(m, {"q": q, "k": k, "v": v})["out"])
+    # the caller may pass other data for it
+    other = vx.run(m, {"q": q, "k": k, "v": v, "captured_0": np.zeros(S, np.int32)})["out"]
+    assert not np.array_equal(other, vx.run(m, {"q": q, "k": k, "v": v})["out"])
+
+
+def test_an_index_outside_the_table_reads_nan_not_memory():
+    """Python's negative indices count from the end; outside [-n, n) an f32
+    table reads NaN (evidence), on both sides."""
+    short = np.ones(S // 2, np.float32)
+    mods = dict(score_mod=lambda s, q, kv: s + vx.table(short)[kv - S // 4])
+    out, ref = _run("interpreter", **mods)
+    np.testing.assert_array_equal(out, ref)
+    assert np.isnan(ref).all()  # every row meets keys past the table
+
+
+@pytest.mark.parametrize("mods, message", [
+    (dict(score_mod=lambda s, q, kv: s + _Holder.table[kv]), "wrap it with vx.table(array)"),
+    (dict(score_mod=lambda s, q, kv: s + vx.table(BIAS)[kv:]), "one integer index per dimension"),
+    (dict(score_mod=lambda s, q, kv: s + vx.table(BIAS_PER_HEAD)[kv]), "shape (2, 39)"),
+    (dict(score_mod=lambda s, q, kv: s + vx.table(np.array(["a"]))[0 * kv]), "dtype <U1"),
+    (dict(score_mod=lambda s, q, kv: s + vx.table(BIAS)[s]), "indexed with a f32 value"),
+])
+def test_tables_used_wrongly_say_what_to_write(mods, message):
+    with pytest.raises(VyreError, match=None) as info:
+        vx.flash_attention_2(seq_len=S, head_dim=D, num_heads=H, **mods)
+    assert message in str(info.value), str(info.value)
+
+
+class _Holder:
+    table = np.zeros(S, np.float32)  # reached through an attribute: not captured

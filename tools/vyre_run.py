@@ -234,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.random:
         rng = np.random.default_rng(args.seed)
         for buffer in info.inputs:
-            if buffer.name not in inputs:
+            if buffer.name not in inputs and buffer.captured is None:  # tables: theirs
                 inputs[buffer.name] = rng.standard_normal(buffer.shape).astype(
                     np.float32
                 ).astype(buffer.numpy_dtype)  # f16/bf16 buffers: rounded

@@ -45,6 +45,14 @@ class BufferInfo:
     shape: tuple[int, ...]  # logical shape, row-major; prod(shape) == count
     # element type, from the gpu.func argument's memref: "f32", "f16", "bf16"
     dtype: str = "f32"
+    # a captured table's data (`data` of its vyre.buffers entry): vx.run
+    # passes it when the caller does not
+    captured: tuple | None = None
+
+    def captured_array(self) -> np.ndarray:
+        """The captured data as a host array of the buffer's dtype and shape."""
+        assert self.captured is not None
+        return np.asarray(self.captured, dtype=self.numpy_dtype).reshape(self.shape)
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -439,8 +447,20 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
                 f"{where}: shape {list(shape)} does not hold the {count} elements of "
                 f"its memref; make the product of the shape equal {count}"
             )
+        captured = fields.get("data")
+        if captured is not None:
+            values = (
+                tuple(captured.get_values()) if isinstance(captured, DenseArrayBase) else ()
+            )
+            if access.data != "read" or len(values) != count:
+                raise _at(func,
+                    f"{where}: 'data' must be an array of its {count} elements on a "
+                    f"read buffer (a captured table), got {captured}"
+                )
+            captured = values
         buffers.append(
-            BufferInfo(name.data, binding.value.data, access.data, count, shape, dtype)
+            BufferInfo(name.data, binding.value.data, access.data, count, shape, dtype,
+                       captured)
         )
     bindings = [b.binding for b in buffers]
     if len(set(bindings)) != len(bindings):

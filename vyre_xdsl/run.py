@@ -65,6 +65,11 @@ def check_inputs(
             f"inputs must be a dict of buffer name -> numpy array, got "
             f"{type(inputs).__name__}"
         )
+    # captured tables (data recorded in the IR) are passed unless given
+    inputs = {
+        **{b.name: b.captured_array() for b in program.inputs if b.captured is not None},
+        **inputs,
+    }
     expected = [b.name for b in program.inputs]
     listed = ", ".join(expected) or "none"
     unknown = [name for name in inputs if name not in expected]

@@ -140,8 +140,10 @@ class Fragment(IRBuilder):
         shape: dict[str, int],
         insertion_point: InsertPoint,
         scratch: dict[str, tuple[SSAValue, int]] | None = None,
+        captures: Captures | None = None,
     ) -> None:
         super().__init__(insertion_point)
+        self.captures = captures
         self.args = dict(zip(arg_names, region_args, strict=True))
         self.buffers = buffers
         self.scratch_arrays = dict(scratch or {})
@@ -196,6 +198,16 @@ class Fragment(IRBuilder):
         self.scratch(name)
         return self.flat_index(self.lane, self.scratch_arrays[name][1], offset)
 
+    def captured_buffer(self, table: trace.Table) -> SSAValue:
+        """The read buffer holding a captured table (declared at its first
+        use; vx.run passes its data)."""
+        if self.captures is None:
+            raise VyreError(
+                f"a captured table is indexed in a fragment of a kernel that cannot "
+                f"declare buffers for it (at {trace.user_location()})"
+            )
+        return self.captures.buffer(table)
+
     def traced(self, value: Value) -> Traced:
         """A traced handle of an SSA value (index values become i32 ints)."""
         return trace.wrap(value)
@@ -229,6 +241,46 @@ class Fragment(IRBuilder):
 class FragmentAttributeError(VyreError, AttributeError):
     """A fragment argument this kind of fragment does not have (an
     AttributeError too, so that hasattr() keeps working)."""
+
+
+class Captures:
+    """The read buffers that captured tables (trace.Table) become: declared
+    in the kernel before the skeleton at a table's first use, bound after
+    the kernel's own buffers, their data recorded on the op as
+    `vyre.captured` (vx.run passes it; the lowering copies it into the
+    kernel's `vyre.buffers` entry as `data`)."""
+
+    ATTR = "vyre.captured"
+
+    def __init__(self, skeleton, values: dict[str, SSAValue]) -> None:
+        self.skeleton = skeleton
+        self.values = values
+        self.by_table: dict[int, SSAValue] = {}
+        kernel = skeleton.parent_op()
+        self.next_binding = 1 + max(
+            (b.binding.value.data for b in kernel.buffers), default=-1
+        )
+
+    def buffer(self, table: trace.Table) -> SSAValue:
+        from xdsl.dialects.builtin import DenseArrayBase, f32, i32
+
+        key = id(table.array)
+        if key not in self.by_table:
+            index = len(self.by_table)
+            name = f"captured_{index}"
+            while name in self.values:
+                index += 1
+                name = f"captured_{index}"
+            element = f32 if table.kind == "f32" else i32
+            op = vyre.BufferOp(name, self.next_binding, "read", table.shape, element)
+            op.attributes[self.ATTR] = DenseArrayBase.from_list(
+                element, table.values.tolist()
+            )
+            self.next_binding += 1
+            self.skeleton.parent_block().insert_op_before(op, self.skeleton)
+            self.values[name] = self.by_table[key] = op.result
+            self._keep_alive = getattr(self, "_keep_alive", []) + [table]
+        return self.by_table[key]
 
 
 FragmentFn = Callable[[Fragment], None]
@@ -422,6 +474,7 @@ def tiled_online_softmax(
         items_per_seq=items_per_seq,
     )
     body.emit(skeleton)
+    captures = Captures(skeleton, values)  # tables the modifiers index
     shape = {**skeleton.shape(), "v_head_dim": skeleton.v_dim}
     for region, arg_names, fill in (
         (skeleton.scores, vyre.SCORES_ARGS, scores),
@@ -434,7 +487,8 @@ def tiled_online_softmax(
         block = region.block
         terminator = block.last_op
         point = InsertPoint.before(terminator) if terminator else InsertPoint.at_end(block)
-        fragment = Fragment(block.args, arg_names, values, shape, point, own_scratch)
+        fragment = Fragment(block.args, arg_names, values, shape, point, own_scratch,
+                            captures)
         with trace.building(fragment):
             checked_call(fill, fragment)
         if terminator is None:
@@ -443,7 +497,8 @@ def tiled_online_softmax(
         assert skeleton.mask is not None
         block = skeleton.mask.block
         fragment = Fragment(
-            block.args, vyre.MASK_ARGS, values, shape, InsertPoint.at_end(block)
+            block.args, vyre.MASK_ARGS, values, shape, InsertPoint.at_end(block),
+            captures=captures,
         )
         with trace.building(fragment):
             keep = checked_call(

@@ -245,6 +245,27 @@ class _IR:
     def select(self, c, a, b):
         return self._emit(arith.SelectOp(c, a, b))
 
+    def gather(self, table: Table, flat, ok):
+        """Element `flat` of `table` (its index already wrapped and, where
+        not `ok`, 0), from the kernel's read buffer for it (declared by the
+        fragment at its first use), then the fill where not `ok`."""
+        builder = _builder()
+        capture = getattr(builder, "captured_buffer", None)
+        if capture is None:
+            raise _unsupported(
+                "a captured table indexed outside score_mod, mask_mod or a fragment",
+                "index tables in modifiers",
+            )
+        buffer = capture(table)
+        index = self._emit(arith.IndexCastOp(self.select(ok, flat, self._int(0)),
+                                             IndexType()))
+        from xdsl.dialects import memref
+
+        value = self._emit(memref.LoadOp.get(buffer, [index]))
+        if table.kind == "bool":
+            value = self._emit(arith.CmpiOp(value, self._int(0), "ne"))
+        return self.select(ok, value, self.const(table.kind, table.fill))
+
 
 def f64_rounded(fn, *args):
     """`fn` of f32 arguments computed in float64 and rounded once to f32:
@@ -338,6 +359,14 @@ class _NP:
 
     def select(self, c, a, b):
         return np.where(c, a, b).astype(a.dtype, copy=False)
+
+    def gather(self, table: Table, flat, ok):
+        safe = np.where(ok, flat, 0)
+        values = table.values[safe]
+        if table.kind == "bool":
+            values = values != 0
+        fill = self.const(table.kind, table.fill)
+        return np.where(ok, values, fill).astype(self.DTYPES[table.kind], copy=False)
 
 
 IR = _IR()
@@ -632,6 +661,16 @@ class Traced:
 
     def __iter__(self):
         raise _unsupported("iteration over a traced value", "a traced value is a scalar")
+
+    def __array__(self, *args, **kwargs):
+        # numpy indexing (`array[traced]`) and np.asarray call this; numpy
+        # would turn an error from __index__ into an unhelpful IndexError
+        raise _unsupported(
+            "a traced value was used as a numpy index or array (array[i], "
+            "np.asarray(x))",
+            "index a numpy array named by the modifier (a global or closure "
+            "variable, captured as a table), or wrap it with vx.table(array)",
+        )
 
     def __repr__(self) -> str:
         return f"Traced({self.kind}, {self.backend.name})"
@@ -983,6 +1022,86 @@ _ARRAY_FUNCTIONS = {"where": _np_where, "clip": _np_clip, "round": _np_round,
                     "around": _np_round}
 
 
+class Table:
+    """A numpy array that a modifier indexes with traced values: a relative
+    position bias `bias[q - kv + S]`, ALiBi slopes `slopes[h]`, document ids
+    `doc[q] == doc[kv]`.  In a kernel it becomes a read-only input buffer
+    whose data the IR records (`vyre.captured`), so vx.run passes it by
+    itself; the oracle indexes it with numpy.  Indices follow Python: a
+    negative one counts from the end; one outside [-n, n) reads NaN from an
+    f32 table and 0 (False) from an integer (boolean) one, never memory past
+    the buffer.  Floating-point tables are rounded to f32, integer ones must
+    fit i32.  Modifiers index plain numpy arrays they name (globals, closure
+    variables) as tables without more ado; `vx.table(array)` wraps others."""
+
+    def __init__(self, array) -> None:
+        if isinstance(array, Table):
+            array = array.array
+        if not isinstance(array, np.ndarray) or array.ndim == 0 or array.size == 0:
+            raise VyreError(
+                f"a captured table must be a numpy array with at least one element "
+                f"and one dimension, got {type(array).__name__}"
+                + (f" of shape {array.shape}" if isinstance(array, np.ndarray) else "")
+            )
+        if array.size > 2**32 - 1:
+            raise VyreError(f"a captured table of {array.size} elements does not fit u32")
+        kind = {"f": "f32", "i": "int", "u": "int", "b": "bool"}.get(array.dtype.kind)
+        if kind is None:
+            raise VyreError(
+                f"a captured table must hold numbers or booleans, got dtype "
+                f"{array.dtype}; convert it with .astype(np.float32) or np.int32"
+            )
+        if kind == "int" and (array.min() < -(2**31) or array.max() > 2**31 - 1):
+            raise VyreError("a captured integer table must fit i32 (the kernel's ints)")
+        self.array = array
+        self.kind = kind
+        self.shape = tuple(int(d) for d in array.shape)
+        dtype = np.float32 if kind == "f32" else np.int32
+        self.values = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+        self.fill = float("nan") if kind == "f32" else 0
+
+    def __getitem__(self, index) -> Traced:
+        parts = index if isinstance(index, tuple) else (index,)
+        if len(parts) != len(self.shape) or not all(
+            isinstance(p, Traced) or _is_int(p) for p in parts
+        ):
+            raise _unsupported(
+                f"a captured table of shape {self.shape} indexed with "
+                f"{tuple(type(p).__name__ for p in parts)}",
+                f"give one integer index per dimension ({len(self.shape)}), traced "
+                f"or Python ints; no slices",
+            )
+        anchor = next((p for p in parts if isinstance(p, Traced)), None)
+        if anchor is None:  # every index known in Python: a constant
+            return self.values.reshape(self.shape)[tuple(int(p) for p in parts)].item()
+        backend = anchor.backend
+        flat = ok = None
+        for part, extent in zip(parts, self.shape, strict=True):
+            i = anchor._lift(part, op="[]") if not isinstance(part, Traced) else part
+            if i.kind != "int":
+                raise _unsupported(f"a captured table indexed with a {i.kind} value",
+                                   "index with integers")
+            i = where(i < 0, i + extent, i)  # Python's negative indices
+            inside = (i >= 0) & (i < extent)
+            ok = inside if ok is None else ok & inside
+            flat = i if flat is None else flat * extent + i
+        return Traced(self.kind, backend.gather(self, flat.value, ok.value), backend)
+
+    def __array__(self, *args, **kwargs):
+        raise VyreError(
+            "a captured table is indexed with traced values (table[i]); it has no "
+            "value as a whole array inside a modifier"
+        )
+
+    def __repr__(self) -> str:
+        return f"vx.table({self.kind}, shape {self.shape})"
+
+
+def table(array) -> Table:
+    """`array` (numpy) as a table a modifier indexes with traced values."""
+    return Table(array)
+
+
 class Modifier:
     """A `score_mod` or `mask_mod` and how it takes the query head: as its
     last positional argument, as a keyword-only `head` (`def mod(s, q, kv,
@@ -1002,6 +1121,7 @@ class Modifier:
         if not callable(fn):
             raise VyreError(f"{role} must be a function, got {type(fn).__name__}")
         self.fn, self.role = fn, role
+        self.call = _capturing(fn)
         signatures, base = self.SIGNATURES[role]
         self.wants_head, self.head_keyword = False, False
         try:
@@ -1035,8 +1155,38 @@ class Modifier:
     def __call__(self, *args):
         if self.head_keyword:
             *args, head = args
-            return self.fn(*args, head=head)
-        return self.fn(*args)
+            return self.call(*args, head=head)
+        return self.call(*args)
+
+
+def _capturing(fn):
+    """`fn` with the numpy arrays it names (globals, closure variables) seen
+    as Tables, so that `bias[q - kv]` in a modifier indexes a captured
+    table; `fn` itself where it names none (or is not a plain function)."""
+    import types
+
+    code = getattr(fn, "__code__", None)
+    if code is None or not isinstance(fn, types.FunctionType):
+        return fn
+
+    def captured(value):
+        return Table(value) if isinstance(value, np.ndarray) and value.ndim else value
+
+    names = [n for n in code.co_names if isinstance(fn.__globals__.get(n), np.ndarray)]
+    cells = fn.__closure__ or ()
+    closes = [isinstance(getattr(c, "cell_contents", None), np.ndarray) for c in cells]
+    if not names and not any(closes):
+        return fn
+    globals_ = dict(fn.__globals__)
+    for name in names:
+        globals_[name] = captured(globals_[name])
+    closure = tuple(
+        types.CellType(captured(c.cell_contents)) if wraps else c
+        for c, wraps in zip(cells, closes, strict=True)
+    ) or None
+    patched = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, closure)
+    patched.__kwdefaults__ = fn.__kwdefaults__
+    return patched
 
 
 __all__ = [
@@ -1061,6 +1211,8 @@ __all__ = [
     "pow",
     "round_",
     "sin",
+    "table",
+    "Table",
     "sqrt",
     "tan",
     "tanh",
