@@ -259,12 +259,12 @@ def test_hand_written_program_runs(monkeypatch):
 
 @pytest.mark.parametrize("second, message", [
     ([("x", 3, "read", 4)],
-     r"buffer 'x' is binding 0 read \[4\] in kernel @a but binding 3 read \[4\] in "
+     r"buffer 'x' is binding 0 read \[4\] f32 in kernel @a but binding 3 read \[4\] f32 in "
      r"kernel @b;.*declare it the same way in each"),
     ([("x", 0, "temp", 4)],
-     r"buffer 'x' is binding 0 read \[4\] in kernel @a but binding 0 temp \[4\]"),
+     r"buffer 'x' is binding 0 read \[4\] f32 in kernel @a but binding 0 temp \[4\]"),
     ([("x", 0, "read", 8)],
-     r"buffer 'x' is binding 0 read \[4\] in kernel @a but binding 0 read \[8\]"),
+     r"buffer 'x' is binding 0 read \[4\] f32 in kernel @a but binding 0 read \[8\]"),
     ([("z", 1, "write", 4)],
      r"binding 1 is buffer 'y' in kernel @a but buffer 'z' in kernel @b;.*give each "
      r"name its own binding"),
