@@ -5,38 +5,29 @@ masks and Flex mods) against one dense softmax, and the FLOP and table helpers."
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_modules import load_benchmark
 
 import vyre_xdsl as vx
 
-PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_gpu.py"
-
 
 @pytest.fixture(scope="module")
-def bench(monkeypatch_module):
-    """The benchmark module, imported as CI would: with no torch."""
-    spec = importlib.util.spec_from_file_location("attention_gpu_bench", PATH)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch_module.setitem(sys.modules, spec.name, module)  # dataclasses look it up
-    with pytest.MonkeyPatch.context() as no_torch:
-        no_torch.setitem(sys.modules, "torch", None)  # `import torch` raises
-        spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
+def bench():
     with pytest.MonkeyPatch.context() as patch:
-        yield patch
+        yield load_benchmark("attention_gpu", patch)
 
 
-def test_mla_absorbed_matches_oracle(bench):
+@pytest.fixture(scope="module")
+def common():
+    """benchmarks/_common.py: the baselines and helpers it shares with decode_gpu.py."""
+    with pytest.MonkeyPatch.context() as patch:
+        yield load_benchmark("_common", patch)
+
+
+def test_mla_absorbed_matches_oracle(common):
     rng = np.random.default_rng(3)
     heads, dim, seq, rank, rope = 3, 8, 70, 16, 4
     q = rng.standard_normal((heads, dim), dtype=np.float32)
@@ -44,21 +35,21 @@ def test_mla_absorbed_matches_oracle(bench):
     kr = rng.standard_normal((seq, rope), dtype=np.float32)
     w_uk, w_uv = (rng.standard_normal((rank, heads * dim), dtype=np.float32) / 4
                   for _ in range(2))
-    got = bench.mla_absorbed(q.astype(np.float64), kv.astype(np.float64),
+    got = common.mla_absorbed(q.astype(np.float64), kv.astype(np.float64),
                              kr.astype(np.float64), w_uk.astype(np.float64),
-                             w_uv.astype(np.float64), np.einsum, bench.numpy_softmax)
+                             w_uv.astype(np.float64), np.einsum, common.numpy_softmax)
     want = vx.reference.mla_decode(q, kv, kr, w_uk, w_uv)
     assert got.shape == (heads, dim)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_mla_absorbed_rope_term_matters(bench):
+def test_mla_absorbed_rope_term_matters(common):
     """A formula without the rope term (or with it on the wrong dims) fails above."""
     rng = np.random.default_rng(4)
     q, kv, kr = (rng.standard_normal(s) for s in ((2, 4), (10, 8), (10, 2)))
     w = rng.standard_normal((8, 8))
-    with_rope = bench.mla_absorbed(q, kv, kr, w, w, np.einsum, bench.numpy_softmax)
-    without = bench.mla_absorbed(q, kv, 0 * kr, w, w, np.einsum, bench.numpy_softmax)
+    with_rope = common.mla_absorbed(q, kv, kr, w, w, np.einsum, common.numpy_softmax)
+    without = common.mla_absorbed(q, kv, 0 * kr, w, w, np.einsum, common.numpy_softmax)
     assert not np.allclose(with_rope, without)
 
 
@@ -118,12 +109,12 @@ def test_kept_pairs(bench, seq):
     assert bench.fa2_flops(2, 3, seq, 8, bench.PLAIN) == 4 * 2 * 3 * seq * seq * 8
 
 
-def test_best_path_and_text(bench):
+def test_best_path_and_text(common):
     times = {"eff": 4.03, "math": 9.1, "cudnn": None, "flash": None, "flex": 1.31}
-    assert bench.best_path(times) == ("flex", 1.31)
-    assert bench.paths_text(times) == "eff 4.03 / math 9.1 / cudnn n/a / flash n/a / flex 1.31"
-    assert bench.best_path({"eff": None}) == (None, None)
-    assert bench.fmt_ms(123.4) == "123" and bench.fmt_ms(0.1724) == "0.172"
+    assert common.best_path(times) == ("flex", 1.31)
+    assert common.paths_text(times) == "eff 4.03 / math 9.1 / cudnn n/a / flash n/a / flex 1.31"
+    assert common.best_path({"eff": None}) == (None, None)
+    assert common.fmt_ms(123.4) == "123" and common.fmt_ms(0.1724) == "0.172"
 
 
 def test_row_ratio_is_against_the_best_path(bench):
