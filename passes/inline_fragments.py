@@ -57,6 +57,7 @@ from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.numerics import partial_weight_scale
 
 F32_MIN = -3.4028234663852886e38  # the most negative finite f32, not -inf
 MAX_TRIPS_ATTR = "vyre.max_trips"  # on a loop over a tile: at most tile_size trips
@@ -90,19 +91,30 @@ def tile_weight(
     keep: SSAValue | None = None,
     exp2: bool = False,
     drop_minus_inf: bool = False,
+    scale: float = 1.0,
 ) -> SSAValue:
-    """The weight of key j of the tile: `exp(bounded_exp_arg(s[j] - m_new))`,
-    or exactly 0.0 where the mask does not `keep` the key, and, with
-    `drop_minus_inf`, where its score is -inf (a score_mod's way to drop
-    it: SEMANTICS.md; such a score never raises the tile max either)."""
+    """The weight of key j of the tile: `exp(bounded_exp_arg(s[j] - m_new))`
+    (times `scale`, `weight_scale`), or exactly 0.0 where the mask does not
+    `keep` the key, and, with `drop_minus_inf`, where its score is -inf (a
+    score_mod's way to drop it: SEMANTICS.md; such a score never raises the
+    tile max either)."""
     s = b.load(score_tile, b.flat_index(lane, score_stride, j))
     exp = b.exp2 if exp2 else b.exp
     weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
+    if scale != 1.0:
+        weight = b.mulf(weight, b.f32(scale))
     if drop_minus_inf:
         weight = b.select(b.cmpf(s, b.f32(-math.inf), "oeq"), b.f32(0.0), weight)
     if keep is None:
         return weight
     return b.select(keep, weight, b.f32(0.0))
+
+
+def weight_scale(op: vyre.TiledOnlineSoftmaxOp) -> float:
+    """The scale of every weight: 1, or with kv splits the power of two that
+    keeps each split's partial from overflowing (numerics.partial_weight_scale;
+    the merge's lse takes it out again)."""
+    return partial_weight_scale(op.shape()["seq_len"]) if op.splits > 1 else 1.0
 
 
 def scores_may_be_minus_inf(op: vyre.TiledOnlineSoftmaxOp) -> bool:
@@ -212,6 +224,7 @@ def expand_tile_weights(
             weight = tile_weight(
                 b, args["score_tile"], args["lane"], weight_op.j, args["m_new"],
                 stride, keep, exp2=op.exp2 is not None, drop_minus_inf=drop_minus_inf,
+                scale=weight_scale(op),
             )
         weight_op.result.replace_all_uses_with(weight)
         weight_op.detach()
@@ -368,7 +381,7 @@ class SplitMerge:
         if op.lse is not None:
             b.if_then(
                 b.cmpi(split, b.index(0), "eq"),
-                lambda b: write_lse(b, op, item, m_total, l_total),
+                lambda b: write_lse(b, op, item, m_total, l_total, 1.0 / weight_scale(op)),
             )
 
         def write_dim(b: IRBuilder, d) -> None:
@@ -388,10 +401,14 @@ class SplitMerge:
 LN_2 = float(np.float32(math.log(2.0)))
 
 
-def write_lse(b: IRBuilder, op, item, m: SSAValue, l: SSAValue) -> None:  # noqa: E741
+def write_lse(
+    b: IRBuilder, op, item, m: SSAValue, l: SSAValue, unscale: float = 1.0  # noqa: E741
+) -> None:
     """lse[item] = m + log(l), the log of the softmax denominator (-inf
     where every key was dropped: l = 0); with scores in log2 units (exp2)
-    m * ln 2 + log(l)."""
+    m * ln 2 + log(l); `unscale` undoes the weights' `weight_scale` in l."""
+    if unscale != 1.0:
+        l = b.mulf(l, b.f32(unscale))  # noqa: E741
     if op.exp2 is not None:
         m = b.mulf(m, b.f32(LN_2))
     # log is undefined at 0 in SPIR-V's GLSL.std.450: choose -inf explicitly
@@ -683,7 +700,7 @@ class ExpandSkeleton(RewritePattern):
                     kept = keep(b, tile_start, j) if masked else None
                     weight = tile_weight(
                         b, op.score_tile, lane, j, m_new, score_stride, kept,
-                        op.exp2 is not None, drop_minus_inf,
+                        op.exp2 is not None, drop_minus_inf, weight_scale(op),
                     )
                     if store_weights:
                         b.store(weight, op.score_tile, score_index(b, j))

@@ -117,3 +117,40 @@ def test_split_fa2_on_vulkan():
     got = vx.run(vx.flash_attention_2(256, 16), {"q": q, "k": k, "v": v},
                  backend="vulkan")["out"]
     _close(got, reference.flash_attention_2(q, k, v))
+
+
+def _huge_values(seq_len, kv_len, dim):
+    # Key 0 outscores the others by 20, whose values are 3e37: one pass gives
+    # them weights of e^-20, but a split without key 0 weighs them near 1
+    # against its own maximum, and its unscaled partial overflows.
+    q = np.zeros((seq_len, dim), np.float32)
+    q[:, 0] = 4.0
+    k = np.zeros((kv_len, dim), np.float32)
+    k[0, 0] = 10.0
+    v = np.full((kv_len, dim), 3e37, np.float32)
+    v[0] = 0.0
+    return q, k, v
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+@pytest.mark.parametrize("seq_len", [64, 1])  # merged in the workgroup; by a kernel
+def test_split_partials_do_not_overflow_where_one_pass_does_not(backend, seq_len):
+    kv_len, dim = 1024, 4
+    lse = seq_len > 1  # a merge kernel does not take lse
+    module = vx.flash_attention_2(seq_len, dim, kv_len=kv_len, return_lse=lse)
+    pipeline = "vyre-split-kv,vyre-to-gpu{optimize=exact}"
+    splits = _splits(apply_pipeline(module.clone(), "vyre-split-kv"))
+    assert splits > 1
+    assert ("_merge" in str(vx.lower_to_gpu(module, optimize=pipeline))) == (not lse)
+    q, k, v = _huge_values(seq_len, kv_len, dim)
+    got = vx.run(vx.lower_to_gpu(module, optimize=pipeline), {"q": q, "k": k, "v": v},
+                 backend=backend)
+    want = reference.flash_attention_2(q, k, v, kv_splits=splits, return_lse=lse)
+    one_pass = reference.flash_attention_2(q, k, v, return_lse=lse)
+    if lse:
+        (want, want_lse), (one_pass, one_lse) = want, one_pass
+        _exact(got["lse"], want_lse)
+        np.testing.assert_allclose(got["lse"], one_lse, rtol=1e-6)
+    assert np.isfinite(one_pass).all() and np.isfinite(got["out"]).all()
+    _exact(got["out"], want)
+    _close(got["out"], one_pass)

@@ -23,6 +23,7 @@ import numpy as np
 
 from vyre_xdsl.dtypes import check_dtype, numpy_dtype, numpy_name, round_to
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.numerics import partial_weight_scale
 
 __all__ = [
     "F32_MIN",
@@ -161,6 +162,8 @@ def tiled_online_softmax(
     does."""
     kv_splits = _positive("kv_splits", kv_splits)
     tile_count = -(-seq_len // tile_size)
+    # split partials scale their weights so that none overflows (numerics.py)
+    scale = np.float32(partial_weight_scale(seq_len) if kv_splits > 1 else 1.0)
 
     def recurrence(tiles: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = np.full(item_count, F32_MIN, dtype=np.float32)
@@ -185,7 +188,7 @@ def tiled_online_softmax(
             rescale = _exp(bounded_exp_arg(m - m_new))
 
             def weight(j: int, s=s, keep=keep, m_new=m_new) -> np.ndarray:
-                w = _exp(bounded_exp_arg(s[j] - m_new))
+                w = _exp(bounded_exp_arg(s[j] - m_new)) * scale
                 # a score of -inf (a score_mod's) drops its key: weight exactly 0
                 w = np.where(s[j] == -np.inf, _ZERO, w).astype(np.float32)
                 if keep is not None:
@@ -206,6 +209,7 @@ def tiled_online_softmax(
         out = flush_tiny(o_acc / positive_denominator(l)[:, None])
         if not return_lse:
             return out
+        l = l * (np.float32(1.0) / scale)  # noqa: E741
         lse = np.where(l == _ZERO, np.float32(-np.inf), m + np.log(l)).astype(np.float32)
         return out, lse
 
