@@ -1,0 +1,488 @@
+"""Decode speed: our kernels, compiled once with their caches resident,
+beside PyTorch in the same run.
+
+Two grids (#18 item 6), one row per grid point and kernel of ours:
+
+    mla  FlashMLA's grid: batch 1, 32, 128; keys 4096 .. 32768; heads 16 .. 128;
+         head_dim 128, kv_lora_rank 512, rope 64. Ours: vx.mla_decode(batch=B).
+         PyTorch: the absorbed form in batched matmuls (W_uk folded into q,
+         scores against the latent cache and rope, softmax, the weighted latent
+         sum, then W_uv) and the eager decompressing form where it fits in
+         memory. GB/s: latent cache read (kv_cache + kr_cache bytes / time).
+    gqa  One query, 32 heads, 8 kv heads, head_dim 128; keys 1024 .. 32768,
+         batch 1 .. 128 (a subset; --all for every point). Ours:
+         vx.flash_attention_2(seq_len=1, kv_len=L, batch=B, ...) dense, with
+         kv_lens=True, and paged (page_size=16, shuffled pages). PyTorch: SDPA
+         on 4-D tensors, each backend alone (sdpa_kernel), and
+         torch.compile(flex_attention). GB/s: K + V bytes / time.
+
+Ours: vx.compile(module, backend) once, every input but the query uploaded
+once (kernel.upload), the query passed at each call; the time is the median
+GPU time of the dispatches (Vulkan timestamps, `timings=`), host wall time
+per call where the backend has none. PyTorch: medians of CUDA events (host
+wall time with --device cpu), TF32 off. ratio = best PyTorch ms / ours ms,
+against the path named in the table (> 1: we are faster). Outputs are
+compared with PyTorch's before anything is timed. A point whose buffers
+exceed the device's limits is skipped with the reason in the JSON.
+
+    python benchmarks/decode_gpu.py --out docs/figures/decode_gpu_h200.json
+    python benchmarks/decode_gpu.py --device cpu --quick --out /tmp/decode.json
+
+Needs PyTorch (with CUDA unless --device cpu) and, for --backend vulkan, a
+Vulkan device (VYRE_VULKAN_DEVICE picks one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from _common import (
+    BUDGET_MS,
+    TORCH_DTYPES,
+    WRONG_BY_DTYPE,
+    TorchPath,
+    best_path,
+    compiled_flex,
+    configure_torch,
+    fmt,
+    mla_eager_bytes,
+    mla_torch_paths,
+    paths_text,
+    run_torch,
+    sdpa_paths,
+    torch_settings,
+)
+
+import vyre_xdsl as vx
+from vyre_xdsl.errors import VyreError
+
+NEEDS_BATCH = "n/a: needs mla_decode(batch=)"
+OVER_BUDGET = "not run: --max-seconds spent"
+CPU_EAGER_BYTES = 2 << 30  # the eager MLA form's working set allowed on the host
+EAGER_MEMORY_SHARE = 0.5  # ... and the share of free GPU memory it may take
+
+
+# Grids ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MlaPoint:
+    batch: int
+    seq: int
+    heads: int
+    dim: int = 128
+    rank: int = 512
+    rope: int = 64
+
+    grid = "mla"
+
+    @property
+    def label(self) -> str:
+        return f"B={self.batch} S={self.seq} H={self.heads}"
+
+    def cache_bytes(self, itemsize: int) -> int:
+        """What one decode step must read: the latent cache and its rope part."""
+        return self.batch * self.seq * (self.rank + self.rope) * itemsize
+
+
+@dataclass(frozen=True)
+class GqaPoint:
+    batch: int
+    kv_len: int
+    heads: int = 32
+    kv_heads: int = 8
+    dim: int = 128
+    page_size: int = 16
+
+    grid = "gqa"
+
+    @property
+    def label(self) -> str:
+        return f"B={self.batch} L={self.kv_len} H={self.heads}/{self.kv_heads}"
+
+    def cache_bytes(self, itemsize: int) -> int:
+        """K and V of every sequence."""
+        return 2 * self.batch * self.kv_heads * self.kv_len * self.dim * itemsize
+
+
+GQA_VARIANTS = ("dense", "kv_lens", "paged")
+
+
+def mla_grid(quick: bool) -> list[MlaPoint]:
+    if quick:  # lavapipe stops an invocation after 65535 loop iterations
+        return [MlaPoint(b, 256, 4, dim=32, rank=64, rope=16) for b in (1, 2)]
+    return [MlaPoint(b, s, h) for b in (1, 32, 128) for s in (4096, 8192, 16384, 32768)
+            for h in (16, 32, 64, 128)]
+
+
+def gqa_grid(quick: bool, every: bool) -> list[GqaPoint]:
+    if quick:
+        return [GqaPoint(b, 256, heads=4, kv_heads=2, dim=32) for b in (1, 2)]
+    batches = (1, 2, 4, 8, 16, 32, 64, 128) if every else (1, 8, 32, 128)
+    lengths = (1024, 2048, 4096, 8192, 16384, 32768) if every else (1024, 4096, 16384, 32768)
+    return [GqaPoint(b, n) for b in batches for n in lengths]
+
+
+# Rows ----------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    grid: str
+    shape: str
+    variant: str
+    bytes_read: int  # of the cache, per decode step
+    params: dict = field(default_factory=dict)
+    torch_ms: dict = field(default_factory=dict)  # path -> median ms, None: n/a
+    torch_notes: dict = field(default_factory=dict)  # path -> why n/a / how it ran
+    checked_against: str | None = None
+    ours_ms: float | None = None  # median, of `ours_timer`
+    ours_timer: str = ""
+    ours_device_ms: float | None = None  # median GPU time of the whole command buffer
+    ours_call_ms: float | None = None  # median host wall time of a call
+    max_abs_err: float | None = None
+    skipped: str = ""  # why this kernel of ours did not run
+    note: str = ""
+
+    @property
+    def best(self) -> tuple[str | None, float | None]:
+        return best_path(self.torch_ms)
+
+    @property
+    def ratio(self) -> float | None:
+        """Our speed relative to PyTorch's best path (> 1: we are faster)."""
+        best_ms = self.best[1]
+        return best_ms / self.ours_ms if self.ours_ms and best_ms else None
+
+    @property
+    def ours_gbps(self) -> float | None:
+        return self.bytes_read / self.ours_ms / 1e6 if self.ours_ms else None
+
+    @property
+    def best_gbps(self) -> float | None:
+        best_ms = self.best[1]
+        return self.bytes_read / best_ms / 1e6 if best_ms else None
+
+    def as_json(self) -> dict:
+        name, best_ms = self.best
+        return dict(asdict(self), best_path=name, best_ms=best_ms, ratio=self.ratio,
+                    ours_gbps=self.ours_gbps, best_gbps=self.best_gbps)
+
+
+# Data: made by torch on its device, copied to the host for ours ----------------
+
+def random_tensor(shape, opts, scale: float = 1.0):
+    """Normal values in the run's dtype on the PyTorch device (seeded)."""
+    import torch
+
+    values = torch.randn(shape, generator=opts.generator, device=opts.device,
+                         dtype=torch.float32)
+    if scale != 1.0:
+        values *= scale
+    return values.to(getattr(torch, TORCH_DTYPES[opts.dtype]))
+
+
+def host_copy(tensor, dtype: str) -> np.ndarray:
+    """The tensor's bits as a numpy array of our `dtype` (torch has no numpy
+    bfloat16, so half types travel as int16)."""
+    import torch
+
+    from vyre_xdsl.dtypes import numpy_dtype
+
+    if tensor.element_size() == 2:
+        return tensor.view(torch.int16).cpu().numpy().view(numpy_dtype(dtype))
+    return tensor.cpu().numpy()
+
+
+def paged(k, v, page_size: int, generator):
+    """k and v [B, Hkv, L, D] as pools of shuffled pages [B*L/P, P, Hkv, D]
+    and the block table [B, L/P] (int32) that reads them back in order."""
+    import torch
+
+    batch, kv_heads, length, dim = k.shape
+    pages = batch * length // page_size
+    where = torch.randperm(pages, generator=generator, device=generator.device)
+    pools = []
+    for cache in (k, v):
+        pool = torch.empty((pages, page_size, kv_heads, dim), dtype=cache.dtype,
+                           device=cache.device)
+        pool[where] = cache.transpose(1, 2).reshape(pool.shape)
+        pools.append(pool)
+    return *pools, where.to(torch.int32).reshape(batch, length // page_size)
+
+
+# Our side ------------------------------------------------------------------------
+
+def mla_module(point: MlaPoint, dtype: str):
+    """vx.mla_decode of the point; batch=1 is built without `batch=` so that
+    it runs where mla_decode predates it (TypeError at batch > 1 there)."""
+    batch = {} if point.batch == 1 else {"batch": point.batch}
+    return vx.mla_decode(point.seq, point.heads, point.dim, point.rank, point.rope,
+                         dtype=dtype, **batch)
+
+
+def gqa_module(point: GqaPoint, variant: str, dtype: str):
+    extra = {"dense": {}, "kv_lens": {"kv_lens": True},
+             "paged": {"page_size": point.page_size,
+                       "num_pages": point.batch * point.kv_len // point.page_size}}[variant]
+    return vx.flash_attention_2(seq_len=1, kv_len=point.kv_len, batch=point.batch,
+                                num_heads=point.heads, num_kv_heads=point.kv_heads,
+                                head_dim=point.dim, dtype=dtype, **extra)
+
+
+def compile_ours(build: Callable, backend: str):
+    """(kernel, None), or (None, why not) for a shape the builder or the
+    device refuses (the point is skipped, not the run)."""
+    try:
+        return vx.compile(build(), backend=backend), None
+    except TypeError as error:
+        if "batch" in str(error):
+            return None, NEEDS_BATCH
+        raise
+    except VyreError as error:
+        return None, f"VyreError: {error}"[:400]
+
+
+def time_ours(kernel, query: dict, resident: dict, expected: np.ndarray | None,
+              warmup: int, repeat: int) -> dict:
+    """Call `kernel` with the resident caches; its output checked against
+    `expected` first. Medians of the GPU timestamps of the dispatches
+    (`timings=`), or of host wall time where the backend has none."""
+    probe: dict = {}
+    out = kernel(**query, **resident, timings=probe)["out"]
+    err = None
+    if expected is not None:
+        got = out.astype(np.float32).reshape(-1)
+        err = float(np.max(np.abs(got - expected.reshape(-1))))
+    gpu = "dispatch_ms" in probe
+    first_ms = probe["dispatch_ms"] if gpu else probe["total_ms"]
+    repeat = max(3, min(repeat, int(BUDGET_MS / max(first_ms, 1e-3))))
+    for _ in range(min(warmup, repeat)):
+        kernel(**query, **resident)
+    calls = []
+    for _ in range(repeat):
+        timings: dict = {}
+        kernel(**query, **resident, timings=timings)
+        calls.append(timings)
+
+    def median(key):
+        return statistics.median(t[key] for t in calls) if key in calls[0] else None
+
+    return dict(max_abs_err=err, ours_ms=median("dispatch_ms" if gpu else "total_ms"),
+                ours_timer="GPU timestamps (dispatches)" if gpu else "host wall per call",
+                ours_device_ms=median("device_ms"), ours_call_ms=median("total_ms"))
+
+
+def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts) -> Row:
+    """Upload every input but q once, then time calls with a new q."""
+    try:
+        resident = {name: kernel.upload(name, inputs[name])
+                    for name in kernel.inputs if name != "q"}
+        measured = time_ours(kernel, {"q": inputs["q"]}, resident, expected,
+                             opts.warmup, opts.repeat)
+        for name, value in measured.items():
+            setattr(row, name, value)
+    except Exception as error:  # one kernel failing is a result, not the end of the run
+        row.note += f"{type(error).__name__}: {error}"[:300]
+    finally:
+        kernel.close()  # frees its resident caches too
+    wrong = WRONG_BY_DTYPE[opts.dtype]
+    if row.max_abs_err is not None and not row.max_abs_err <= wrong:
+        row.note = f"WRONG (max|err| > {wrong:g}) " + row.note
+    return row
+
+
+# Points: ours compiled first (a refused shape costs no data), then PyTorch, then ours
+
+def measure(point, variants: dict[str, Callable], make_inputs: Callable, opts) -> list[Row]:
+    """One row per variant of ours. `make_inputs()` returns (PyTorch's paths,
+    {variant: host inputs}, {PyTorch path left out: why})."""
+    from vyre_xdsl.dtypes import numpy_dtype
+
+    bytes_read = point.cache_bytes(numpy_dtype(opts.dtype).itemsize)
+    rows = {name: Row(point.grid, point.label, name, bytes_read,
+                      params={**asdict(point), "dtype": opts.dtype}) for name in variants}
+    kernels = {}
+    for name, build in variants.items():
+        kernels[name], why_not = compile_ours(build, opts.backend)
+        rows[name].skipped = why_not or ""
+    if not any(kernels.values()):
+        return list(rows.values())
+    paths, inputs, left_out = make_inputs()
+    result = run_torch(paths, opts.device, opts.warmup, opts.repeat)
+    for name, row in rows.items():
+        row.torch_ms = {**result.times, **{path: None for path in left_out}}
+        row.torch_notes = {**result.notes, **left_out}
+        row.checked_against, row.note = result.checked_against, result.disagree
+        if kernels[name] is not None:
+            run_variant(row, kernels[name], inputs[name], result.expected, opts)
+    return list(rows.values())
+
+
+def mla_point(point: MlaPoint, opts) -> list[Row]:
+    def make_inputs():
+        import torch
+
+        b, h, d, r = point.batch, point.heads, point.dim, point.rank
+        w_scale = 1.0 / math.sqrt(r)
+        t = dict(q=random_tensor((b, h, d), opts),
+                 kv_cache=random_tensor((b, point.seq, r), opts),
+                 kr_cache=random_tensor((b, point.seq, point.rope), opts),
+                 w_uk=random_tensor((r, h * d), opts, w_scale),
+                 w_uv=random_tensor((r, h * d), opts, w_scale))
+        host = {name: host_copy(value, opts.dtype) for name, value in t.items()}
+        need = mla_eager_bytes(b, point.seq, h, d, t["q"].element_size())
+        room = (torch.cuda.mem_get_info()[0] * EAGER_MEMORY_SHARE if opts.device == "cuda"
+                else CPU_EAGER_BYTES)
+        left_out = {} if need <= room else {
+            "eager": f"left out: needs {need / 2**30:.1f} GiB, more than {room / 2**30:.1f} GiB"}
+        return mla_torch_paths(t, r, point.rope, eager=not left_out), {"ours": host}, left_out
+
+    return measure(point, {"ours": lambda: mla_module(point, opts.dtype)}, make_inputs, opts)
+
+
+def gqa_point(point: GqaPoint, opts) -> list[Row]:
+    def make_inputs():
+        b, hkv, n, d = point.batch, point.kv_heads, point.kv_len, point.dim
+        q = random_tensor((b, point.heads, 1, d), opts)
+        k, v = (random_tensor((b, hkv, n, d), opts) for _ in range(2))
+        paths = sdpa_paths(q, k, v, {})
+        if opts.flex:
+            paths.append(TorchPath("flex", [("", lambda: compiled_flex()(
+                q, k, v, enable_gqa=hkv < point.heads))]))
+        dense = {name: host_copy(value, opts.dtype) for name, value in
+                 (("q", q), ("k", k), ("v", v))}
+        lengths = {"kv_lens": np.full(b, n, np.int32)}
+        k_pool, v_pool, table = paged(k, v, point.page_size, opts.generator)
+        pages = {"q": dense["q"], "k": host_copy(k_pool, opts.dtype),
+                 "v": host_copy(v_pool, opts.dtype), "block_table": table.cpu().numpy(),
+                 **lengths}
+        del k_pool, v_pool
+        left_out = {} if opts.flex else {"flex": "left out: --no-flex"}
+        return paths, {"dense": dense, "kv_lens": {**dense, **lengths}, "paged": pages}, left_out
+
+    variants = {name: (lambda name=name: gqa_module(point, name, opts.dtype))
+                for name in GQA_VARIANTS}
+    return measure(point, variants, make_inputs, opts)
+
+
+# Output ------------------------------------------------------------------------
+
+HEADER = (f"{'grid':4} {'shape':24} {'variant':8} {'ours ms':>9} {'GB/s':>7}  "
+          f"{'PyTorch paths (ms)':58} {'best':8} {'best ms':>8} {'GB/s':>7} {'ratio':>6} "
+          f"{'max|err|':>9}  note")
+
+
+def print_row(r: Row) -> None:
+    name, best_ms = r.best
+    if r.skipped:
+        print(f"{r.grid:4} {r.shape:24} {r.variant:8} skipped: {r.skipped}", flush=True)
+        return
+    print(f"{r.grid:4} {r.shape:24} {r.variant:8} {fmt(r.ours_ms, '9.4f')} "
+          f"{fmt(r.ours_gbps, '7.1f')}  {paths_text(r.torch_ms):58} {name or '-':8} "
+          f"{fmt(best_ms, '8.4f')} {fmt(r.best_gbps, '7.1f')} {fmt(r.ratio, '6.3f')} "
+          f"{fmt(r.max_abs_err, '9.2e')}  {r.note}", flush=True)
+
+
+def write_json(path: str, settings: dict, rows: list[Row]) -> None:
+    with open(path, "w") as f:
+        json.dump({"settings": settings, "rows": [r.as_json() for r in rows]}, f, indent=1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", help="write the settings and rows as JSON here")
+    parser.add_argument("--only", choices=["mla", "gqa"], help="run one grid")
+    parser.add_argument("--match", default="",
+                        help="run only the points whose name ('mla B=32 S=4096 H=16', "
+                             "'gqa B=8 L=1024 H=32/8') contains this text")
+    parser.add_argument("--all", action="store_true",
+                        help="every GQA point (batch 1..128 x keys 1024..32768)")
+    parser.add_argument("--quick", action="store_true", help="a tiny grid (smoke test)")
+    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default="f32",
+                        help="element type of the inputs and outputs, ours and PyTorch's")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="where PyTorch runs (cpu: a smoke test with host timings)")
+    parser.add_argument("--backend", choices=["vulkan", "interpreter"], default="vulkan",
+                        help="what runs ours (vx.compile's backend)")
+    parser.add_argument("--no-flex", dest="flex", action="store_false",
+                        help="leave FlexAttention out (its compile takes seconds per shape)")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--max-seconds", type=float, default=480.0,
+                        help="stop starting points after this (shared evenly by the grids "
+                             "still to run); what was measured is kept")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("PyTorch sees no CUDA device; use --device cpu for a smoke test")
+    configure_torch()
+    settings = torch_settings(args.device)
+    settings.update(dtype=args.dtype, backend=args.backend, quick=args.quick,
+                    max_seconds=args.max_seconds,
+                    ours="vx.compile(module, backend) once; inputs but q uploaded once; "
+                         "median of timings['dispatch_ms'] (GPU timestamps)",
+                    ratio="best PyTorch ms / ours ms")
+    if args.backend == "vulkan":
+        from vyre_xdsl.vulkan import device_report
+
+        settings["vulkan"] = device_report()
+        print(settings["vulkan"])
+    print(f"PyTorch {settings['torch']} on {settings['device']}, {args.dtype}; TF32 off "
+          f"(cuda.matmul.allow_tf32={settings['cuda.matmul.allow_tf32']}, "
+          f"cudnn.allow_tf32={settings['cudnn.allow_tf32']}); GQA: {settings['gqa']}")
+    print("MLA: absorbed = batched matmuls over the latent cache, eager = K/V decompressed; "
+          "GB/s of kv_cache + kr_cache. GQA: SDPA per backend (eff, math, cudnn, flash), "
+          "flex = torch.compile(flex_attention); GB/s of K + V. ratio = best ms / ours ms, "
+          "best = the PyTorch path it is against.")
+    opts = argparse.Namespace(device=args.device, dtype=args.dtype, backend=args.backend,
+                              warmup=args.warmup, repeat=args.repeat, flex=args.flex,
+                              generator=None)
+    grids = [(grid, points, run) for grid, points, run in (
+        ("mla", mla_grid(args.quick), mla_point),
+        ("gqa", gqa_grid(args.quick, args.all), gqa_point))
+        if args.only in (None, grid)]
+    rows: list[Row] = []
+    started = time.perf_counter()
+    settings["not_run"] = []
+    print(HEADER)
+    print("-" * len(HEADER))
+    for index, (grid, points, run) in enumerate(grids):
+        points = [p for p in points if args.match in f"{grid} {p.label}"]
+        left = args.max_seconds - (time.perf_counter() - started)
+        deadline = time.perf_counter() + left / (len(grids) - index)
+        longest = 0.0
+        for point in points:
+            now = time.perf_counter()
+            if now + longest > deadline:  # the next point would likely overrun
+                settings["not_run"].append(f"{grid} {point.label}")
+                continue
+            opts.generator = torch.Generator(device=args.device).manual_seed(0)
+            new_rows = run(point, opts)
+            longest = max(longest, time.perf_counter() - now)
+            for row in new_rows:
+                print_row(row)
+            rows.extend(new_rows)
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+            settings["elapsed_s"] = time.perf_counter() - started
+            if args.out:  # after every point, so a stopped run keeps what it measured
+                write_json(args.out, settings, rows)
+    if settings["not_run"]:
+        print(f"{OVER_BUDGET}: {len(settings['not_run'])} points ({', '.join(settings['not_run'])})")
+    settings["elapsed_s"] = time.perf_counter() - started
+    if args.out:
+        write_json(args.out, settings, rows)
+    print(f"(benchmark wall time {settings['elapsed_s']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
