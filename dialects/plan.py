@@ -1,0 +1,189 @@
+"""`#vyre.plan<...>`: what `optimize=default` decided for one skeleton.
+
+vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
+tuning's plan (vyre_xdsl.tuning) as the discardable attribute `vyre.plan`
+of each `vyre.tiled_online_softmax`; the optimisation passes given `0`
+("choose") for an option read their choice from it.  The fields, all
+printed, in this order:
+
+    device       the profile the plan was made for (vyre_xdsl.device)
+    lanes        lanes per workgroup (vyre-resize-workgroup)
+    tile_size    keys per tile (vyre-retile)
+    kv_splits    invocations per item over its tiles (vyre-split-kv)
+    merge        how the splits are merged: none (no split), workgroup,
+                 kernel
+    dim_parts    lanes per item over its head dims (vyre-split-head-dim)
+    stage_bytes  the workgroup memory K/V tiles may be staged in
+                 (vyre-stage-kv-tiles; 0: not staged)
+    unroll       the unroll depth (vyre-unroll-jam)
+    interleave   the scratch arrays kept lane-minor in workgroup memory
+                 (vyre-interleave-scratch)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+PLAN_ATTR = "vyre.plan"  # on a vyre.tiled_online_softmax
+SCRATCH_ROLES = ("q_scratch", "score_tile", "o_acc")
+
+
+class MergeKind(StrEnum):
+    """Where the partial results of an item's kv splits are merged."""
+
+    NONE = "none"  # not split
+    WORKGROUP = "workgroup"  # in workgroup memory, by the split kernel
+    KERNEL = "kernel"  # by a kernel of its own (vyre.merge_splits)
+
+
+@irdl_attr_definition
+class MergeKindAttr(EnumAttribute[MergeKind], SpacedOpaqueSyntaxAttribute):
+    name = "vyre.merge_kind"
+
+
+_INT_FIELDS = ("lanes", "tile_size", "kv_splits")
+_LATER_INT_FIELDS = ("dim_parts", "stage_bytes", "unroll")
+
+
+@irdl_attr_definition
+class PlanAttr(ParametrizedAttribute):
+    """One skeleton's plan (module docstring)."""
+
+    name = "vyre.plan"
+
+    device_attr: StringAttr
+    lanes_attr: IntAttr
+    tile_size_attr: IntAttr
+    kv_splits_attr: IntAttr
+    merge_attr: MergeKindAttr
+    dim_parts_attr: IntAttr
+    stage_bytes_attr: IntAttr
+    unroll_attr: IntAttr
+    interleave_attr: ArrayAttr[StringAttr]
+
+    def __init__(
+        self, device: str, lanes: int, tile_size: int, kv_splits: int, merge: str,
+        dim_parts: int, stage_bytes: int, unroll: int, interleave: Sequence[str] = (),
+    ):
+        super().__init__(
+            StringAttr(device), IntAttr(lanes), IntAttr(tile_size), IntAttr(kv_splits),
+            MergeKindAttr(MergeKind(merge)), IntAttr(dim_parts), IntAttr(stage_bytes),
+            IntAttr(unroll), ArrayAttr(StringAttr(name) for name in interleave),
+        )
+
+    @property
+    def device(self) -> str:
+        return self.device_attr.data
+
+    @property
+    def lanes(self) -> int:
+        return self.lanes_attr.data
+
+    @property
+    def tile_size(self) -> int:
+        return self.tile_size_attr.data
+
+    @property
+    def kv_splits(self) -> int:
+        return self.kv_splits_attr.data
+
+    @property
+    def merge(self) -> MergeKind:
+        return self.merge_attr.data
+
+    @property
+    def dim_parts(self) -> int:
+        return self.dim_parts_attr.data
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.stage_bytes_attr.data
+
+    @property
+    def unroll(self) -> int:
+        return self.unroll_attr.data
+
+    @property
+    def interleave(self) -> tuple[str, ...]:
+        return tuple(name.data for name in self.interleave_attr)
+
+    def verify(self) -> None:
+        for field in ("lanes", "tile_size", "kv_splits", "dim_parts", "unroll"):
+            if getattr(self, field) < 1:
+                raise VerifyException(f"#vyre.plan: {field} must be >= 1, got {getattr(self, field)}")
+        if self.stage_bytes < 0:
+            raise VerifyException(f"#vyre.plan: stage_bytes must be >= 0, got {self.stage_bytes}")
+        if self.dim_parts & (self.dim_parts - 1):
+            raise VerifyException(
+                f"#vyre.plan: dim_parts must be a power of two, got {self.dim_parts}"
+            )
+        if (self.kv_splits > 1) != (self.merge != MergeKind.NONE):
+            raise VerifyException(
+                f"#vyre.plan: merge must be none exactly when kv_splits is 1 (kv_splits "
+                f"{self.kv_splits}, merge {self.merge.value})"
+            )
+        unknown = [name for name in self.interleave if name not in SCRATCH_ROLES]
+        if unknown:
+            raise VerifyException(
+                f"#vyre.plan: interleave names scratch arrays of the skeleton "
+                f"({', '.join(SCRATCH_ROLES)}), got {', '.join(unknown)}"
+            )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        def field(key: str) -> None:
+            parser.parse_keyword(key)
+            parser.parse_punctuation("=")
+
+        def integer(key: str) -> IntAttr:
+            field(key)
+            return IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=True))
+
+        parser.parse_punctuation("<")
+        field("device")
+        device = StringAttr(parser.parse_str_literal())
+        ints = []
+        for key in _INT_FIELDS:
+            parser.parse_punctuation(",")
+            ints.append(integer(key))
+        parser.parse_punctuation(",")
+        field("merge")
+        merge = MergeKindAttr(MergeKindAttr.parse_parameter(parser))
+        later = []
+        for key in _LATER_INT_FIELDS:
+            parser.parse_punctuation(",")
+            later.append(integer(key))
+        parser.parse_punctuation(",")
+        field("interleave")
+        names = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: StringAttr(parser.parse_identifier())
+        )
+        parser.parse_punctuation(">")
+        return (device, *ints, merge, *later, ArrayAttr(names))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f'<device = "{self.device}"')
+        for key in _INT_FIELDS:
+            printer.print_string(f", {key} = {getattr(self, key)}")
+        printer.print_string(f", merge = {self.merge.value}")
+        for key in _LATER_INT_FIELDS:
+            printer.print_string(f", {key} = {getattr(self, key)}")
+        printer.print_string(f", interleave = [{', '.join(self.interleave)}]>")
+
+
+PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr)
+
+
+def plan_of(op: Operation) -> PlanAttr | None:
+    """The plan recorded on a skeleton, if any."""
+    attr = op.attributes.get(PLAN_ATTR)
+    return attr if isinstance(attr, PlanAttr) else None

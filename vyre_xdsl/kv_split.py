@@ -1,0 +1,65 @@
+"""What splitting an item's key tiles over invocations (vyre-split-kv,
+flash-decoding) requires: vyre-split-kv checks a split it is asked for
+against `valid_splits`, and the tuning (vyre_xdsl.tuning) only chooses
+splits that pass it."""
+
+from __future__ import annotations
+
+from vyre_xdsl.dialects import vyre
+
+
+def workgroup_merge_bytes(op: vyre.TiledOnlineSoftmaxOp, lanes: int) -> int:
+    """The workgroup memory a merge in the workgroup takes: every lane's
+    partial m, l and o_acc (inline_fragments.SplitMerge)."""
+    return 4 * lanes * (op.v_dim + 2)
+
+
+def has_hooks(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether the prologue or epilogue does anything (each split runs them)."""
+    return any(len(hook.block.ops) > 1 for hook in (op.prologue, op.epilogue))
+
+
+def valid_splits(
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    splits: int,
+    in_kernel: bool = False,
+    shared_memory_bytes: int = 0,
+    tile_count: int | None = None,
+) -> str | None:
+    """Why `op` cannot be split `splits` ways (merged in workgroup memory,
+    or `in_kernel`), or None if it can; `shared_memory_bytes` bounds the
+    workgroup memory of a merge in the workgroup (0: unbounded);
+    `tile_count` is the op's unless given (the tuning asks before
+    retiling)."""
+    shape = op.shape()
+    tiles = shape["tile_count"] if tile_count is None else tile_count
+    if op.has_mask:
+        return "it has a mask region (tile skipping is decided per block of items)"
+    if op.parts > 1:
+        return "its head dims are split (vyre-split-head-dim); split its tiles first"
+    if splits < 2:
+        return "the split count must be >= 2"
+    if splits > tiles:
+        return f"there are only {tiles} tiles"
+    if in_kernel:
+        if op.lse is not None:
+            return "it writes the log-sum-exp, which a merge kernel does not (merge=workgroup)"
+        return None
+    if shared_memory_bytes and workgroup_merge_bytes(op, lanes) > shared_memory_bytes:
+        return (
+            f"a merge in the workgroup needs {workgroup_merge_bytes(op, lanes)} bytes of "
+            f"workgroup memory, more than the device's {shared_memory_bytes} "
+            f"(merge=kernel has no such bound)"
+        )
+    if lanes % splits:
+        return (
+            f"the split count must divide the workgroup size ({lanes}) for a merge "
+            f"in the workgroup (merge=kernel has no such bound)"
+        )
+    if (shape["item_count"] * splits) % lanes:
+        return (
+            f"item_count * splits = {shape['item_count'] * splits} is not a multiple "
+            f"of the workgroup size ({lanes})"
+        )
+    return None

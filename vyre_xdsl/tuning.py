@@ -1,0 +1,319 @@
+"""The policy of `optimize="default"`: one plan per skeleton, for a device.
+
+The optimisation passes are mechanisms: each rewrites the IR as its
+options say.  What to ask of them is decided here, once, from a device
+profile's limits (vyre_xdsl.device) and the skeleton as built:
+`module_plans` predicts how each rewrite changes the facts the next
+decision reads (workgroup lanes, tile count, splits), so no pass asks
+another what it will do later.  vyre-plan records the result as
+`#vyre.plan<...>` on each skeleton (dialects/plan.py) and the passes read
+it; each choice is also a function of its own (`workgroup_lanes`,
+`tile_size`, `kv_split`, `dim_parts`), which a pass run alone with `0`
+("choose") and no recorded plan asks about the skeleton as it is then.
+
+Why each choice is what it is, with the measurements behind it:
+docs/performance.md ("Why the plan chooses what it does").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp
+
+from vyre_xdsl.device import DeviceProfile
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.plan import MergeKind, PlanAttr
+from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
+from vyre_xdsl.kv_split import has_hooks, valid_splits, workgroup_merge_bytes
+
+# Rows of at most SHORT_ROWS dims fit an invocation's registers with their
+# accumulator; longer rows go over lanes (dim_parts) or shorter tiles.
+SHORT_ROWS = 64
+SHORT_ROW_TILE = 16  # keys per tile for rows of at most SHORT_ROWS dims
+LONG_ROW_TILE = 8  # keys per tile for longer rows
+LONG_ROW_WIDE_WORKGROUP_TILE = 16  # ... in workgroups of 128 lanes or more
+LONG_ROW_SMALL_GRID_TILE = 4  # ... on a small grid
+SPLIT_ROW_TILE = 32  # ... split over lanes (dim_parts)
+MIN_SPLIT_TILE = 4  # the shortest tiles chosen to give kv splits a tile each
+GRID_UNIT = 64  # lanes of the workgroups SMALL_GRID counts
+SMALL_GRID = 2 * 132  # workgroups of GRID_UNIT lanes: two per SM of an H200
+LARGE_GRID_LANES = 128  # lanes per workgroup on larger grids
+TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
+STAGE_TILE_BYTES = 16 * 1024  # staged tiles at most this large on large grids
+UNROLL = 32  # unroll depth
+DEEP_UNROLL = 64  # ... with a mask, short rows, or split rows
+
+INTERLEAVED = ("q_scratch",)  # kept lane-minor on small grids with long rows
+
+
+def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
+    """How many workgroups of GRID_UNIT lanes `op`'s kernel needs (a kernel
+    resized to 128 lanes counts as many as before: SMALL_GRID was measured
+    in workgroups of 64)."""
+    return -(-_kernel(op).item_count.value.data // GRID_UNIT)
+
+
+def workgroup_lanes(kernel: vyre.KernelOp) -> int | None:
+    """vyre-resize-workgroup's choice for `kernel`: LARGE_GRID_LANES for a
+    kernel of one unsplit skeleton on a grid larger than SMALL_GRID, else
+    None (keep its workgroups)."""
+    skeletons = [s for s in kernel.body.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+    if len(skeletons) != 1 or skeletons[0].splits > 1:
+        return None
+    if grid_workgroups(skeletons[0]) <= SMALL_GRID:
+        return None
+    return LARGE_GRID_LANES
+
+
+def merges_in_kernel(
+    op: vyre.TiledOnlineSoftmaxOp, lanes: int, target: int, shared_memory_bytes: int = 0
+) -> bool:
+    """Whether `merge=auto` merges `op`'s splits in a kernel: it has too
+    few items to reach `target` invocations with a workgroup's worth of
+    splits each, or a merge in the workgroup would not fit
+    `shared_memory_bytes`; and no hooks for every split to repeat, no mask
+    (which is never split) and no log-sum-exp."""
+    if op.has_mask or has_hooks(op) or op.lse is not None:
+        return False
+    items = op.shape()["item_count"]
+    if items >= target:
+        return False  # not split at all
+    too_big = bool(shared_memory_bytes) and workgroup_merge_bytes(op, lanes) > shared_memory_bytes
+    return items * lanes < target or too_big
+
+
+def automatic_splits(
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    target: int,
+    in_kernel: bool = False,
+    shared_memory_bytes: int = 0,
+    tile_count: int | None = None,
+) -> int:
+    """The smallest valid power of two reaching `target` invocations (the
+    largest valid one below it if none does); 1 for no split."""
+    shape = op.shape()
+    items = shape["item_count"]
+    tiles = shape["tile_count"] if tile_count is None else tile_count
+    if items >= target:
+        return 1
+    chosen, splits = 1, 2
+    while splits <= (tiles if in_kernel else lanes):
+        if valid_splits(op, lanes, splits, in_kernel, shared_memory_bytes, tiles) is None:
+            chosen = splits
+            if items * splits >= target:
+                break
+        splits *= 2
+    return chosen
+
+
+def kv_split(
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    target: int = TARGET_INVOCATIONS,
+    merge: str = "auto",
+    shared_memory_bytes: int = 0,
+    tile_count: int | None = None,
+) -> tuple[int, bool]:
+    """vyre-split-kv's choice: (P, whether a kernel merges) for `merge`
+    (auto, workgroup or kernel); P = 1 for no split."""
+    in_kernel = merge == "kernel" or (
+        merge == "auto" and merges_in_kernel(op, lanes, target, shared_memory_bytes)
+    )
+    splits = automatic_splits(op, lanes, target, in_kernel, shared_memory_bytes, tile_count)
+    return splits, in_kernel and splits > 1
+
+
+def dim_parts(
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    splits: int,
+    merges_in_kernel: bool,
+    max_parts: int = 0,
+    found: DimLoops | str | None = None,
+) -> int:
+    """vyre-split-head-dim's choice for `op` in workgroups of `lanes`, its
+    tiles split `splits` ways: rows longer than SHORT_ROWS over as many
+    lanes (a power of two) as leave SHORT_ROWS dims or fewer to each; rows
+    of an unsplit kernel on a small grid over 2; fewer where `op` does not
+    qualify for as many or the device shuffles across fewer than that
+    (`max_parts`, 0: unbounded); 1 otherwise.  `found` is
+    find_dim_loops(op), if known."""
+    head_dim = op.shape()["head_dim"]
+    parts = 1
+    if head_dim > SHORT_ROWS:
+        while head_dim > parts * SHORT_ROWS:
+            parts *= 2
+    elif splits == 1 and grid_workgroups(op) <= SMALL_GRID:
+        parts = 2
+
+    def fits(parts: int) -> bool:
+        nonlocal found
+        if max_parts and parts > max_parts:
+            return False
+        if split_problem(op, parts, lanes, splits, merges_in_kernel) is not None:
+            return False
+        if found is None:
+            found = find_dim_loops(op)
+        return isinstance(found, DimLoops)
+
+    while parts > 1 and not fits(parts):
+        parts //= 2
+    return parts
+
+
+def tiles_for_kernel_merge(op: vyre.TiledOnlineSoftmaxOp, target: int) -> int | None:
+    """For a kernel whose splits a kernel merges: the largest tile, halving
+    the built one down to MIN_SPLIT_TILE, that leaves a tile for each split
+    it wants; None to keep the built tiles."""
+    shape = op.shape()
+    wanted_splits = 1
+    while shape["item_count"] * wanted_splits < target:
+        wanted_splits *= 2
+    tile = shape["tile_size"]
+    while (
+        tile % 2 == 0
+        and tile // 2 >= MIN_SPLIT_TILE
+        and vyre.tile_count_for(shape["seq_len"], tile) < wanted_splits
+    ):
+        tile //= 2
+    return tile if tile != shape["tile_size"] else None
+
+
+def tile_size(
+    op: vyre.TiledOnlineSoftmaxOp,
+    lanes: int,
+    shared_memory_bytes: int = 0,
+    max_parts: int = 0,
+    found: DimLoops | str | None = None,
+) -> int | None:
+    """vyre-retile's choice for `op` in workgroups of `lanes`, or None to
+    keep its tiles; the limits are those vyre-split-kv and
+    vyre-split-head-dim get (0: unbounded).  A kernel whose splits a kernel
+    merges gets tiles short enough for a tile per split; one split and
+    merged in the workgroup keeps its tiles; otherwise by row length, grid
+    and whether the rows go over lanes."""
+    if merges_in_kernel(op, lanes, TARGET_INVOCATIONS, shared_memory_bytes):
+        return tiles_for_kernel_merge(op, TARGET_INVOCATIONS)
+    if automatic_splits(op, lanes, TARGET_INVOCATIONS, False, shared_memory_bytes) > 1:
+        return None
+    if op.shape()["head_dim"] <= SHORT_ROWS:
+        wanted = SHORT_ROW_TILE
+    elif grid_workgroups(op) <= SMALL_GRID:
+        wanted = LONG_ROW_SMALL_GRID_TILE
+    elif dim_parts(op, lanes, op.splits, op.merges_in_kernel, max_parts, found) > 1:
+        wanted = SPLIT_ROW_TILE
+    elif lanes >= LARGE_GRID_LANES:
+        wanted = LONG_ROW_WIDE_WORKGROUP_TILE
+    else:
+        wanted = LONG_ROW_TILE
+    built = op.shape()["tile_size"]
+    return wanted if built > wanted and built % wanted == 0 else None
+
+
+@dataclass
+class _Prediction:
+    """A skeleton after the vyre-level rewrites, as far as the later
+    choices read it."""
+
+    op: vyre.TiledOnlineSoftmaxOp
+    lanes: int
+    tile_size: int
+    splits: int
+    in_kernel: bool
+    found: DimLoops | str
+
+    @property
+    def head_dim(self) -> int:
+        return self.op.shape()["head_dim"]
+
+
+def _predict(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile) -> _Prediction:
+    """vyre-resize-workgroup, vyre-retile and vyre-split-kv's choices for
+    `op`, each from the facts the one before leaves."""
+    shared, max_parts = device.shared_memory_bytes, device.max_dim_parts
+    found = find_dim_loops(op)
+    kernel = _kernel(op)
+    lanes = workgroup_lanes(kernel) or kernel.workgroup_size.value.data
+    shape = op.shape()
+    if op.splits > 1:  # split when built: nothing left to choose
+        return _Prediction(op, lanes, shape["tile_size"], op.splits, op.merges_in_kernel, found)
+    tile = tile_size(op, lanes, shared, max_parts, found) or shape["tile_size"]
+    tiles = vyre.tile_count_for(shape["seq_len"], tile)
+    splits, in_kernel = kv_split(op, lanes, shared_memory_bytes=shared, tile_count=tiles)
+    return _Prediction(op, lanes, tile, splits, in_kernel, found)
+
+
+def _parts(p: _Prediction, device: DeviceProfile) -> int:
+    return dim_parts(p.op, p.lanes, p.splits, p.in_kernel, device.max_dim_parts, p.found)
+
+
+def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
+    """The plan of every skeleton of `module` (vyre IR, MLA absorbed) for
+    `device`.  Staging, unrolling and interleaving act on the whole module
+    (they run on the lowered IR), so every skeleton's plan has the same."""
+    predicted = [
+        _predict(s, device) for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)
+    ]
+    parts = {p.op: 1 for p in predicted}
+    stage_bytes, unroll, interleave = 0, UNROLL, ()
+    if any(p.op.ragged for p in predicted):
+        # kv_lens: tile counts differ between the lanes of a workgroup, so
+        # nothing that synchronises them in the tile loop (staged tiles) or
+        # pattern-matches K/V addresses (paged) applies; unrolling does
+        if all(p.op.has_mask for p in predicted):
+            unroll = DEEP_UNROLL
+    elif any(p.splits > 1 for p in predicted):
+        parts = {p.op: _parts(p, device) for p in predicted}
+        unroll = DEEP_UNROLL
+    elif predicted:
+        small_grid = sum(grid_workgroups(p.op) for p in predicted) <= SMALL_GRID
+        tile_bytes = {p.op: 4 * p.tile_size * p.head_dim for p in predicted}
+        if all(tile_bytes[p.op] <= STAGE_TILE_BYTES or small_grid for p in predicted):
+            parts = {p.op: _parts(p, device) for p in predicted}
+            long_rows = all(p.head_dim // parts[p.op] > SHORT_ROWS for p in predicted)
+            if not long_rows or all(p.op.has_mask for p in predicted):
+                unroll = DEEP_UNROLL
+            # the query rows kept in workgroup memory must leave room for a staged tile
+            kept = _scratch_bytes(module, INTERLEAVED, {_kernel(p.op): p.lanes for p in predicted})
+            if small_grid and long_rows and (
+                kept + max(tile_bytes.values()) <= device.shared_memory_bytes
+            ):
+                interleave = INTERLEAVED
+            else:
+                kept = 0
+            stage_bytes = device.shared_memory_bytes - kept
+    return {
+        p.op: PlanAttr(
+            device.name, p.lanes, p.tile_size, p.splits,
+            MergeKind.NONE if p.splits == 1 else
+            MergeKind.KERNEL if p.in_kernel else MergeKind.WORKGROUP,
+            parts[p.op], stage_bytes, unroll, interleave,
+        )
+        for p in predicted
+    }
+
+
+def _scratch_bytes(
+    module: ModuleOp, names: tuple[str, ...], lanes: dict[vyre.KernelOp, int]
+) -> int:
+    """The workgroup memory that the scratch arrays `names` take, per kernel
+    at most, once each kernel runs workgroups of `lanes[kernel]` lanes."""
+    per_kernel: dict[vyre.KernelOp, int] = {}
+    for scratch in module.walk():
+        if isinstance(scratch, vyre.ScratchOp) and scratch.sym_name.data in names:
+            kernel = scratch.parent_op()
+            assert isinstance(kernel, vyre.KernelOp)
+            built = kernel.workgroup_size.value.data
+            (count,) = scratch.result.type.get_shape()
+            if lanes.get(kernel, built) != built:
+                count = count // built * lanes[kernel]  # as vyre-resize-workgroup
+            per_kernel[kernel] = per_kernel.get(kernel, 0) + 4 * count
+    return max(per_kernel.values(), default=0)
+
+
+def _kernel(op: vyre.TiledOnlineSoftmaxOp) -> vyre.KernelOp:
+    kernel = op.parent_op()
+    assert isinstance(kernel, vyre.KernelOp)
+    return kernel
