@@ -3,8 +3,11 @@
 Buffers become the kernel's memref arguments (argument i = binding i), scratch
 arrays become workgroup memory (`memref.alloc` in memory space 3), item and
 lane come from `gpu.global_id x` / `gpu.thread_id x`.  What a runtime needs to
-launch it is recorded on the `gpu.func` (docs/lowered-ir.md): the buffers'
-names, bindings, access and shapes, the item count, workgroup and grid size.
+launch it is recorded on the `gpu.func` as one typed `vyre.launch` attribute
+(dialects/launch.py, docs/lowered-ir.md): the buffers' names, bindings,
+access, shapes and dtypes, the item count, workgroup and grid size, and the
+shape of the skeleton the kernel was expanded from; each of the skeleton's
+workgroup arrays keeps its role (`vyre.role`).
 """
 
 from __future__ import annotations
@@ -14,15 +17,11 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DenseArrayBase,
-    DictionaryAttr,
     IntegerAttr,
     MemRefType,
     ModuleOp,
     StringAttr,
     UnitAttr,
-    i32,
     i64,
 )
 from xdsl.ir import Block, Region
@@ -37,30 +36,27 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.errors import pass_error
-from vyre_xdsl.kernel_info import (
-    BUFFERS_ATTR,
-    GRID_SIZE_ATTR,
-    ITEM_COUNT_ATTR,
-    WORKGROUP_SIZE_ATTR,
+from vyre_xdsl.dialects.launch import (
+    LAUNCH_ATTR,
+    SCRATCH_ATTR,
+    SKELETON_ATTR,
+    BufferAttr,
+    LaunchAttr,
 )
+from vyre_xdsl.dtypes import dtype_name
+from vyre_xdsl.errors import pass_error
+from vyre_xdsl.skeleton import Captures
 
 WORKGROUP_MEMORY_SPACE = IntegerAttr(3, i64)
 
 
-CAPTURED_ATTR = "vyre.captured"  # a captured table's data on its vyre.buffer
-
-
-def _buffer_description(op: vyre.BufferOp) -> DictionaryAttr:
-    fields = {
-        "name": op.sym_name,
-        "binding": IntegerAttr(op.binding.value.data, i32),
-        "access": op.access,
-        "shape": DenseArrayBase.from_list(i64, list(op.logical_shape)),
-    }
-    if CAPTURED_ATTR in op.attributes:  # vx.run passes this read buffer itself
-        fields["data"] = op.attributes[CAPTURED_ATTR]
-    return DictionaryAttr(fields)
+def _buffer_description(op: vyre.BufferOp) -> BufferAttr:
+    return BufferAttr(
+        op.sym_name.data, op.binding.value.data, op.access.data, op.logical_shape,
+        dtype_name(op.result.type.element_type),
+        # a captured table: vx.run passes this read buffer itself
+        op.attributes.get(Captures.ATTR),
+    )
 
 
 class LowerItemIndex(RewritePattern):
@@ -106,15 +102,11 @@ class LowerKernel(RewritePattern):
             ([b.result.type for b in buffers], []),
             kernel=True,
         )
-        func.attributes.update(
-            {
-                "gpu.kernel": UnitAttr(),
-                ITEM_COUNT_ATTR: IntegerAttr(items, i64),
-                WORKGROUP_SIZE_ATTR: DenseArrayBase.from_list(i32, [lanes, 1, 1]),
-                GRID_SIZE_ATTR: DenseArrayBase.from_list(i32, [-(-items // lanes), 1, 1]),
-                BUFFERS_ATTR: ArrayAttr([_buffer_description(b) for b in buffers]),
-            }
+        launch = LaunchAttr(
+            items, (lanes, 1, 1), (-(-items // lanes), 1, 1),
+            [_buffer_description(b) for b in buffers], op.attributes.get(SKELETON_ATTR),
         )
+        func.attributes.update({"gpu.kernel": UnitAttr(), LAUNCH_ATTR: launch})
         entry = func.body.block
         for buffer, arg in zip(buffers, entry.args, strict=True):
             arg.name_hint = buffer.sym_name.data
@@ -127,6 +119,8 @@ class LowerKernel(RewritePattern):
                                    memory_space=WORKGROUP_MEMORY_SPACE)
             )
             alloc.memref.name_hint = scratch.sym_name.data
+            if SCRATCH_ATTR in scratch.attributes:  # one of the skeleton's
+                alloc.attributes[SCRATCH_ATTR] = scratch.attributes[SCRATCH_ATTR]
             rewriter.insert(alloc, InsertPoint.at_end(entry))
             rewriter.replace_all_uses_with(scratch.result, alloc.memref)
             rewriter.erase(scratch)

@@ -56,6 +56,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.launch import record_skeleton
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.numerics import partial_weight_scale
 
@@ -478,6 +479,7 @@ class ExpandSkeleton(RewritePattern):
     def match_and_rewrite(
         self, op: vyre.TiledOnlineSoftmaxOp, rewriter: PatternRewriter
     ) -> None:
+        record_skeleton(op)  # convert-vyre-to-gpu records it in the launch
         shape = op.shape()
         head_dim, tile_size = shape["head_dim"], shape["tile_size"]
         tile_count = shape["tile_count"]

@@ -18,8 +18,9 @@ results are bit-identical; vyre-promote-scratch then leaves the array in
 workgroup memory (it is no longer a lane slice).
 
 Runs on lowered IR (after convert-vyre-to-gpu, before
-vyre-promote-scratch), on the workgroup arrays named by `arrays` (their SSA
-names: `q_scratch`, `o_acc`, ...).  As in vyre-promote-scratch, an array
+vyre-promote-scratch), on the skeleton's workgroup arrays whose role
+(`vyre.role`, recorded by the lowering) `arrays` names: `q_scratch`,
+`o_acc` or `score_tile`.  As in vyre-promote-scratch, an array
 with any other access (another lane's slice, an unknown offset, a use that
 is not a load or store) is left as it is.
 
@@ -40,6 +41,8 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from vyre_xdsl.dialects.launch import ScratchRole, scratch_role
+from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.promote_scratch import lane_slice_accesses
 
 
@@ -62,14 +65,22 @@ def interleave(alloc: memref.AllocOp) -> None:
 
 @dataclass(frozen=True)
 class InterleaveScratchPass(ModulePass):
-    """Store the named per-lane workgroup arrays lane-minor (element e of
-    lane l at e * lanes + l), free of bank conflicts; bit-identical."""
+    """Store the per-lane workgroup arrays of the roles named (ScratchRole)
+    lane-minor (element e of lane l at e * lanes + l), free of bank
+    conflicts; bit-identical."""
 
     name = "vyre-interleave-scratch"
 
     arrays: tuple[str, ...] = ("q_scratch",)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        roles = [role.value for role in ScratchRole]
+        unknown = [name for name in self.arrays if name not in roles]
+        if unknown:
+            raise VyreError(
+                f"vyre-interleave-scratch: arrays={','.join(unknown)} names no scratch "
+                f"role; the roles are {', '.join(roles)}"
+            )
         for alloc in [a for a in op.walk() if isinstance(a, memref.AllocOp)]:
-            if alloc.memref.name_hint in self.arrays:
+            if scratch_role(alloc) in self.arrays:
                 interleave(alloc)

@@ -31,6 +31,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.loop_bounds import constant_index, upper_bound
 
 WORKGROUP_MEMORY_SPACE = 3
@@ -65,10 +66,10 @@ def lanes_per_workgroup(op: Operation) -> int | None:
         func = func.parent_op()
     if func is None:
         return None
-    size = func.attributes.get("vyre.workgroup_size")
-    if size is None:
+    launch = launch_of(func)
+    if launch is None:
         return None
-    x, y, z = (int(v) for v in size.get_values())
+    x, y, z = launch.workgroup_size
     return x if y == z == 1 else None
 
 

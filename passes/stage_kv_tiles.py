@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.launch import SCRATCH_ATTR, ScratchRole, ScratchRoleAttr
 from vyre_xdsl.dtypes import is_half
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import linear_index
@@ -312,6 +313,7 @@ class StageKvTilesPass(ModulePass):
             return
         size = max(used for *_, used in plans)
         stage_op = vyre.ScratchOp(STAGE_NAME, size)
+        stage_op.attributes[SCRATCH_ATTR] = ScratchRoleAttr(ScratchRole.KV_TILE)
         Rewriter.insert_op(stage_op, InsertPoint.before(op))
         stage = stage_op.result
         for region, args, kept, _ in plans:

@@ -41,6 +41,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.passes.inline_fragments import CHUNK_LOOP_ATTR, MAX_TRIPS_ATTR
@@ -79,7 +80,7 @@ def _distinct_buffers(value: SSAValue) -> bool:
     if not isinstance(value, BlockArgument):
         return False
     owner = value.block.parent_op()
-    return isinstance(owner, gpu.FuncOp) and "vyre.buffers" in owner.attributes
+    return isinstance(owner, gpu.FuncOp) and launch_of(owner) is not None
 
 
 def _may_alias(a: SSAValue, b: SSAValue) -> bool:

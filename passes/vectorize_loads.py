@@ -26,12 +26,10 @@ from math import gcd
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf, vector
 from xdsl.dialects.builtin import (
-    DictionaryAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
     VectorType,
     f32,
 )
@@ -39,9 +37,9 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from vyre_xdsl.dialects.launch import BufferAccess, launch_of
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of, linear_index
-from vyre_xdsl.kernel_info import BUFFERS_ATTR
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.passes.unroll_jam import UNROLLED_ATTR, transform, unrolled_body
 
@@ -51,14 +49,13 @@ WORKGROUP_MEMORY_SPACE = 3
 def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
     """The f32 arguments of a lowered vyre kernel that it only reads (an f16
     or bf16 buffer's loads stay scalar: each is widened on its own)."""
-    buffers = func.attributes.get(BUFFERS_ATTR)
-    if buffers is None:
+    launch = launch_of(func)
+    if launch is None:
         return set()
     return {
         arg
-        for arg, described in zip(func.body.block.args, buffers.data, strict=False)
-        if isinstance(described, DictionaryAttr)
-        and described.data.get("access") == StringAttr("read")
+        for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
+        if described.access == BufferAccess.READ
         and isinstance(arg.type, MemRefType) and arg.type.element_type == f32
     }
 

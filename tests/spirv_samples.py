@@ -11,8 +11,8 @@ def lowered_kernel(name: str, buffers: list[tuple[str, str, int]], body: str,
     types = ", ".join(f"memref<{n}xf32>" for _, _, n in buffers)
     args = ", ".join(f"%{name}: memref<{n}xf32>" for name, _, n in buffers)
     entries = ",\n          ".join(
-        f'{{name = "{name}", binding = {i} : i32, access = "{access}", '
-        f"shape = array<i64: {n}>}}"
+        f'#vyre.buffer<name = "{name}", binding = {i}, access = {access}, '
+        f"shape = [{n}], dtype = f32>"
         for i, (name, access, n) in enumerate(buffers)
     )
     grid = (item_count + workgroup - 1) // workgroup
@@ -24,11 +24,10 @@ def lowered_kernel(name: str, buffers: list[tuple[str, str, int]], body: str,
       %lane = "gpu.thread_id"() <{{dimension = #gpu<dim x>}}> : () -> index
 {body}
       "gpu.return"() : () -> ()
-    }}) {{sym_name = "{name}", gpu.kernel, vyre.item_count = {item_count} : i64,
-        vyre.workgroup_size = array<i32: {workgroup}, 1, 1>,
-        vyre.grid_size = array<i32: {grid}, 1, 1>,
-        vyre.buffers = [
-          {entries}]}} : () -> ()
+    }}) {{sym_name = "{name}", gpu.kernel, vyre.launch = #vyre.launch<items = {item_count},
+        workgroup = [{workgroup}, 1, 1], grid = [{grid}, 1, 1],
+        buffers = [
+          {entries}]>}} : () -> ()
   }}) : () -> ()
 }}
 """

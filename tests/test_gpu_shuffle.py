@@ -43,8 +43,8 @@ def lowered(body: str, *, n: int, lanes: int, outputs=("out",)) -> str:
     ty = f"memref<{n}xf32>"
     names = ["x", *outputs]
     buffers = ", ".join(
-        f'{{name = "{name}", binding = {b} : i32, access = '
-        f'"{"read" if name == "x" else "write"}", shape = array<i64: {n}>}}'
+        f'#vyre.buffer<name = "{name}", binding = {b}, access = '
+        f'{"read" if name == "x" else "write"}, shape = [{n}], dtype = f32>'
         for b, name in enumerate(names)
     )
     return f"""
@@ -63,10 +63,9 @@ builtin.module attributes {{gpu.container_module}} {{
 {body}
       }}
       "gpu.return"() : () -> ()
-    }}) {{sym_name = "shuffles", gpu.kernel, vyre.item_count = {n} : i64,
-        vyre.workgroup_size = array<i32: {lanes}, 1, 1>,
-        vyre.grid_size = array<i32: {-(-n // lanes)}, 1, 1>,
-        vyre.buffers = [{buffers}]}} : () -> ()
+    }}) {{sym_name = "shuffles", gpu.kernel, vyre.launch = #vyre.launch<items = {n},
+        workgroup = [{lanes}, 1, 1], grid = [{-(-n // lanes)}, 1, 1],
+        buffers = [{buffers}]>}} : () -> ()
   }}) : () -> ()
 }}
 """

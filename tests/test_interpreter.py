@@ -97,8 +97,8 @@ def kernel(body: str, *, n: int = 64, lanes: int = 64, groups: int = 1,
     sig = ", ".join([ty] * len(names))
     args = ", ".join(f"%{name}: {ty}" for name in names)
     buffers = ", ".join(
-        f'{{name = "{name}", binding = {i} : i32, access = '
-        f'"{"write" if name in outputs else "read"}", shape = array<i64: {n}>}}'
+        f'#vyre.buffer<name = "{name}", binding = {i}, access = '
+        f'{"write" if name in outputs else "read"}, shape = [{n}], dtype = f32>'
         for i, name in enumerate(names)
     )
     return f"""
@@ -111,10 +111,9 @@ builtin.module attributes {{gpu.container_module}} {{
       %n = arith.constant {n} : index
 {body}
       "gpu.return"() : () -> ()
-    }}) {{sym_name = "test", gpu.kernel, vyre.item_count = {n} : i64,
-        vyre.workgroup_size = array<i32: {lanes}, 1, 1>,
-        vyre.grid_size = array<i32: {groups}, 1, 1>,
-        vyre.buffers = [{buffers}] {extra_attrs}}} : () -> ()
+    }}) {{sym_name = "test", gpu.kernel, vyre.launch = #vyre.launch<items = {n},
+        workgroup = [{lanes}, 1, 1], grid = [{groups}, 1, 1],
+        buffers = [{buffers}]> {extra_attrs}}} : () -> ()
   }}) : () -> ()
 }}
 """

@@ -227,8 +227,8 @@ def _lowered_text(*kernels) -> str:
         types = ", ".join(f"memref<{n}xf32>" for *_, n in buffers)
         args = ", ".join(f"%{name}: memref<{n}xf32>" for name, _, _, n in buffers)
         entries = ", ".join(
-            f'{{name = "{name}", binding = {binding} : i32, access = "{access}", '
-            f"shape = array<i64: {n}>}}"
+            f'#vyre.buffer<name = "{name}", binding = {binding}, access = {access}, '
+            f"shape = [{n}], dtype = f32>"
             for name, binding, access, n in buffers
         )
         modules.append(
@@ -236,9 +236,8 @@ def _lowered_text(*kernels) -> str:
             f'    "gpu.func"() <{{function_type = ({types}) -> (), kernel}}> ({{\n'
             f"    ^bb0({args}):\n"
             f'      "gpu.return"() : () -> ()\n'
-            f'    }}) {{sym_name = "{func_name}", gpu.kernel, vyre.item_count = 4 : i64, '
-            f"vyre.workgroup_size = array<i32: 4, 1, 1>, "
-            f"vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{entries}]}} "
+            f'    }}) {{sym_name = "{func_name}", gpu.kernel, vyre.launch = #vyre.launch<'
+            f"items = 4, workgroup = [4, 1, 1], grid = [1, 1, 1], buffers = [{entries}]>}} "
             f": () -> ()\n"
             f"  }}) : () -> ()"
         )

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
+from vyre_xdsl.dialects.launch import launch_of
 from tests.requirements import needs_vulkan
 from tests.test_stage_kv_tiles import _inputs
 
@@ -18,7 +19,7 @@ CASES = {
 
 def _workgroup_size(lowered) -> int:
     (func,) = [op for op in lowered.walk() if op.name == "gpu.func"]
-    return int(func.attributes["vyre.workgroup_size"].get_values()[0])
+    return launch_of(func).workgroup_size[0]
 
 
 @pytest.mark.parametrize("name", CASES)

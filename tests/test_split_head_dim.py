@@ -13,6 +13,7 @@ from vyre_xdsl import reference
 from vyre_xdsl.compiler import apply_pipeline
 from vyre_xdsl.device import H200
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.vyre_to_gpu import tuning, vyre_rewrites
 from tests.requirements import needs_vulkan
@@ -308,8 +309,7 @@ def test_default_splits_mla_latent_rows_into_lanes_of_64(backend):
     tile, splits = latent.shape()["tile_size"], latent.splits
     assert splits > 1 and tuning(rewritten, H200).split_head_dim
     lowered = vx.lower_to_gpu(module, device="h200")
-    items = [k.attributes["vyre.item_count"].value.data for k in lowered.walk()
-             if k.name == "gpu.func"]
+    items = [launch_of(k).item_count for k in lowered.walk() if k.name == "gpu.func"]
     assert 2 * splits * 4 in items
     inputs = _mla_inputs(*dims)
     got = vx.run(lowered, inputs, backend=backend)["out"]

@@ -1,8 +1,10 @@
 """The host-side description of a lowered kernel, or of a program of several.
 
-`convert-vyre-to-gpu` records what a runtime needs on the `gpu.func` as
-discardable `vyre.*` attributes (see docs/lowered-ir.md); this module reads
-them back so every executor agrees on bindings, workgroup size and grid.
+`convert-vyre-to-gpu` records what a runtime needs on the `gpu.func` as one
+typed `vyre.launch` attribute (dialects/launch.py, docs/lowered-ir.md),
+which verifies itself; this module reads it back, checked against the body
+(argument types, grid, stores, lane slices), so every executor agrees on
+bindings, workgroup size and grid.
 A module may hold several kernels: `program_info` reads them all, in module
 order, as one `ProgramInfo` over one set of buffers.
 """
@@ -14,26 +16,13 @@ from functools import cached_property
 
 import numpy as np
 from xdsl.dialects import gpu
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DenseArrayBase,
-    DictionaryAttr,
-    IntegerAttr,
-    MemRefType,
-    ModuleOp,
-    StringAttr,
-)
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
-from vyre_xdsl.dialects.vyre import ACCESS_MODES  # the lowered buffers keep vyre's
-from vyre_xdsl.dtypes import dtype_name, itemsize, numpy_dtype
+from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
+from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
 
-BUFFERS_ATTR = "vyre.buffers"
-ITEM_COUNT_ATTR = "vyre.item_count"
-WORKGROUP_SIZE_ATTR = "vyre.workgroup_size"
-GRID_SIZE_ATTR = "vyre.grid_size"
-OUTPUT_SHAPE_ATTR = "vyre.output_shape"
 
 
 @dataclass(frozen=True)
@@ -111,6 +100,9 @@ class KernelInfo(_BufferSets):
     func: gpu.FuncOp
     # Upper bound on the loop iterations of one invocation (None: unknown).
     loop_iterations: int | None = None
+    # The tile size of the skeleton it was expanded from (None: it had none,
+    # e.g. the merging kernel of a split): what the oracle must use.
+    tile_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -163,31 +155,11 @@ def as_program(info: KernelInfo | ProgramInfo) -> ProgramInfo:
     )
 
 
-def _int_array(attr, what: str) -> tuple[int, int, int]:
-    if not isinstance(attr, DenseArrayBase):
-        raise VyreError(f"kernel attribute {what} must be array<i32: x, y, z>")
-    values = tuple(int(v) for v in attr.get_values())
-    if len(values) != 3:
-        raise VyreError(f"kernel attribute {what} must have 3 entries, got {values}")
-    return values  # type: ignore[return-value]
-
-
 def _at(op, message: str) -> VyreError:
     """A VyreError that carries `op`, so vyre-opt can print its location."""
     error = VyreError(message)
     error.op = op  # type: ignore[attr-defined]
     return error
-
-
-def _positive_array(attr, what: str, func) -> tuple[int, int, int]:
-    values = _int_array(attr, what)
-    func_name = func.sym_name.data
-    if any(v < 1 for v in values):
-        raise _at(func,
-            f"kernel @{func_name}: every entry of '{what}' must be >= 1, got "
-            f"{list(values)}"
-        )
-    return values
 
 
 U32_MAX = 2**32 - 1
@@ -287,18 +259,18 @@ def workgroup_memory_bytes(func: gpu.FuncOp) -> int:
 
 def lowered_kernels(module: ModuleOp) -> list[gpu.FuncOp]:
     """The lowered vyre kernels of `module` (gpu.funcs carrying
-    'vyre.buffers'), in module order."""
+    'vyre.launch'), in module order."""
     return [
         op
         for op in module.walk()
-        if isinstance(op, gpu.FuncOp) and BUFFERS_ATTR in op.attributes
+        if isinstance(op, gpu.FuncOp) and LAUNCH_ATTR in op.attributes
     ]
 
 
 def _no_kernel_error(expected: str) -> VyreError:
     return VyreError(
         f"expected {expected} lowered vyre kernel (a gpu.func carrying "
-        f"'{BUFFERS_ATTR}'), found none; lower a vyre.kernel with the "
+        f"'{LAUNCH_ATTR}'), found none; lower a vyre.kernel with the "
         f"vyre-to-gpu pipeline first"
     )
 
@@ -380,110 +352,60 @@ def kernel_info(module: ModuleOp) -> KernelInfo:
 
 
 def read_kernel(func: gpu.FuncOp) -> KernelInfo:
-    """The host-side description of one lowered kernel."""
-    attrs = func.attributes
-    for required in (ITEM_COUNT_ATTR, WORKGROUP_SIZE_ATTR, GRID_SIZE_ATTR):
-        if required not in attrs:
-            raise _at(func, f"lowered kernel @{func.sym_name.data} lacks '{required}'")
-    arg_types = func.function_type.inputs.data
-    entries = attrs[BUFFERS_ATTR]
-    if not isinstance(entries, ArrayAttr):
-        raise _at(func, f"'{BUFFERS_ATTR}' of @{func.sym_name.data} must be an array")
-    if len(entries.data) != len(arg_types):
+    """The host-side description of one lowered kernel: its `vyre.launch`
+    (verified when it was built or parsed) checked against the body."""
+    kernel = f"@{func.sym_name.data}"
+    launch = func.attributes.get(LAUNCH_ATTR)
+    if not isinstance(launch, LaunchAttr):
         raise _at(func,
-            f"'{BUFFERS_ATTR}' describes {len(entries.data)} buffers but "
-            f"@{func.sym_name.data} takes {len(arg_types)} arguments"
+            f"'{LAUNCH_ATTR}' of {kernel} must be a #vyre.launch<...> "
+            f"(docs/lowered-ir.md), got {launch}"
+        )
+    arg_types = func.function_type.inputs.data
+    if len(launch.buffers) != len(arg_types):
+        raise _at(func,
+            f"'{LAUNCH_ATTR}' describes {len(launch.buffers)} buffers but "
+            f"{kernel} takes {len(arg_types)} arguments"
         )
     buffers: list[BufferInfo] = []
-    kernel = f"@{func.sym_name.data}"
-    for index, (entry, arg_type) in enumerate(zip(entries.data, arg_types, strict=True)):
-        if not isinstance(entry, DictionaryAttr):
-            raise _at(func,
-                f"'{BUFFERS_ATTR}'[{index}] of {kernel} must be a dictionary "
-                f"{{name, binding, access, shape}}"
-            )
+    for index, (buffer, arg_type) in enumerate(zip(launch.buffers, arg_types, strict=True)):
         if not isinstance(arg_type, MemRefType) or any(
             d < 0 for d in arg_type.get_shape()
         ):
             raise _at(func,
                 f"argument {index} of {kernel} must be a static memref, got {arg_type}"
             )
-        dtype = dtype_name(arg_type.element_type)
-        if dtype is None:
+        where = f"buffer {buffer.buffer_name.data!r} of {kernel}"
+        if arg_type.element_type != buffer.dtype_attr:
             raise _at(func,
-                f"argument {index} of {kernel} is {arg_type}; a storage buffer holds "
-                f"f32, f16 or bf16 (memref<Nxf32>, memref<Nxf16>, memref<Nxbf16>)"
-            )
-        fields = entry.data
-        name = fields.get("name")
-        binding = fields.get("binding")
-        access = fields.get("access")
-        if not isinstance(name, StringAttr):
-            raise _at(func, f"'{BUFFERS_ATTR}'[{index}] of {kernel} needs name = \"...\"")
-        where = f"buffer {name.data!r} of {kernel}"
-        if not isinstance(binding, IntegerAttr) or not 0 <= binding.value.data < 2**31:
-            raise _at(func,
-                f"{where} needs binding = N : i32 with 0 <= N < 2^31, got {binding}"
-            )
-        if not isinstance(access, StringAttr) or access.data not in ACCESS_MODES:
-            raise _at(func,
-                f'{where} needs access = "read" (an input), "write" (an output) '
-                f'or "temp" (passes values between kernels), got {access}'
+                f"argument {index} of {kernel} is {arg_type} but {where} holds "
+                f"{buffer.dtype}; make the memref's element type {buffer.dtype}"
             )
         count = 1
         for dim in arg_type.get_shape():
             count *= dim
-        shape_attr = fields.get("shape")
-        shape = (
-            tuple(int(v) for v in shape_attr.get_values())
-            if isinstance(shape_attr, DenseArrayBase)
-            else (count,)
-        )
-        product = 1
-        for dim in shape:
-            product *= dim
-        if any(d < 0 for d in shape) or product != count:
+        if buffer.count != count:
             raise _at(func,
-                f"{where}: shape {list(shape)} does not hold the {count} elements of "
+                f"{where}: shape {list(buffer.shape)} does not hold the {count} elements of "
                 f"its memref; make the product of the shape equal {count}"
             )
-        captured = fields.get("data")
-        if captured is not None:
-            values = (
-                tuple(captured.get_values()) if isinstance(captured, DenseArrayBase) else ()
-            )
-            if access.data != "read" or len(values) != count:
-                raise _at(func,
-                    f"{where}: 'data' must be an array of its {count} elements on a "
-                    f"read buffer (a captured table), got {captured}"
-                )
-            captured = values
         buffers.append(
-            BufferInfo(name.data, binding.value.data, access.data, count, shape, dtype,
-                       captured)
+            BufferInfo(buffer.buffer_name.data, buffer.binding, buffer.access, count,
+                       buffer.shape, buffer.dtype, buffer.data)
         )
-    bindings = [b.binding for b in buffers]
-    if len(set(bindings)) != len(bindings):
-        raise _at(func, f"two buffers of {kernel} share a binding: {bindings}")
-    names = [b.name for b in buffers]
-    if len(set(names)) != len(names):
-        raise _at(func, f"two buffers of {kernel} share a name: {names}; give each "
-                        f"buffer its own name")
-    item_count = attrs[ITEM_COUNT_ATTR]
-    if not isinstance(item_count, IntegerAttr) or not 0 <= item_count.value.data <= U32_MAX:
-        raise _at(func, f"'{ITEM_COUNT_ATTR}' of {kernel} must be an integer in [0, 2^32)")
     check_device_ir(func)
-    workgroup_size = _positive_array(attrs[WORKGROUP_SIZE_ATTR], WORKGROUP_SIZE_ATTR, func)
-    grid_size = _positive_array(attrs[GRID_SIZE_ATTR], GRID_SIZE_ATTR, func)
-    check_kernel_layout(func, buffers, item_count.value.data, workgroup_size, grid_size)
+    check_kernel_layout(func, buffers, launch.item_count, launch.workgroup_size,
+                        launch.grid_size)
+    skeleton = launch.skeleton
     return KernelInfo(
         name=func.sym_name.data,
         buffers=tuple(buffers),
-        item_count=item_count.value.data,
-        workgroup_size=workgroup_size,
-        grid_size=grid_size,
+        item_count=launch.item_count,
+        workgroup_size=launch.workgroup_size,
+        grid_size=launch.grid_size,
         func=func,
         loop_iterations=loop_iterations(func.body),
+        tile_size=None if skeleton is None else skeleton.tile_size,
     )
 
 
@@ -503,7 +425,7 @@ def check_kernel_layout(
             func,
             f"{kernel}: the grid runs {grid_size[0]} workgroups of {workgroup_size[0]} "
             f"lanes = {lanes} invocations along x, fewer than its {item_count} items "
-            f"('{ITEM_COUNT_ATTR}'); set '{GRID_SIZE_ATTR}' to "
+            f"('items' of '{LAUNCH_ATTR}'); set its 'grid' to "
             f"[{-(-item_count // workgroup_size[0])}, 1, 1]",
         )
     args = func.body.blocks[0].args
@@ -554,7 +476,7 @@ def _check_lane_slices(func: gpu.FuncOp, lanes: int, item_count: int) -> None:
             raise _at(
                 op,
                 f"kernel @{func.sym_name.data}: lane {lanes - 1} (the workgroup has "
-                f"{lanes} lanes, '{WORKGROUP_SIZE_ATTR}') indexes this array of {size} "
+                f"{lanes} lanes, 'workgroup' of '{LAUNCH_ATTR}') indexes this array of {size} "
                 f"elements at {lowest} or more; the body is written for fewer lanes: "
                 f"record the workgroup size it was built for, or size the array "
                 f"for {lanes} lanes",

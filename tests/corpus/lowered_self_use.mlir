@@ -10,11 +10,11 @@ builtin.module attributes {gpu.container_module} {
       %y = arith.mulf %y, %y : f32
       memref.store %y, %out[%item] : memref<128xf32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "k", gpu.kernel, vyre.item_count = 128 : i64,
-        vyre.workgroup_size = array<i32: 64, 1, 1>,
-        vyre.grid_size = array<i32: 2, 1, 1>,
-        vyre.buffers = [
-          {name = "a", binding = 0 : i32, access = "read", shape = array<i64: 128>},
-          {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 128>}]} : () -> ()
+    }) {sym_name = "k", gpu.kernel, vyre.launch = #vyre.launch<items = 128,
+        workgroup = [64, 1, 1],
+        grid = [2, 1, 1],
+        buffers = [
+          #vyre.buffer<name = "a", binding = 0, access = read, shape = [128], dtype = f32>,
+          #vyre.buffer<name = "out", binding = 1, access = write, shape = [128], dtype = f32>]>} : () -> ()
   }) : () -> ()
 }

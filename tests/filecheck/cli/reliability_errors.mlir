@@ -12,7 +12,7 @@
 
 // EXIT: error: Operation vyre.no_such_op is not registered
 // EXIT-NOT: Traceback
-// BINDING: lowered_negative_binding.mlir:6:5: error: buffer 'out' of @exchange needs binding = N : i32 with 0 <= N < 2^31, got -1 : i32
+// BINDING: lowered_negative_binding.mlir:28:23: error: buffer 'out': binding -1 is outside [0, 2^31); bindings are i32 on the device
 // BINDING-NOT: Traceback
 // YIELD: lowered_scf_if_missing_yield.mlir:20:7: error: kernel @exchange: a region of 'scf.if' yields () but the op returns (f32)
 // YIELD-NOT: Traceback
@@ -23,7 +23,7 @@
 // LOAD: memref_load_without_index.mlir:60:11: error: 'memref.load' op expected an index for each dimension
 // LOAD-NOT: Traceback
 // RUN-MISSING: error: cannot read {{.*}}does-not-exist.mlir
-// RUN-BINDING: error: buffer 'out' of @exchange needs binding
+// RUN-BINDING: error: buffer 'out': binding -1 is outside [0, 2^31)
 
 // An unknown op.
 builtin.module {

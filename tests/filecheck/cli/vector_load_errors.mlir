@@ -16,6 +16,6 @@ builtin.module attributes {gpu.container_module} {
       %x = vector.extract %kv[0] : f32 from vector<4xf32>
       memref.store %x, %out[%row] : memref<64xf32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "skewed", gpu.kernel, vyre.item_count = 64 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "k", binding = 0 : i32, access = "read", shape = array<i64: 68>}, {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 64>}]} : () -> ()
+    }) {sym_name = "skewed", gpu.kernel, vyre.launch = #vyre.launch<items = 64, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "k", binding = 0, access = read, shape = [68], dtype = f32>, #vyre.buffer<name = "out", binding = 1, access = write, shape = [64], dtype = f32>]>} : () -> ()
   }) : () -> ()
 }

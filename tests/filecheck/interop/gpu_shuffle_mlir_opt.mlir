@@ -1,6 +1,6 @@
 // REQUIRES: mlir-opt-22
-// RUN: vyre-opt %s | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %s --print-op-generic | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %s | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %s --print-op-generic | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
 
 // Upstream MLIR 22 accepts a lowered kernel that adds each value to its
 // xor-1 and xor-2 partners with gpu.shuffle, the width being the subgroup
@@ -34,12 +34,12 @@ builtin.module attributes {gpu.container_module} {
         memref.store %s2, %out[%i] : memref<64xf32>
       }
       "gpu.return"() : () -> ()
-    }) {sym_name = "pairs", gpu.kernel, vyre.item_count = 64 : i64,
-        vyre.workgroup_size = array<i32: 32, 1, 1>,
-        vyre.grid_size = array<i32: 2, 1, 1>,
-        vyre.buffers = [
-          {name = "x", binding = 0 : i32, access = "read", shape = array<i64: 64>},
-          {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 64>}]}
+    }) {sym_name = "pairs", gpu.kernel, vyre.launch = #vyre.launch<items = 64,
+        workgroup = [32, 1, 1],
+        grid = [2, 1, 1],
+        buffers = [
+          #vyre.buffer<name = "x", binding = 0, access = read, shape = [64], dtype = f32>,
+          #vyre.buffer<name = "out", binding = 1, access = write, shape = [64], dtype = f32>]>}
       : () -> ()
   }) : () -> ()
 }

@@ -1,5 +1,5 @@
 // REQUIRES: mlir-opt-22
-// RUN: vyre-opt %examples/gqa_causal_alibi.mlir -p vyre-use-exp2,vyre-to-gpu | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %examples/gqa_causal_alibi.mlir -p vyre-use-exp2,vyre-to-gpu | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
 
 // A masked kernel with a score modifier lowers to IR upstream MLIR accepts:
 // the tile-class branches are scf.if, the modifiers plain arith/math.

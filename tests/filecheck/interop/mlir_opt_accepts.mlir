@@ -1,8 +1,8 @@
 // REQUIRES: mlir-opt-22
-// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' --print-op-generic | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu | mlir-opt-22 | filecheck %s --check-prefix=MLA
-// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 | filecheck %s --check-prefix=SEED
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=h200}' --print-op-generic | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %examples/mla_decode.mlir -p vyre-to-gpu | mlir-opt-22 --allow-unregistered-dialect | filecheck %s --check-prefix=MLA
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 --allow-unregistered-dialect | filecheck %s --check-prefix=SEED
 
 // Upstream MLIR 22 parses and verifies the lowered IR unchanged, in custom
 // or generic form (tests/test_mlir_opt.py covers every level), and sees a

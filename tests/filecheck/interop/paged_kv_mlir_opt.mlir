@@ -1,8 +1,8 @@
 // REQUIRES: mlir-opt-22
-// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{optimize=exact}' --print-op-generic | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{device=h200}' | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{device=lavapipe}' --print-op-generic | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{optimize=exact}' --print-op-generic | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{device=h200}' | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %S/../passes/paged_kv.mlir -p 'vyre-to-gpu{device=lavapipe}' --print-op-generic | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
 
 // Upstream MLIR 22 accepts a paged kernel with ragged lengths at every
 // optimisation level: i32 storage buffers (kv_lens, block_table), their

@@ -1,6 +1,6 @@
 // REQUIRES: mlir-opt-22
-// RUN: vyre-opt %S/../passes/convert_vyre_to_gpu_program.mlir -p vyre-to-gpu | mlir-opt-22 | filecheck %s
-// RUN: vyre-opt %S/../passes/convert_vyre_to_gpu_program.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 | filecheck %s
+// RUN: vyre-opt %S/../passes/convert_vyre_to_gpu_program.mlir -p vyre-to-gpu | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
+// RUN: vyre-opt %S/../passes/convert_vyre_to_gpu_program.mlir -p 'vyre-to-gpu{optimize=none}' | mlir-opt-22 --allow-unregistered-dialect | filecheck %s
 
 // Upstream MLIR 22 accepts a lowered program of two kernels unchanged: two
 // gpu.modules in module order, each with its kernel.

@@ -33,7 +33,7 @@ builtin.module {
 // CHECK-NEXT:         memref.store %v, %stage[%lane] : memref<64xf32, 3 : i64>
 // CHECK:              memref.store %w, %out[%item] : memref<100xf32>
 // CHECK:            "gpu.return"() : () -> ()
-// CHECK-NEXT:     }) {sym_name = "copy", gpu.kernel, vyre.item_count = 100 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 2, 1, 1>, vyre.buffers = [{name = "x", binding = 0 : i32, access = "read", shape = array<i64: 10, 10>}, {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 100>}]} : () -> ()
+// CHECK-NEXT:     }) {sym_name = "copy", gpu.kernel, vyre.launch = #vyre.launch<items = 100, workgroup = [64, 1, 1], grid = [2, 1, 1], buffers = [#vyre.buffer<name = "x", binding = 0, access = read, shape = [10, 10], dtype = f32>, #vyre.buffer<name = "out", binding = 1, access = write, shape = [100], dtype = f32>]>} : () -> ()
 // CHECK-NEXT:   }) : () -> ()
 // CHECK-NEXT: }
 // CHECK-NOT:  vyre.

@@ -40,13 +40,13 @@ builtin.module {
 // CHECK-NEXT:      "gpu.func"() <{function_type = (memref<8xf32>, memref<8xf32>) -> (), kernel}> ({
 // CHECK-NEXT:      ^bb0(%q: memref<8xf32>, %tmp: memref<8xf32>):
 // CHECK:             memref.store %y, %tmp[%item] : memref<8xf32>
-// CHECK:           }) {sym_name = "partials", gpu.kernel, vyre.item_count = 8 : i64, vyre.workgroup_size = array<i32: 4, 1, 1>, vyre.grid_size = array<i32: 2, 1, 1>, vyre.buffers = [{name = "q", binding = 0 : i32, access = "read", shape = array<i64: 8>}, {name = "tmp", binding = 2 : i32, access = "temp", shape = array<i64: 2, 4>}]} : () -> ()
+// CHECK:           }) {sym_name = "partials", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [4, 1, 1], grid = [2, 1, 1], buffers = [#vyre.buffer<name = "q", binding = 0, access = read, shape = [8], dtype = f32>, #vyre.buffer<name = "tmp", binding = 2, access = temp, shape = [2, 4], dtype = f32>]>} : () -> ()
 // CHECK-NEXT:    }) : () -> ()
 // CHECK-LABEL:   "gpu.module"() <{sym_name = "merge"}> ({
 // CHECK-NEXT:      "gpu.func"() <{function_type = (memref<8xf32>, memref<8xf32>, memref<8xf32>) -> (), kernel}> ({
 // CHECK-NEXT:      ^bb0(%q: memref<8xf32>, %out: memref<8xf32>, %tmp: memref<8xf32>):
 // CHECK:             %t = memref.load %tmp[%item] : memref<8xf32>
-// CHECK:           }) {sym_name = "merge", gpu.kernel, vyre.item_count = 8 : i64, vyre.workgroup_size = array<i32: 8, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "q", binding = 0 : i32, access = "read", shape = array<i64: 8>}, {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 8>}, {name = "tmp", binding = 2 : i32, access = "temp", shape = array<i64: 2, 4>}]} : () -> ()
+// CHECK:           }) {sym_name = "merge", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [8, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "q", binding = 0, access = read, shape = [8], dtype = f32>, #vyre.buffer<name = "out", binding = 1, access = write, shape = [8], dtype = f32>, #vyre.buffer<name = "tmp", binding = 2, access = temp, shape = [2, 4], dtype = f32>]>} : () -> ()
 // CHECK-NEXT:    }) : () -> ()
 // CHECK-NEXT:  }
 // CHECK-NOT:   vyre.kernel

@@ -1,6 +1,6 @@
 // RUN: vyre-opt %s -p vyre-inline-fragments | filecheck %s
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel}' 2>&1 | filecheck %s --check-prefix=NO-KERNEL-MERGE
-// RUN: vyre-opt %s -p vyre-to-gpu | mlir-opt-22 | filecheck %s --check-prefix=MLIR
+// RUN: vyre-opt %s -p vyre-to-gpu | mlir-opt-22 --allow-unregistered-dialect | filecheck %s --check-prefix=MLIR
 
 // FlashAttention-2 over 4 rows with value rows of 3 dims (query rows of 2)
 // and the log-sum-exp, as vx.flash_attention_2(4, 2, 2, v_head_dim=3,

@@ -27,7 +27,7 @@ builtin.module attributes {gpu.container_module} {
         memref.store %s, %out[%lane] : memref<64xf32>
       }
       "gpu.return"() : () -> ()
-    }) {sym_name = "k", gpu.kernel, vyre.item_count = 64 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "out", binding = 0 : i32, access = "write", shape = array<i64: 64>}]} : () -> ()
+    }) {sym_name = "k", gpu.kernel, vyre.launch = #vyre.launch<items = 64, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "out", binding = 0, access = write, shape = [64], dtype = f32>]>} : () -> ()
   }) : () -> ()
 }
 

@@ -28,7 +28,7 @@ builtin.module attributes {gpu.container_module} {
       %total = arith.addf %dot, %y : f32
       memref.store %total, %out[%row] : memref<8xf32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "dots", gpu.kernel, vyre.item_count = 8 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "k", binding = 0 : i32, access = "read", shape = array<i64: 64>}, {name = "skewed", binding = 1 : i32, access = "read", shape = array<i64: 66>}, {name = "out", binding = 2 : i32, access = "write", shape = array<i64: 8>}]} : () -> ()
+    }) {sym_name = "dots", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "k", binding = 0, access = read, shape = [64], dtype = f32>, #vyre.buffer<name = "skewed", binding = 1, access = read, shape = [66], dtype = f32>, #vyre.buffer<name = "out", binding = 2, access = write, shape = [8], dtype = f32>]>} : () -> ()
   }) : () -> ()
 }
 
@@ -80,7 +80,7 @@ builtin.module attributes {gpu.container_module} {
       %s = arith.addf %a, %b : f32
       memref.store %s, %out[%row] : memref<16xf32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "reversed", gpu.kernel, vyre.item_count = 16 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "v", binding = 0 : i32, access = "read", shape = array<i64: 64>}, {name = "out", binding = 1 : i32, access = "write", shape = array<i64: 16>}]} : () -> ()
+    }) {sym_name = "reversed", gpu.kernel, vyre.launch = #vyre.launch<items = 16, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "v", binding = 0, access = read, shape = [64], dtype = f32>, #vyre.buffer<name = "out", binding = 1, access = write, shape = [16], dtype = f32>]>} : () -> ()
   }) : () -> ()
 }
 
@@ -133,7 +133,7 @@ builtin.module attributes {gpu.container_module} {
       %u = arith.addf %s, %t : f32
       memref.store %u, %out[%row] : memref<16xf32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "shared", gpu.kernel, vyre.item_count = 16 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>, vyre.buffers = [{name = "out", binding = 0 : i32, access = "write", shape = array<i64: 16>}]} : () -> ()
+    }) {sym_name = "shared", gpu.kernel, vyre.launch = #vyre.launch<items = 16, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "out", binding = 0, access = write, shape = [16], dtype = f32>]>} : () -> ()
   }) : () -> ()
 }
 
