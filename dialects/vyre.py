@@ -59,6 +59,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from vyre_xdsl.dialects.launch import LAUNCH_ATTRIBUTES, BufferAccess
 from vyre_xdsl.dialects.structure import (
     check_dominance,
     check_fragment_barriers,
@@ -71,7 +72,7 @@ BINDING_MAX = 2**31 - 1  # lowered kernels record bindings as i32
 # read: an input; write: an output; temp: a buffer the program allocates to
 # pass values from one kernel of a module to a later one (neither passed in
 # nor returned)
-ACCESS_MODES = ("read", "write", "temp")
+ACCESS_MODES = tuple(access.value for access in BufferAccess)
 # The element types of a storage buffer, by the names the builders take
 # (`dtype=`): inputs and outputs may be half precision, everything the
 # recurrence keeps (scores, m, l, scratch, accumulator) stays f32.
@@ -1629,5 +1630,5 @@ Vyre = Dialect(
         LaneIndexOp,
         *STABILITY_OPS,
     ],
-    [],
+    [*LAUNCH_ATTRIBUTES],
 )
