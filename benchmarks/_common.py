@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
 import math
 import statistics
 import time
@@ -133,6 +134,40 @@ def torch_settings(device: str) -> dict:
         "float32_matmul_precision": read(torch.get_float32_matmul_precision),
         "gqa": "enable_gqa=True" if sdpa_has_gqa(F) else "K/V heads repeat_interleave'd",
     }
+
+
+def add_torch_options(parser) -> None:
+    """--warmup, --repeat, --dtype and --device, as every GPU benchmark takes them."""
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default="f32",
+                        help="element type of the inputs and outputs, ours and PyTorch's "
+                             "(our scores and accumulators stay f32)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="where PyTorch runs (cpu: a smoke test with host timings)")
+
+
+def start_torch(parser, args) -> dict:
+    """PyTorch configured for the baselines (configure_torch); returns the
+    run's settings (torch_settings and the dtype), and prints them."""
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("PyTorch sees no CUDA device; use --device cpu for a smoke test")
+    configure_torch()
+    settings = torch_settings(args.device)
+    settings["dtype"] = args.dtype
+    print(f"PyTorch {settings['torch']} on {settings['device']}, {args.dtype}; TF32 off "
+          f"(torch.backends.cuda.matmul.allow_tf32={settings['cuda.matmul.allow_tf32']}, "
+          f"torch.backends.cudnn.allow_tf32={settings['cudnn.allow_tf32']}); "
+          f"GQA: {settings['gqa']}")
+    return settings
+
+
+def write_json(path: str, settings: dict, rows: list) -> None:
+    """The run's settings and rows (each has as_json())."""
+    with open(path, "w") as f:
+        json.dump({"settings": settings, "rows": [r.as_json() for r in rows]}, f, indent=1)
 
 
 def sdpa_has_gqa(F) -> bool:

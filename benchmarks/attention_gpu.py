@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import json
 import math
 import sys
 import time
@@ -35,21 +34,21 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from _common import (
     BUDGET_MS,
-    TORCH_DTYPES,
     WRONG_BY_DTYPE,
     TorchPath,
     TorchResult,
+    add_torch_options,
     best_path,
     compiled_flex,
-    configure_torch,
     fmt,
     host_array,
     mla_torch_paths,
     paths_text,
     run_torch,
     sdpa_paths,
-    torch_settings,
+    start_torch,
     torch_tensor,
+    write_json,
 )
 
 import vyre_xdsl as vx
@@ -410,11 +409,6 @@ def print_row(r: Row) -> None:
           f"{r.note}", flush=True)
 
 
-def write_json(path: str, settings: dict, rows: list[Row]) -> None:
-    with open(path, "w") as f:
-        json.dump({"settings": settings, "rows": [r.as_json() for r in rows]}, f, indent=1)
-
-
 def plot(rows: list[Row], path: str, device_name: str) -> None:
     import matplotlib
 
@@ -457,8 +451,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the settings and rows as JSON here")
     parser.add_argument("--plot", help="write a PNG of TFLOP/s vs N here (adds an N sweep)")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="small shapes only (smoke test)")
     parser.add_argument("--only", choices=["fa2", "mla"], help="run one decoder's cases")
     parser.add_argument("--match", default="",
@@ -468,27 +460,13 @@ def main(argv=None) -> int:
                         help="';'-separated optimize= choices of vx.lower_to_gpu: "
                              "'none' (the seed's layout), 'exact', 'default', or a pass "
                              "pipeline; 'tile=N/CHOICE' builds with tile_size N")
-    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default="f32",
-                        help="element type of the inputs and outputs, ours and PyTorch's "
-                             "(our scores and accumulators stay f32)")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                        help="where PyTorch runs (cpu: a smoke test with host timings)")
+    add_torch_options(parser)
     args = parser.parse_args(argv)
-    import torch
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("PyTorch sees no CUDA device; use --device cpu for a smoke test")
-    configure_torch()
     print(device_report())
-    settings = torch_settings(args.device)
-    settings["dtype"] = args.dtype
+    settings = start_torch(parser, args)
     settings["ours"] = ("lower_to_gpu(optimize=level, device='vulkan')"
                         if "device" in inspect.signature(vx.lower_to_gpu).parameters
                         else "lower_to_gpu(optimize=level)")
-    print(f"PyTorch {settings['torch']} on {settings['device']}, {args.dtype}; TF32 off "
-          f"(torch.backends.cuda.matmul.allow_tf32={settings['cuda.matmul.allow_tf32']}, "
-          f"torch.backends.cudnn.allow_tf32={settings['cudnn.allow_tf32']}); "
-          f"GQA: {settings['gqa']}")
     print("SDPA on 4-D [B, H, N, D], each backend alone (sdpa_kernel): eff = "
           "EFFICIENT_ATTENTION, math = MATH, cudnn = CUDNN_ATTENTION, flash = "
           "FLASH_ATTENTION; n/a = refused (reasons in the JSON). Modifiers: SDPA with "

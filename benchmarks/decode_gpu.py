@@ -35,7 +35,6 @@ Vulkan device (VYRE_VULKAN_DEVICE picks one).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -49,16 +48,17 @@ from _common import (
     TORCH_DTYPES,
     WRONG_BY_DTYPE,
     TorchPath,
+    add_torch_options,
     best_path,
     compiled_flex,
-    configure_torch,
     fmt,
     mla_eager_bytes,
     mla_torch_paths,
     paths_text,
     run_torch,
     sdpa_paths,
-    torch_settings,
+    start_torch,
+    write_json,
 )
 
 import vyre_xdsl as vx
@@ -390,11 +390,6 @@ def print_row(r: Row) -> None:
           f"{fmt(r.max_abs_err, '9.2e')}  {r.note}", flush=True)
 
 
-def write_json(path: str, settings: dict, rows: list[Row]) -> None:
-    with open(path, "w") as f:
-        json.dump({"settings": settings, "rows": [r.as_json() for r in rows]}, f, indent=1)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="write the settings and rows as JSON here")
@@ -405,39 +400,29 @@ def main(argv=None) -> int:
     parser.add_argument("--all", action="store_true",
                         help="every GQA point (batch 1..128 x keys 1024..32768)")
     parser.add_argument("--quick", action="store_true", help="a tiny grid (smoke test)")
-    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default="f32",
-                        help="element type of the inputs and outputs, ours and PyTorch's")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                        help="where PyTorch runs (cpu: a smoke test with host timings)")
     parser.add_argument("--backend", choices=["vulkan", "interpreter"], default="vulkan",
                         help="what runs ours (vx.compile's backend)")
     parser.add_argument("--no-flex", dest="flex", action="store_false",
                         help="leave FlexAttention out (its compile takes seconds per shape)")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=20)
+    add_torch_options(parser)
     parser.add_argument("--max-seconds", type=float, default=480.0,
                         help="stop starting points after this (shared evenly by the grids "
                              "still to run); what was measured is kept")
     args = parser.parse_args(argv)
-    import torch
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("PyTorch sees no CUDA device; use --device cpu for a smoke test")
-    configure_torch()
-    settings = torch_settings(args.device)
-    settings.update(dtype=args.dtype, backend=args.backend, quick=args.quick,
-                    max_seconds=args.max_seconds,
-                    ours="vx.compile(module, backend) once; inputs but q uploaded once; "
-                         "median of timings['dispatch_ms'] (GPU timestamps)",
-                    ratio="best PyTorch ms / ours ms")
+    report = None
     if args.backend == "vulkan":
         from vyre_xdsl.vulkan import device_report
 
-        settings["vulkan"] = device_report()
-        print(settings["vulkan"])
-    print(f"PyTorch {settings['torch']} on {settings['device']}, {args.dtype}; TF32 off "
-          f"(cuda.matmul.allow_tf32={settings['cuda.matmul.allow_tf32']}, "
-          f"cudnn.allow_tf32={settings['cudnn.allow_tf32']}); GQA: {settings['gqa']}")
+        report = device_report()
+        print(report)
+    settings = start_torch(parser, args)
+    import torch
+
+    settings.update(backend=args.backend, quick=args.quick,
+                    max_seconds=args.max_seconds,
+                    ours="vx.compile(module, backend) once; inputs but q uploaded once; "
+                         "median of timings['dispatch_ms'] (GPU timestamps)",
+                    ratio="best PyTorch ms / ours ms", vulkan=report)
     print("MLA: absorbed = batched matmuls over the latent cache, eager = K/V decompressed; "
           "GB/s of kv_cache + kr_cache. GQA: SDPA per backend (eff, math, cudnn, flash), "
           "flex = torch.compile(flex_attention); GB/s of K + V. ratio = best ms / ours ms, "
@@ -458,15 +443,15 @@ def main(argv=None) -> int:
         points = [p for p in points if args.match in f"{grid} {p.label}"]
         left = args.max_seconds - (time.perf_counter() - started)
         deadline = time.perf_counter() + left / (len(grids) - index)
-        longest = 0.0
+        last = 0.0  # a guess: the next point takes as long as the last one did
         for point in points:
             now = time.perf_counter()
-            if now + longest > deadline:  # the next point would likely overrun
+            if now + last > deadline:
                 settings["not_run"].append(f"{grid} {point.label}")
                 continue
             opts.generator = torch.Generator(device=args.device).manual_seed(0)
             new_rows = run(point, opts)
-            longest = max(longest, time.perf_counter() - now)
+            last = time.perf_counter() - now
             for row in new_rows:
                 print_row(row)
             rows.extend(new_rows)
@@ -476,7 +461,8 @@ def main(argv=None) -> int:
             if args.out:  # after every point, so a stopped run keeps what it measured
                 write_json(args.out, settings, rows)
     if settings["not_run"]:
-        print(f"{OVER_BUDGET}: {len(settings['not_run'])} points ({', '.join(settings['not_run'])})")
+        print(f"{OVER_BUDGET}: {len(settings['not_run'])} points "
+              f"({', '.join(settings['not_run'])})")
     settings["elapsed_s"] = time.perf_counter() - started
     if args.out:
         write_json(args.out, settings, rows)

@@ -1,0 +1,152 @@
+"""benchmarks/decode_gpu.py: its grids, rows and the batched absorbed MLA
+form without torch; with torch (CPU) and a Vulkan device, a --quick run on
+the CPU whose JSON is checked (every number positive, each ratio against the
+best PyTorch path), and a --max-seconds budget that stops it cleanly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from benchmark_modules import BENCHMARKS, load_benchmark
+from requirements import needs_vulkan
+
+import vyre_xdsl as vx
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with pytest.MonkeyPatch.context() as patch:
+        yield load_benchmark("decode_gpu", patch)
+
+
+@pytest.fixture(scope="module")
+def common():
+    with pytest.MonkeyPatch.context() as patch:
+        yield load_benchmark("_common", patch)
+
+
+def test_batched_absorbed_mla_is_each_sequence_alone(common):
+    """The PyTorch baseline's formula over a batch: each sequence against the
+    oracle of one sequence (caches differ per sequence, weights are shared)."""
+    rng = np.random.default_rng(5)
+    batch, heads, dim, seq, rank, rope = 3, 2, 8, 40, 16, 4
+    q = rng.standard_normal((batch, heads, dim))
+    kv = rng.standard_normal((batch, seq, rank))
+    kr = rng.standard_normal((batch, seq, rope))
+    w_uk, w_uv = (rng.standard_normal((rank, heads * dim)) / 4 for _ in range(2))
+    got = common.mla_absorbed(q, kv, kr, w_uk, w_uv, np.einsum, common.numpy_softmax)
+    assert got.shape == (batch, heads, dim)
+    for b in range(batch):
+        want = vx.reference.mla_decode(*(a.astype(np.float32) for a in (
+            q[b], kv[b], kr[b], w_uk, w_uv)))
+        np.testing.assert_allclose(got[b], want, rtol=1e-4, atol=1e-5)
+
+
+def test_mla_grid_is_flashmla_s(bench):
+    points = bench.mla_grid(quick=False)
+    assert len(points) == 3 * 4 * 4
+    assert {(p.batch, p.seq, p.heads) for p in points} == {
+        (b, s, h) for b in (1, 32, 128) for s in (4096, 8192, 16384, 32768)
+        for h in (16, 32, 64, 128)}
+    assert {(p.dim, p.rank, p.rope) for p in points} == {(128, 512, 64)}
+    point = bench.MlaPoint(32, 4096, 16)
+    assert point.cache_bytes(2) == 32 * 4096 * (512 + 64) * 2
+    assert point.label == "B=32 S=4096 H=16"
+
+
+def test_gqa_grid(bench):
+    subset, every = bench.gqa_grid(False, False), bench.gqa_grid(False, True)
+    assert {(p.heads, p.kv_heads, p.dim) for p in every} == {(32, 8, 128)}
+    assert {p.batch for p in every} == {1, 2, 4, 8, 16, 32, 64, 128}
+    assert {p.kv_len for p in every} == {1024, 2048, 4096, 8192, 16384, 32768}
+    assert set(subset) < set(every)
+    assert {1, 128} <= {p.batch for p in subset} and 32768 in {p.kv_len for p in subset}
+    assert bench.GqaPoint(4, 1024).cache_bytes(4) == 2 * 4 * 8 * 1024 * 128 * 4
+
+
+def test_row_ratio_and_bandwidth(bench):
+    row = bench.Row("gqa", "x", "dense", bytes_read=8_000_000,
+                    torch_ms={"eff": 4.0, "math": 8.0, "flash": None, "flex": 2.0})
+    assert row.ratio is None and row.ours_gbps is None
+    row.ours_ms = 1.0
+    assert row.best == ("flex", 2.0)
+    assert row.ratio == pytest.approx(2.0)
+    assert row.ours_gbps == pytest.approx(8.0) and row.best_gbps == pytest.approx(4.0)
+    record = row.as_json()
+    assert record["best_path"] == "flex" and record["torch_ms"]["flash"] is None
+
+
+def test_a_refused_shape_is_skipped_with_the_reason(bench):
+    kernel, why = bench.compile_ours(lambda: vx.flash_attention_2(
+        seq_len=1, kv_len=2**16, batch=2**16, num_heads=32, num_kv_heads=8, head_dim=128),
+        "interpreter")
+    assert kernel is None and "does not fit" in why
+
+    def old_mla():  # an mla_decode without batch=
+        raise TypeError("mla_decode() got an unexpected keyword argument 'batch'")
+
+    assert bench.compile_ours(old_mla, "interpreter") == (None, bench.NEEDS_BATCH)
+
+
+def test_paged_pools_read_back_in_order(bench):
+    torch = pytest.importorskip("torch")
+    k, v = torch.randn(2, 3, 32, 4), torch.randn(2, 3, 32, 4)
+    k_pool, v_pool, table = bench.paged(k, v, 8, torch.Generator().manual_seed(1))
+    assert k_pool.shape == (8, 8, 3, 4) and table.shape == (2, 4) and table.dtype == torch.int32
+    assert sorted(table.reshape(-1).tolist()) == list(range(8))
+    assert table.reshape(-1).tolist() != list(range(8))  # shuffled
+    for pool, cache in ((k_pool, k), (v_pool, v)):
+        gathered = pool[table.long()].reshape(2, 32, 3, 4).transpose(1, 2)
+        assert torch.equal(gathered, cache)
+
+
+def run_script(tmp_path, *args: str) -> tuple[dict, str]:
+    out = tmp_path / "decode.json"
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "decode_gpu.py"), "--device", "cpu", "--quick",
+         "--warmup", "1", "--repeat", "3", "--out", str(out), *args],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(out.read_text()), result.stdout
+
+
+@needs_vulkan
+def test_quick_cpu_run(tmp_path):
+    pytest.importorskip("torch")
+    record, stdout = run_script(tmp_path)
+    settings, rows = record["settings"], record["rows"]
+    assert settings["torch"] and settings["device"].startswith("cpu")
+    assert settings["cuda.matmul.allow_tf32"] is False and settings["not_run"] == []
+    assert {(r["grid"], r["variant"]) for r in rows} == {
+        ("mla", "ours"), ("gqa", "dense"), ("gqa", "kv_lens"), ("gqa", "paged")}
+    measured = [r for r in rows if not r["skipped"]]
+    assert {r["grid"] for r in measured} == {"mla", "gqa"}
+    for r in rows:
+        if r["skipped"]:  # only MLA at batch > 1, while mla_decode has no batch=
+            assert r["skipped"] == "n/a: needs mla_decode(batch=)" and r["params"]["batch"] > 1
+            continue
+        ran = {path: ms for path, ms in r["torch_ms"].items() if ms is not None}
+        assert ran and all(ms > 0 for ms in ran.values())
+        best = min(ran, key=ran.get)
+        assert (r["best_path"], r["best_ms"]) == (best, ran[best])
+        assert r["ours_ms"] > 0 and r["ours_gbps"] > 0 and r["bytes_read"] > 0
+        assert r["ratio"] == pytest.approx(r["best_ms"] / r["ours_ms"])
+        assert r["ours_gbps"] == pytest.approx(r["bytes_read"] / r["ours_ms"] / 1e6)
+        assert r["max_abs_err"] <= 1e-3 and "WRONG" not in r["note"]
+        assert r["checked_against"] in ran
+    assert set(rows[0]["torch_ms"]) == {"absorbed", "eager"}
+    assert {"eff", "math", "cudnn", "flash", "flex"} == set(rows[-1]["torch_ms"])
+    assert "ratio" in stdout and "absorbed" in stdout
+
+
+@needs_vulkan
+def test_budget_stops_the_grid_and_writes_what_it_has(tmp_path):
+    pytest.importorskip("torch")
+    record, stdout = run_script(tmp_path, "--max-seconds", "0", "--dtype", "bf16")
+    assert record["rows"] == [] and record["settings"]["dtype"] == "bf16"
+    assert len(record["settings"]["not_run"]) == 4  # two MLA, two GQA points
+    assert "not run: --max-seconds spent" in stdout
