@@ -1,18 +1,23 @@
 """A SPIR-V disassembler producing text in the style of `spirv-dis --raw-id`
-(used by `vyre-opt -t spirv-asm`). It knows the instructions in spec.py;
-others print as `OpUnknown<N>` with raw operand words."""
+(used by `vyre-opt -t spirv-asm`), reading each instruction's operands by
+the kinds the grammar gives them (spec.py). Instructions not in the tables
+print as `OpUnknown<N>` with raw operand words."""
 
 from __future__ import annotations
 
-import re
 import struct
+from collections import deque
 
 import numpy as np
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv.spec import ENUMS, GLSL_NAMES, INSTRUCTIONS, MAGIC, MASK_ENUMS, Op
+from vyre_xdsl.spirv.spec import ENUMS, GLSL, INSTRUCTIONS, MAGIC, Op
 
-_TOKEN = re.compile(r"e:\w+[*?]?|[TRILSCX][*?]?")
+_IDS = {"IdRef", "IdScope", "IdMemorySemantics"}
+# composite kinds: the kinds of their words
+_PAIRS = {"PairIdRefIdRef": ("IdRef", "IdRef"),
+          "PairIdRefLiteralInteger": ("IdRef", "LiteralInteger"),
+          "PairLiteralIntegerIdRef": ("LiteralInteger", "IdRef")}
 
 
 def _string(words: list[int], pos: int) -> tuple[str, int]:
@@ -27,15 +32,20 @@ def _string(words: list[int], pos: int) -> tuple[str, int]:
     return data.decode("utf-8", errors="replace"), pos
 
 
-def _enum(kind: str, value: int) -> str:
-    table = ENUMS.get(kind, {})
-    if value in table:
-        return table[value]
-    if kind in MASK_ENUMS:
-        names = [table[bit] for bit in sorted(table) if bit and value & bit]
-        if names and sum(bit for bit in table if value & bit) == value:
-            return "|".join(names)
-    return str(value)
+def _enum(kind: str, value: int) -> tuple[str, list[str]]:
+    """The name of `value` of enum `kind` and the kinds of the operands its
+    enumerants take (a mask's set bits in ascending order)."""
+    table = ENUMS.get(kind)
+    if table is None:
+        return str(value), []
+    if value in table.names:
+        return table.names[value], table.parameters.get(value, [])
+    if table.is_mask:
+        bits = [bit for bit in sorted(table.names) if bit and value & bit]
+        if bits and sum(bits) == value:
+            return ("|".join(table.names[bit] for bit in bits),
+                    [k for bit in bits for k in table.parameters.get(bit, [])])
+    return str(value), []
 
 
 def _float(bits: int) -> str:
@@ -68,7 +78,6 @@ def disassemble(binary: bytes) -> str:
     ]
     float_types: set[int] = set()
     imports: dict[int, str] = {}
-    types: dict[int, int] = {}  # value id -> type id
     pos = 5
     while pos < len(words):
         count, opcode = words[pos] >> 16, words[pos] & 0xFFFF
@@ -76,62 +85,46 @@ def disassemble(binary: bytes) -> str:
             raise VyreError(f"malformed SPIR-V: zero word count at word {pos}")
         operands = words[pos + 1: pos + count]
         pos += count
-        name, layout = INSTRUCTIONS.get(opcode, (f"OpUnknown{opcode}", "L*"))
-        result = None
+        name, layout = INSTRUCTIONS.get(opcode, (f"OpUnknown{opcode}", ["LiteralInteger*"]))
+        result = result_type = None
         text: list[str] = []
+        kinds = deque(layout)
         i = 0
-        result_type = None
-        kinds = _TOKEN.findall(layout)
-        k = 0
-        while k < len(kinds) and i < len(operands):
-            kind = kinds[k]
-            repeat = kind.endswith("*")
-            base = kind.rstrip("*?")
-            if base == "T":
-                result_type = operands[i]
-                text.append(f"%{operands[i]}")
-                i += 1
-            elif base == "R":
-                result = operands[i]
-                i += 1
-            elif base == "I":
-                text.append(f"%{operands[i]}")
-                i += 1
-            elif base == "S":
-                value, i = _string(operands, i)
+        while kinds and i < len(operands):
+            kind = kinds.popleft()
+            if kind.endswith("*"):  # again after this one, while words remain
+                kinds.appendleft(kind)
+            kind = kind.rstrip("*?")
+            word = operands[i]
+            i += 1
+            if kind in _PAIRS:
+                kinds.extendleft(reversed(_PAIRS[kind]))
+                i -= 1
+            elif kind == "IdResultType":
+                result_type = word
+                text.append(f"%{word}")
+            elif kind == "IdResult":
+                result = word
+            elif kind in _IDS:
+                text.append(f"%{word}")
+            elif kind == "LiteralString":
+                value, i = _string(operands, i - 1)
                 text.append('"' + value.replace('"', '\\"') + '"')
                 if opcode == Op.ExtInstImport and result is not None:
                     imports[result] = value
-            elif base == "C":
-                if result_type in float_types:
-                    text.append(_float(operands[i]))
-                else:
-                    text.append(str(operands[i]))
-                i += 1
-            elif base == "X":
-                set_id = operands[i - 1]
-                number = operands[i]
-                if imports.get(set_id) == "GLSL.std.450" and number in GLSL_NAMES:
-                    text.append(GLSL_NAMES[number])
-                else:
-                    text.append(str(number))
-                i += 1
-            elif base.startswith("e:"):
-                enum = base[2:]
-                text.append(_enum(enum, operands[i]))
-                if opcode == Op.Decorate and enum == "Decoration" and operands[i] == 11:
-                    text.append(_enum("BuiltIn", operands[i + 1]))
-                    i += 1
-                i += 1
-            else:  # L
-                text.append(str(operands[i]))
-                i += 1
-            if not repeat:
-                k += 1
+            elif kind == "LiteralContextDependentNumber":
+                text.append(_float(word) if result_type in float_types else str(word))
+            elif kind == "LiteralExtInstInteger":
+                glsl = imports.get(operands[i - 2]) == "GLSL.std.450"
+                text.append(GLSL.names.get(word, str(word)) if glsl else str(word))
+            elif kind in ENUMS:
+                enumerant, parameters = _enum(kind, word)
+                text.append(enumerant)
+                kinds.extendleft(reversed(parameters))
+            else:  # a literal integer, or an enum kind the tables leave out
+                text.append(str(word))
         if opcode == Op.TypeFloat and result is not None:
             float_types.add(result)
-        if result is not None and result_type is not None:
-            types[result] = result_type
         body = " ".join([name, *text])
         if result is not None:
             lhs = f"%{result}"
