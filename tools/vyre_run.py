@@ -111,42 +111,21 @@ def _load_npy(name: str, path: str) -> np.ndarray:
     return value
 
 
-def _tile_size(module, info) -> int:
-    """The tile size of the program: the `vyre.tile_size` attribute if the
-    lowering recorded one on a kernel, else the size of the per-lane score
-    tile of the first kernel that has one."""
+def _tile_size(info) -> int:
+    """The tile size the program's skeleton had when it was lowered (after
+    vyre-retile and the other rewrites), from the first kernel's launch
+    that records one."""
     for kernel in info.kernels:
-        tile_size = _kernel_tile_size(kernel)
-        if tile_size is not None:
-            return tile_size
+        if kernel.tile_size is not None:
+            return kernel.tile_size
     raise VyreError(
-        f"cannot tell the tile size of {info.label} for --check (no "
-        f"'vyre.tile_size' attribute and no %score_tile scratch)"
+        f"cannot tell the tile size of {info.label} for --check: no kernel "
+        f"records the skeleton it was expanded from ('skeleton' of its "
+        f"'vyre.launch'); lower it with the vyre-to-gpu pipeline"
     )
 
 
-def _kernel_tile_size(kernel) -> int | None:
-    from xdsl.dialects import memref
-    from xdsl.dialects.builtin import IntegerAttr
-
-    for source in (kernel.func.attributes, kernel.func.properties):
-        attr = source.get("vyre.tile_size")
-        if isinstance(attr, IntegerAttr):
-            return attr.value.data
-    lanes = kernel.workgroup_size[0] * kernel.workgroup_size[1] * kernel.workgroup_size[2]
-    for op in kernel.func.walk():
-        if isinstance(op, memref.AllocOp | memref.AllocaOp) and (
-            op.memref.name_hint == "score_tile"
-        ):
-            count = 1
-            for extent in op.memref.type.get_shape():
-                count *= extent
-            # Shared scratch holds every lane's tile; a promoted one, one tile.
-            return count // lanes if isinstance(op, memref.AllocOp) else count
-    return None
-
-
-def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _oracle(info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     from vyre_xdsl import reference
 
     def shaped(name: str) -> np.ndarray:
@@ -161,7 +140,7 @@ def _oracle(module, info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
             f"--check knows the oracles of flash_attention_2 and mla_decode, "
             f"not of {info.label}"
         )
-    tile_size = _tile_size(module, info)
+    tile_size = _tile_size(info)
     try:
         if "flash_attention_2" in names:
             with_lse = "lse" in {b.name for b in info.outputs}
@@ -251,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
 
     status = 0
     if args.check:
-        expected = _oracle(lowered, info, inputs)
+        expected = _oracle(info, inputs)
         for name, want in expected.items():
             got = outputs[name].reshape(want.shape)
             with np.errstate(all="ignore"):
