@@ -17,6 +17,7 @@ import pytest
 import vyre_xdsl as vx
 from vyre_xdsl.errors import VyreError
 from requirements import needs_vulkan
+from test_fuzz_ir import run_vyre_opt
 
 FA2 = dict(seq_len=4, head_dim=2, tile_size=2)
 MLA = dict(seq_len=5, num_heads=2, head_dim=3, kv_lora_rank=2, qk_rope_head_dim=1)
@@ -539,19 +540,6 @@ def test_fragment_attribute_errors_still_work_with_hasattr():
 
 # vyre-opt / vyre-run on what a lexer chokes on: located, named, exit 1 -------------
 
-def _vyre_opt(args):
-    from vyre_xdsl.tools import vyre_opt
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            vyre_opt.main(args)
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
-
-
 _MODULE = b"builtin.module {\n  %x = arith.constant 1.0 : f32\n}\n"
 
 
@@ -578,7 +566,7 @@ _MODULE = b"builtin.module {\n  %x = arith.constant 1.0 : f32\n}\n"
 def test_bad_characters_and_structure_are_located(tmp_path, content, where, message, tool):
     path = tmp_path / "in.mlir"
     path.write_bytes(content)
-    code, out, err = (_vyre_opt if tool == "vyre-opt" else _vyre_run)([str(path)])
+    code, out, err = (run_vyre_opt if tool == "vyre-opt" else _vyre_run)([str(path)])
     assert code == 1, (code, out, err)
     first = err.strip().split("\n")[0]
     prefix = f"{path}:{where}: error: " if where else f"{path}:"
@@ -591,7 +579,7 @@ def test_comments_and_non_ascii_strings_are_fine(tmp_path):
     path = tmp_path / "in.mlir"
     path.write_bytes("// caf\u00e9 \u200b\nbuiltin.module {\n  \"test.op\"() {n = \"caf\u00e9\"} : () -> ()\n}\n"
                      .encode())
-    code, out, err = _vyre_opt([str(path)])
+    code, out, err = run_vyre_opt([str(path)])
     assert code == 0 and '"test.op"() {n = "caf' in out, err
 
 
@@ -601,7 +589,7 @@ def test_empty_input_is_an_empty_module_for_vyre_opt_and_an_error_for_vyre_run(t
     has nothing to run."""
     path = tmp_path / "empty.mlir"
     path.write_bytes(content)
-    code, out, err = _vyre_opt([str(path)])
+    code, out, err = run_vyre_opt([str(path)])
     assert code == 0 and out.split() == ["builtin.module", "{", "}"], (code, out, err)
     code, out, err = _vyre_run([str(path)])
     assert code == 1 and err.startswith(f"{path}:1:1: error: the input holds no operation"), err
@@ -618,7 +606,7 @@ def test_a_plugin_pass_that_raises_is_a_diagnostic(tmp_path):
         "    def apply(self, ctx, op):\n"
         "        raise RuntimeError('the plugin is broken')\n")
     example = Path(__file__).resolve().parent.parent / "examples" / "flash_attention_2.mlir"
-    code, out, err = _vyre_opt([str(example), "--plugin", str(plugin), "-p", "boom"])
+    code, out, err = run_vyre_opt([str(example), "--plugin", str(plugin), "-p", "boom"])
     assert code == 1, (code, err)
     assert "error: pass 'boom' failed" in err and "RuntimeError: the plugin is broken" in err
     assert "Traceback" not in err and "internal compiler error" not in err
