@@ -74,6 +74,21 @@ def best_path(times: dict[str, float | None]) -> tuple[str | None, float | None]
     return name, ran[name]
 
 
+
+class AgainstTorch:
+    """`best` and `ratio` of a row with `torch_ms` (path -> median ms, None:
+    n/a) and `ours_ms`."""
+
+    @property
+    def best(self) -> tuple[str | None, float | None]:
+        return best_path(self.torch_ms)
+
+    @property
+    def ratio(self) -> float | None:
+        """Our speed relative to PyTorch's best path (> 1: we are faster)."""
+        best_ms = self.best[1]
+        return best_ms / self.ours_ms if self.ours_ms and best_ms else None
+
 def fmt(value, spec: str) -> str:
     """format(value, spec), or '-' as wide as the spec's width."""
     return format(value, spec) if value is not None else "-".rjust(int(spec.split(".")[0] or 0))

@@ -33,12 +33,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from _common import (
+    AgainstTorch,
     BUDGET_MS,
     WRONG_BY_DTYPE,
     TorchPath,
     TorchResult,
     add_torch_options,
-    best_path,
     compiled_flex,
     fmt,
     host_array,
@@ -157,7 +157,7 @@ def mla_flops(seq, heads, dim, rank, rope) -> float:
 # Rows --------------------------------------------------------------------------
 
 @dataclass
-class Row:
+class Row(AgainstTorch):
     case: str
     shape: str
     variant: str
@@ -172,10 +172,6 @@ class Row:
     ours_each_ms: list[float] = field(default_factory=list)
 
     @property
-    def best(self) -> tuple[str | None, float | None]:
-        return best_path(self.torch_ms)
-
-    @property
     def ours_tflops(self) -> float | None:
         return self.flops / self.ours_ms / 1e9 if self.ours_ms else None
 
@@ -183,12 +179,6 @@ class Row:
     def best_tflops(self) -> float | None:
         best_ms = self.best[1]
         return self.flops / best_ms / 1e9 if best_ms else None
-
-    @property
-    def ratio(self) -> float | None:
-        """Our speed relative to PyTorch's best (> 1: we are faster)."""
-        best_ms = self.best[1]
-        return best_ms / self.ours_ms if self.ours_ms and best_ms else None
 
     def as_json(self) -> dict:
         name, best_ms = self.best

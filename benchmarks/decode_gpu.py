@@ -44,12 +44,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from _common import (
+    AgainstTorch,
     BUDGET_MS,
     TORCH_DTYPES,
     WRONG_BY_DTYPE,
     TorchPath,
     add_torch_options,
-    best_path,
     compiled_flex,
     fmt,
     mla_eager_bytes,
@@ -133,7 +133,7 @@ def gqa_grid(quick: bool, every: bool) -> list[GqaPoint]:
 # Rows ----------------------------------------------------------------------------
 
 @dataclass
-class Row:
+class Row(AgainstTorch):
     grid: str
     shape: str
     variant: str
@@ -149,16 +149,6 @@ class Row:
     max_abs_err: float | None = None
     skipped: str = ""  # why this kernel of ours did not run
     note: str = ""
-
-    @property
-    def best(self) -> tuple[str | None, float | None]:
-        return best_path(self.torch_ms)
-
-    @property
-    def ratio(self) -> float | None:
-        """Our speed relative to PyTorch's best path (> 1: we are faster)."""
-        best_ms = self.best[1]
-        return best_ms / self.ours_ms if self.ours_ms and best_ms else None
 
     @property
     def ours_gbps(self) -> float | None:

@@ -24,3 +24,14 @@ def load_benchmark(name: str, patch: pytest.MonkeyPatch):
         no_torch.setitem(sys.modules, "torch", None)
         spec.loader.exec_module(module)
     return module
+
+
+def benchmark_fixture(name: str):
+    """A module-scoped fixture giving load_benchmark(name)."""
+
+    @pytest.fixture(scope="module")
+    def fixture():
+        with pytest.MonkeyPatch.context() as patch:
+            yield load_benchmark(name, patch)
+
+    return fixture

@@ -9,22 +9,13 @@ import math
 
 import numpy as np
 import pytest
-from benchmark_modules import load_benchmark
+from benchmark_modules import benchmark_fixture
 
 import vyre_xdsl as vx
 
-
-@pytest.fixture(scope="module")
-def bench():
-    with pytest.MonkeyPatch.context() as patch:
-        yield load_benchmark("attention_gpu", patch)
-
-
-@pytest.fixture(scope="module")
-def common():
-    """benchmarks/_common.py: the baselines and helpers it shares with decode_gpu.py."""
-    with pytest.MonkeyPatch.context() as patch:
-        yield load_benchmark("_common", patch)
+bench = benchmark_fixture("attention_gpu")
+# the baselines and helpers attention_gpu.py and decode_gpu.py share
+common = benchmark_fixture("_common")
 
 
 def test_mla_absorbed_matches_oracle(common):

@@ -11,22 +11,14 @@ import sys
 
 import numpy as np
 import pytest
-from benchmark_modules import BENCHMARKS, load_benchmark
+from benchmark_modules import BENCHMARKS, benchmark_fixture
 from requirements import needs_vulkan
 
 import vyre_xdsl as vx
 
-
-@pytest.fixture(scope="module")
-def bench():
-    with pytest.MonkeyPatch.context() as patch:
-        yield load_benchmark("decode_gpu", patch)
-
-
-@pytest.fixture(scope="module")
-def common():
-    with pytest.MonkeyPatch.context() as patch:
-        yield load_benchmark("_common", patch)
+bench = benchmark_fixture("decode_gpu")
+# the baselines and helpers attention_gpu.py and decode_gpu.py share
+common = benchmark_fixture("_common")
 
 
 def test_batched_absorbed_mla_is_each_sequence_alone(common):
