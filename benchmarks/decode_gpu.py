@@ -146,6 +146,7 @@ class Row(AgainstTorch):
     ours_timer: str = ""
     ours_device_ms: float | None = None  # median GPU time of the whole command buffer
     ours_call_ms: float | None = None  # median host wall time of a call
+    ours_launch: list[str] = field(default_factory=list)  # each dispatch: its kernel, grid
     max_abs_err: float | None = None
     skipped: str = ""  # why this kernel of ours did not run
     note: str = ""
@@ -271,6 +272,8 @@ def time_ours(kernel, query: dict, resident: dict, expected: np.ndarray | None,
 
 def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts) -> Row:
     """Upload every input but q once, then time calls with a new q."""
+    row.ours_launch = [f"{k.name} grid={k.grid_size} workgroup={k.workgroup_size}"
+                       for k in kernel.info.kernels]
     try:
         resident = {name: kernel.upload(name, inputs[name])
                     for name in kernel.inputs if name != "q"}

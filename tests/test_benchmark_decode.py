@@ -129,6 +129,7 @@ def test_quick_cpu_run(tmp_path):
         assert r["ratio"] == pytest.approx(r["best_ms"] / r["ours_ms"])
         assert r["ours_gbps"] == pytest.approx(r["bytes_read"] / r["ours_ms"] / 1e6)
         assert r["max_abs_err"] <= 1e-3 and "WRONG" not in r["note"]
+        assert r["ours_launch"] and r["ours_timer"]
         assert r["checked_against"] in ran
     assert set(rows[0]["torch_ms"]) == {"absorbed", "eager"}
     assert {"eff", "math", "cudnn", "flash", "flex"} == set(rows[-1]["torch_ms"])
