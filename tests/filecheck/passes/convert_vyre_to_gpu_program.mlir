@@ -4,7 +4,7 @@
 // A program: two kernels run in module order over one set of buffers. Each
 // vyre.kernel becomes its own gpu.module with one kernel gpu.func, in the
 // same order; the temp buffer (allocated and zeroed by the runtime, passing
-// values from @partials to @merge) keeps its access in vyre.buffers.
+// values from @partials to @merge) keeps its access in vyre.launch.
 builtin.module {
   vyre.kernel @partials items 8 workgroup_size 4 {
     %q = vyre.buffer "q" binding 0 read [8] : memref<8xf32>
@@ -53,6 +53,6 @@ builtin.module {
 
 // The whole pipeline keeps both kernels, in order.
 // PIPELINE:      "gpu.module"() <{sym_name = "partials"}>
-// PIPELINE:        access = "temp"
+// PIPELINE:        access = temp
 // PIPELINE:      "gpu.module"() <{sym_name = "merge"}>
-// PIPELINE:        access = "temp"
+// PIPELINE:        access = temp

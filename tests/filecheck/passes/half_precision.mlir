@@ -10,7 +10,7 @@
 // the scratch arrays, scores and softmax state stay f32, and the one write
 // of the output rounds to nearest even (arith.truncf).
 // CHECK:       "gpu.func"() <{function_type = (memref<256xf16>, memref<256xf16>, memref<256xf16>, memref<256xf16>) -> (), kernel}>
-// CHECK:         %q_scratch = memref.alloc() : memref<256xf32, 3 : i64>
+// CHECK:         %q_scratch = memref.alloc() {vyre.role = #vyre<scratch_role q_scratch>} : memref<256xf32, 3 : i64>
 // CHECK:         %[[Q:.*]] = memref.load %q[%{{.*}}] : memref<256xf16>
 // CHECK-NEXT:    %[[QW:.*]] = arith.extf %[[Q]] : f16 to f32
 // CHECK:         memref.store %[[QW]], %q_scratch[%{{.*}}] : memref<256xf32, 3 : i64>
@@ -22,11 +22,11 @@
 // CHECK:         %[[OUT:.*]] = arith.truncf %{{.*}} : f32 to f16
 // CHECK-NEXT:    memref.store %[[OUT]], %out[%{{.*}}] : memref<256xf16>
 // CHECK-NOT:     arith.truncf
-// CHECK:         vyre.buffers = [{name = "q", binding = 0 : i32, access = "read", shape = array<i64: 64, 4>}
+// CHECK:         buffers = [#vyre.buffer<name = "q", binding = 0, access = read, shape = [64, 4], dtype = f16>
 
 // vyre-stage-kv-tiles copies a tile of k (then v) widened into an f32
 // workgroup array; the fragment then reads f32 there, without a widening.
-// STAGE:       %kv_tile = vyre.scratch "kv_tile" : memref<64xf32>
+// STAGE:       %kv_tile = vyre.scratch "kv_tile" {vyre.role = #vyre<scratch_role kv_tile>} : memref<64xf32>
 // STAGE:       %[[K:.*]] = memref.load %k[%{{.*}}] : memref<256xf16>
 // STAGE-NEXT:  %[[KW:.*]] = arith.extf %[[K]] : f16 to f32
 // STAGE:       memref.store %[[KW]], %kv_tile[%{{.*}}] : memref<64xf32>

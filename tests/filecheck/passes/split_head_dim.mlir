@@ -184,7 +184,7 @@ builtin.module {
 // Splits merged by a kernel of their own: each split's two parts, lanes
 // (item * 2 + split) * 2 + part; part 0 stores the split's m and l, each
 // part its own dims of the split's o row.
-// PARTIALS:      vyre.kernel @flash_attention_2 items 256 workgroup_size 64 {
+// PARTIALS:      vyre.kernel @flash_attention_2 items 256 workgroup_size 64 attributes {vyre.skeleton = #vyre.skeleton<items = 64, seq_len = 64, head_dim = 16, v_head_dim = 16, tile_size = 16, kv_splits = 2, dim_parts = 2>} {
 // PARTIALS:        %item = vyre.item_index
 // PARTIALS:        %item_1 = arith.divui %item, %{{.*}} : index
 // PARTIALS:        %part = arith.remui %item, %{{.*}} : index

@@ -138,11 +138,11 @@ builtin.module {
 // Lowered, the two kernels are two gpu.modules, in order, whose temp
 // buffers a runtime allocates.
 // LOWERED-LABEL: "gpu.module"() <{sym_name = "flash_attention_2"}>
-// LOWERED:         vyre.grid_size = array<i32: 4, 1, 1>
-// LOWERED-SAME:    {name = "flash_attention_2_split_m", binding = 4 : i32, access = "temp"
+// LOWERED:         grid = [4, 1, 1]
+// LOWERED-SAME:    #vyre.buffer<name = "flash_attention_2_split_m", binding = 4, access = temp
 // LOWERED-LABEL: "gpu.module"() <{sym_name = "flash_attention_2_merge"}>
-// LOWERED:         vyre.grid_size = array<i32: 2, 1, 1>
-// LOWERED-SAME:    {name = "out", binding = 3 : i32, access = "write"
+// LOWERED:         grid = [2, 1, 1]
+// LOWERED-SAME:    #vyre.buffer<name = "out", binding = 3, access = write
 
 // TOO-MANY: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 8 ways: there are only 4 tiles
 // BAD-MERGE: vyre-split-kv: merge must be one of auto, workgroup, kernel, got 'global'

@@ -97,7 +97,7 @@ builtin.module {
   }
 }
 
-// CHECK:       %kv_tile = vyre.scratch "kv_tile" : memref<64xf32>
+// CHECK:       %kv_tile = vyre.scratch "kv_tile" {vyre.role = #vyre<scratch_role kv_tile>} : memref<64xf32>
 // CHECK:       scores(%item, %lane, %tile_start, %tile_len,
 // CHECK-NEXT:    "gpu.barrier"() : () -> ()
 // CHECK:         %[[SEQ:.*]] = arith.constant 64 : index

@@ -82,7 +82,7 @@ builtin.module {
   }
 }
 
-// CHECK:       %kv_tile = vyre.scratch "kv_tile" : memref<256xf32>
+// CHECK:       %kv_tile = vyre.scratch "kv_tile" {vyre.role = #vyre<scratch_role kv_tile>} : memref<256xf32>
 // CHECK-LABEL: scores(
 // CHECK-NEXT:    "gpu.barrier"() : () -> ()
 // CHECK:         scf.for %copy =

@@ -12,18 +12,18 @@
 // keeps the seed's layout, with the scratch arrays in workgroup memory.
 // CHECK:     builtin.module attributes {gpu.container_module}
 // CHECK:       "gpu.func"() <{function_type = (memref<1600xf32>, memref<1600xf32>, memref<1600xf32>, memref<1600xf32>) -> (), kernel}>
-// CHECK:         %q_scratch = memref.alloc() : memref<1024xf32, 3 : i64>
-// CHECK-NEXT:    %score_tile = memref.alloc() : memref<2048xf32, 3 : i64>
-// CHECK-NEXT:    %o_acc = memref.alloc() : memref<1024xf32, 3 : i64>
+// CHECK:         %q_scratch = memref.alloc() {vyre.role = #vyre<scratch_role q_scratch>} : memref<1024xf32, 3 : i64>
+// CHECK-NEXT:    %score_tile = memref.alloc() {vyre.role = #vyre<scratch_role score_tile>} : memref<2048xf32, 3 : i64>
+// CHECK-NEXT:    %o_acc = memref.alloc() {vyre.role = #vyre<scratch_role o_acc>} : memref<1024xf32, 3 : i64>
 // CHECK:         scf.for %tile_idx
 // CHECK:         math.exp
-// CHECK:       vyre.item_count = 100 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 2, 1, 1>
+// CHECK:       vyre.launch = #vyre.launch<items = 100, workgroup = [64, 1, 1], grid = [2, 1, 1],
 
 // For MLA decode: one item per head, one workgroup, the rotary part behind an scf.if.
 // MLA:       "gpu.func"() <{function_type = (memref<64xf32>, memref<800xf32>, memref<400xf32>, memref<512xf32>, memref<512xf32>, memref<64xf32>) -> (), kernel}>
 // MLA:         %{{.*}} = scf.if %{{.*}} -> (f32) {
-// MLA:       vyre.item_count = 4 : i64, vyre.workgroup_size = array<i32: 64, 1, 1>, vyre.grid_size = array<i32: 1, 1, 1>
-// MLA-SAME:  {name = "kv_cache", binding = 1 : i32, access = "read", shape = array<i64: 100, 8>}
+// MLA:       vyre.launch = #vyre.launch<items = 4, workgroup = [64, 1, 1], grid = [1, 1, 1],
+// MLA-SAME:  #vyre.buffer<name = "kv_cache", binding = 1, access = read, shape = [100, 8], dtype = f32>
 
 // The default also runs the optimisations: private scratch, unrolled loops.
 // For the H200, on this small grid (two workgroups) each row is split over
