@@ -101,3 +101,26 @@ def test_check_after_retile_uses_the_recorded_tile_size(tmp_path, capsys, optimi
     status = vyre_run.main([str(path), "-p", pipeline, "--random", "--check"])
     assert status == 0
     assert "(bit-exact)" in capsys.readouterr().out
+
+
+def test_a_launch_that_is_not_the_typed_attribute_is_refused():
+    from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
+
+    lowered = _lowered(seq_len=64, head_dim=4, tile_size=16)
+    func = next(op for op in lowered.walk() if launch_of(op) is not None)
+    func.attributes[LAUNCH_ATTR] = DictionaryAttr({"items": IntegerAttr(64, 64)})
+    with pytest.raises(VyreError, match="'vyre.launch' of @flash_attention_2 must be a "
+                                        r"#vyre.launch<\.\.\.>"):
+        kernel_info(lowered)
+
+
+def test_interleave_scratch_finds_arrays_by_role_not_by_name():
+    from vyre_xdsl.compiler import apply_pipeline
+
+    lowered = _lowered(seq_len=64, head_dim=4, tile_size=16)
+    for op in lowered.walk():  # SSA names are no data: renaming changes nothing
+        if op.name == "memref.alloc":
+            op.results[0].name_hint = "renamed"
+    before = str(lowered)
+    interleaved = str(apply_pipeline(lowered, "vyre-interleave-scratch{arrays=q_scratch}"))
+    assert "%renamed" in interleaved and interleaved != before
