@@ -384,6 +384,27 @@ def print_row(r: Row) -> None:
           f"{fmt(r.max_abs_err, '9.2e')}  {r.note}", flush=True)
 
 
+def summary(rows: list[Row]) -> list[str]:
+    """Per grid and kernel of ours: how many points ran, the lowest and the
+    median ratio, and the highest GB/s (of ours and of PyTorch's best)."""
+    lines = []
+    for key in dict.fromkeys((r.grid, r.variant) for r in rows):
+        ran = [r for r in rows if (r.grid, r.variant) == key and r.ratio is not None]
+        skipped = sum(1 for r in rows if (r.grid, r.variant) == key and r.skipped)
+        if not ran:
+            lines.append(f"{key[0]} {key[1]}: no point measured ({skipped} skipped)")
+            continue
+        worst = min(ran, key=lambda r: r.ratio)
+        ratios = [r.ratio for r in ran]
+        lines.append(
+            f"{key[0]} {key[1]}: {len(ran)} points ({skipped} skipped); ratio min "
+            f"{worst.ratio:.3f} ({worst.shape}, vs {worst.best[0]}), median "
+            f"{statistics.median(ratios):.3f}, >= 1.0 at {sum(x >= 1.0 for x in ratios)}; "
+            f"GB/s max ours {max(r.ours_gbps for r in ran):.0f}, "
+            f"PyTorch {max(r.best_gbps for r in ran):.0f}")
+    return lines
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="write the settings and rows as JSON here")
@@ -459,6 +480,8 @@ def main(argv=None) -> int:
     if settings["not_run"]:
         print(f"{OVER_BUDGET}: {len(settings['not_run'])} points "
               f"({', '.join(settings['not_run'])})")
+    settings["summary"] = summary(rows)
+    print("\n".join(settings["summary"]))
     settings["elapsed_s"] = time.perf_counter() - started
     if args.out:
         write_json(args.out, settings, rows)

@@ -70,6 +70,12 @@ def test_row_ratio_and_bandwidth(bench):
     assert row.ours_gbps == pytest.approx(8.0) and row.best_gbps == pytest.approx(4.0)
     record = row.as_json()
     assert record["best_path"] == "flex" and record["torch_ms"]["flash"] is None
+    slow = bench.Row("gqa", "y", "dense", bytes_read=8_000_000, torch_ms={"eff": 1.0},
+                     ours_ms=4.0)
+    skipped = bench.Row("gqa", "z", "dense", bytes_read=1, skipped="too big")
+    (line,) = bench.summary([row, slow, skipped])
+    assert line.startswith("gqa dense: 2 points (1 skipped); ratio min 0.250 (y, vs eff), "
+                           "median 1.125, >= 1.0 at 1; GB/s max ours 8, PyTorch 8")
 
 
 def test_a_refused_shape_is_skipped_with_the_reason(bench):
@@ -134,6 +140,8 @@ def test_quick_cpu_run(tmp_path):
     assert set(rows[0]["torch_ms"]) == {"absorbed", "eager"}
     assert {"eff", "math", "cudnn", "flash", "flex"} == set(rows[-1]["torch_ms"])
     assert "ratio" in stdout and "absorbed" in stdout
+    assert [line.split(":")[0] for line in settings["summary"]] == [
+        "mla ours", "gqa dense", "gqa kv_lens", "gqa paged"]
 
 
 @needs_vulkan
