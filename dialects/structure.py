@@ -8,7 +8,8 @@ or run wrongly is refused first, naming the op and the fix:
 - SSA dominance: a value is defined before every use (xDSL's parser takes
   forward references, and no xDSL verifier checks the order);
 - no function, module or kernel definition inside a kernel;
-- no store into a buffer declared `read`.
+- no store into a buffer declared `read`;
+- the kernels of a module agree on the buffers they share.
 
 Each check raises a VerifyException whose `op` attribute is the offending
 op, so the tools locate the diagnostic at the user's line.
@@ -16,7 +17,7 @@ op, so the tools locate the diagnostic at the user's line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
@@ -194,3 +195,42 @@ def check_fragment_barriers(
                         f"or loop",
                     )
                 parent = parent.parent_op()
+
+
+# A buffer as the kernels of a program must agree on it:
+# (name, binding, access, shape, dtype)
+SharedBuffer = tuple[str, int, str, tuple[int, ...], str]
+
+
+def _declared(buffer: SharedBuffer) -> str:
+    _, binding, access, shape, dtype = buffer
+    return f"binding {binding} {access} {list(shape)} {dtype}"
+
+
+def check_shared_buffers(
+    earlier: Sequence[tuple[str, Sequence[SharedBuffer]]], kernel: str,
+    buffers: Sequence[SharedBuffer],
+) -> None:
+    """The kernels of one module run as a program over one set of buffers:
+    a name means the same buffer in `kernel` as in each `earlier` kernel
+    (name, buffers), and a binding belongs to one name.  Used by the vyre
+    dialect's kernel verifier and by the loader of lowered kernels."""
+    for other, theirs in earlier:
+        by_name = {b[0]: b for b in theirs}
+        by_binding = {b[1]: b for b in theirs}
+        for buffer in buffers:
+            name, binding = buffer[0], buffer[1]
+            first = by_name.get(name)
+            if first is not None and first != buffer:
+                raise VerifyException(
+                    f"buffer {name!r} is {_declared(first)} in kernel @{other} but "
+                    f"{_declared(buffer)} in kernel @{kernel}; the kernels of a "
+                    f"module share their buffers, so declare it the same way in each"
+                )
+            owner = by_binding.get(binding)
+            if owner is not None and owner[0] != name:
+                raise VerifyException(
+                    f"binding {binding} is buffer {owner[0]!r} in kernel @{other} but "
+                    f"buffer {name!r} in kernel @{kernel}; the kernels of a module "
+                    f"share their buffers, so give each name its own binding"
+                )

@@ -65,6 +65,7 @@ from vyre_xdsl.dialects.structure import (
     check_fragment_barriers,
     check_no_definitions,
     check_no_stores_to,
+    check_shared_buffers,
 )
 
 U32_MAX = 2**32 - 1
@@ -299,44 +300,25 @@ class KernelOp(IRDLOperation):
 
     def _verify_program_buffers(self) -> None:
         """The kernels of one module run as a program over one set of
-        buffers: a name means the same buffer (binding, access, shape) in
-        each, and a binding belongs to one name."""
+        buffers (check_shared_buffers): checked against the earlier ones."""
         parent = self.parent_block()
         if parent is None:
             return
-        mine = {b.sym_name.data: b for b in self.buffers}
-        for other in parent.ops:
-            if other is self or not isinstance(other, KernelOp):
-                continue
-            for theirs in other.buffers:
-                name = theirs.sym_name.data
-                here = mine.get(name)
-                if here is None:
-                    clash = next(
-                        (b for b in mine.values() if _int(b.binding) == _int(theirs.binding)),
-                        None,
-                    )
-                    if clash is not None:
-                        raise VerifyException(
-                            f"buffer '{clash.sym_name.data}' uses binding "
-                            f"{_int(theirs.binding)}, which kernel "
-                            f"@{other.sym_name.data} gives to buffer '{name}'; the "
-                            f"kernels of a module share their buffers, so give each "
-                            f"name its own binding"
-                        )
-                    continue
-                ours = (_int(here.binding), here.access.data, here.logical_shape)
-                other_side = (
-                    _int(theirs.binding), theirs.access.data, theirs.logical_shape
-                )
-                if ours != other_side:
-                    raise VerifyException(
-                        f"buffer '{name}' is binding {ours[0]} {ours[1]} "
-                        f"{list(ours[2])} here but binding {other_side[0]} "
-                        f"{other_side[1]} {list(other_side[2])} in kernel "
-                        f"@{other.sym_name.data}; the kernels of a module share "
-                        f"their buffers, so declare it the same way in each"
-                    )
+        earlier = []
+        for kernel in parent.ops:
+            if kernel is self:
+                break
+            if isinstance(kernel, KernelOp):
+                earlier.append((kernel.sym_name.data, kernel.shared_buffers()))
+        check_shared_buffers(earlier, self.sym_name.data, self.shared_buffers())
+
+    def shared_buffers(self) -> list[tuple[str, int, str, tuple[int, ...], str]]:
+        """Its buffers as the kernels of a program must agree on them."""
+        return [
+            (b.sym_name.data, _int(b.binding), b.access.data, tuple(b.logical_shape),
+             str(b.result.type.element_type))
+            for b in self.buffers
+        ]
 
 
 @irdl_op_definition

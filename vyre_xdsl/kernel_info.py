@@ -315,34 +315,17 @@ def _check_unique_names(kernels: tuple[KernelInfo, ...]) -> None:
         seen.add(kernel.name)
 
 
-def _declared(buffer: BufferInfo) -> str:
-    return f"binding {buffer.binding} {buffer.access} {list(buffer.shape)} {buffer.dtype}"
-
-
 def _check_shared_buffers(kernels: tuple[KernelInfo, ...]) -> None:
     """A name means one buffer in every kernel; a binding belongs to one name."""
-    by_name: dict[str, tuple[KernelInfo, BufferInfo]] = {}
-    by_binding: dict[int, tuple[KernelInfo, BufferInfo]] = {}
-    for kernel in kernels:
-        for buffer in kernel.buffers:
-            first_kernel, first = by_name.setdefault(buffer.name, (kernel, buffer))
-            if first != buffer:
-                raise _at(
-                    kernel.func,
-                    f"buffer {buffer.name!r} is {_declared(first)} in kernel "
-                    f"@{first_kernel.name} but {_declared(buffer)} in kernel "
-                    f"@{kernel.name}; the kernels of a module share their "
-                    f"buffers, so declare it the same way in each",
-                )
-            owner_kernel, owner = by_binding.setdefault(buffer.binding, (kernel, buffer))
-            if owner.name != buffer.name:
-                raise _at(
-                    kernel.func,
-                    f"binding {buffer.binding} is buffer {owner.name!r} in kernel "
-                    f"@{owner_kernel.name} but buffer {buffer.name!r} in kernel "
-                    f"@{kernel.name}; the kernels of a module share their "
-                    f"buffers, so give each name its own binding",
-                )
+    from vyre_xdsl.dialects.structure import check_shared_buffers
+
+    def shared(kernel: KernelInfo):
+        return [(b.name, b.binding, b.access, b.shape, b.dtype) for b in kernel.buffers]
+
+    for index, kernel in enumerate(kernels):
+        earlier = [(k.name, shared(k)) for k in kernels[:index]]
+        _structural(kernel.func, lambda: check_shared_buffers(
+            earlier, kernel.name, shared(kernel)), prefix=False)
 
 
 def kernel_info(module: ModuleOp) -> KernelInfo:
@@ -434,15 +417,17 @@ def check_kernel_layout(
     _check_lane_slices(func, workgroup_size[0], item_count)
 
 
-def _structural(func: gpu.FuncOp, check) -> None:
-    """Run a dialects.structure check; its error as a located VyreError."""
+def _structural(func: gpu.FuncOp, check, prefix: bool = True) -> None:
+    """Run a dialects.structure check; its error as a located VyreError
+    (with `prefix`, naming the kernel and the op)."""
     from xdsl.utils.exceptions import VerifyException
 
     try:
         check()
     except VerifyException as error:
         op = getattr(error, "op", func)
-        raise _at(op, f"kernel @{func.sym_name.data}: '{op.name}' {error}") from None
+        message = f"kernel @{func.sym_name.data}: '{op.name}' {error}" if prefix else str(error)
+        raise _at(op, message) from None
 
 
 def _check_lane_slices(func: gpu.FuncOp, lanes: int, item_count: int) -> None:

@@ -15,7 +15,7 @@ builtin.module {
     %out = vyre.buffer "out" binding 1 write [8] : memref<8xf32>
   }
 }
-// CHECK: {{.*}}program_errors.mlir:9:3: error: 'vyre.kernel' op buffer 'tmp' is binding 2 temp [8] here but binding 3 temp [8] in kernel @merge; the kernels of a module share their buffers, so declare it the same way in each
+// CHECK: {{.*}}program_errors.mlir:13:3: error: 'vyre.kernel' op buffer 'tmp' is binding 2 temp [8] f32 in kernel @partials but binding 3 temp [8] f32 in kernel @merge; the kernels of a module share their buffers, so declare it the same way in each
 
 // -----
 
@@ -28,7 +28,7 @@ builtin.module {
     %tmp = vyre.buffer "tmp" binding 2 read [2, 4] : memref<8xf32>
   }
 }
-// CHECK: {{.*}}program_errors.mlir:24:3: error: 'vyre.kernel' op buffer 'tmp' is binding 2 temp [8] here but binding 2 read [2, 4] in kernel @merge; the kernels of a module share their buffers, so declare it the same way in each
+// CHECK: {{.*}}program_errors.mlir:27:3: error: 'vyre.kernel' op buffer 'tmp' is binding 2 temp [8] f32 in kernel @partials but binding 2 read [2, 4] f32 in kernel @merge; the kernels of a module share their buffers, so declare it the same way in each
 
 // -----
 
@@ -41,4 +41,4 @@ builtin.module {
     %out = vyre.buffer "out" binding 2 write [8] : memref<8xf32>
   }
 }
-// CHECK: {{.*}}program_errors.mlir:37:3: error: 'vyre.kernel' op buffer 'tmp' uses binding 2, which kernel @merge gives to buffer 'out'; the kernels of a module share their buffers, so give each name its own binding
+// CHECK: {{.*}}program_errors.mlir:40:3: error: 'vyre.kernel' op binding 2 is buffer 'tmp' in kernel @partials but buffer 'out' in kernel @merge; the kernels of a module share their buffers, so give each name its own binding
