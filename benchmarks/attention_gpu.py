@@ -53,7 +53,7 @@ from _common import (
 
 import vyre_xdsl as vx
 from vyre_xdsl.kernel_info import program_info
-from vyre_xdsl.spirv import emit_spirv
+from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.vulkan import device_report, execute
 
 FP32_PEAK_TFLOPS = 67.0  # H200 f32 FMA peak (DESIGN.md)
@@ -250,7 +250,7 @@ def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repea
     arrays = {name: a for name, a in prepare_buffers(
         info, {b.name: inputs[b.name] for b in info.inputs}).items()
         if not info.buffer(name).is_temporary}
-    spirv = emit_spirv(lowered)
+    spirv = emit_spirv_module(lowered, info)
     probe: dict = {}
     execute(spirv, info, arrays, timings=probe)
     err = None

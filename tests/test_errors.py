@@ -314,12 +314,12 @@ def test_allocation_and_device_failures_are_vyre_errors(monkeypatch, fa2, error_
     monkeypatch.setattr(ctx.vk, "vkAllocateMemory", failing)
     lowered = vx.lower_to_gpu(fa2)
     from vyre_xdsl.kernel_info import program_info
-    from vyre_xdsl.spirv import emit_spirv
+    from vyre_xdsl.spirv import emit_spirv_module
 
     info = program_info(lowered)  # one kernel, or a program of several
     arrays = {b.name: np.zeros(b.count, np.float32) for b in info.buffers}
     with pytest.raises(VyreError, match=message):
-        vulkan.execute(emit_spirv(lowered), info, arrays, validation=True)
+        vulkan.execute(emit_spirv_module(lowered, info), info, arrays, validation=True)
     monkeypatch.undo()
     vulkan.close()  # raises if the layer saw a leaked object
 
@@ -333,7 +333,7 @@ def test_buffer_beyond_max_storage_buffer_range_says_what_to_shrink(fa2):
     # seq_len * head_dim * 4 bytes just over the device's limit, but the loop
     # budget check must not fire first: ask for the limit check directly.
     from vyre_xdsl.kernel_info import program_info
-    from vyre_xdsl.spirv import emit_spirv
+    from vyre_xdsl.spirv import emit_spirv_module
 
     lowered = vx.lower_to_gpu(vx.flash_attention_2(seq_len=4, head_dim=2, tile_size=2))
     info = program_info(lowered)  # one kernel, or a program of several
@@ -346,7 +346,7 @@ def test_buffer_beyond_max_storage_buffer_range_says_what_to_shrink(fa2):
 
     arrays["k"] = arrays["k"].view(Big)
     with pytest.raises(VyreError, match="maxStorageBufferRange.*smaller shapes"):
-        runtime._check_limits(ctx, emit_spirv(lowered), info, arrays)
+        runtime._check_limits(ctx, emit_spirv_module(lowered, info), info, arrays)
 
 
 # vyre-run -------------------------------------------------------------------------

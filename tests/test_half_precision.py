@@ -428,15 +428,17 @@ def test_mlir_opt_accepts_half_kernels(dtype):
 
 
 def test_spirv_declares_16bit_storage_only_for_half_buffers():
+    from vyre_xdsl.spirv import emit_spirv_module
     from vyre_xdsl.spirv.spec import Capability
-    from vyre_xdsl.vulkan.limits import _capabilities
 
-    f32 = vx.compile_spirv(vx.flash_attention_2(seq_len=8, head_dim=4, tile_size=4))
-    bf16 = vx.compile_spirv(vx.flash_attention_2(seq_len=8, head_dim=4, tile_size=4,
-                                                 dtype="bf16"))
-    assert Capability.StorageBuffer16BitAccess not in _capabilities(f32)
-    assert Capability.StorageBuffer16BitAccess in _capabilities(bf16)
-    assert Capability.Float16 not in _capabilities(bf16)
+    def capabilities(**kw):
+        module = vx.flash_attention_2(seq_len=8, head_dim=4, tile_size=4, **kw)
+        return emit_spirv_module(vx.lower_to_gpu(module)).capabilities
+
+    f32, bf16 = capabilities(), capabilities(dtype="bf16")
+    assert Capability.StorageBuffer16BitAccess not in f32
+    assert Capability.StorageBuffer16BitAccess in bf16
+    assert Capability.Float16 not in bf16
 
 
 @needs_vulkan

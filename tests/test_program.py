@@ -168,13 +168,13 @@ def test_interpreter_zeroes_a_given_temporary_and_leaves_the_result_there(lowere
 @needs_vulkan
 @pytest.mark.parametrize("staging", [False, True])
 def test_vulkan_repeats_the_whole_program_from_zeroed_temporaries(lowered, staging):
-    from vyre_xdsl.spirv import emit_spirv
+    from vyre_xdsl.spirv import emit_spirv_module
     from vyre_xdsl.vulkan import execute
 
     info = program_info(lowered)
     arrays = {"q": Q.copy(), "out": np.zeros(8, np.float32)}  # tmp: device only
     timings: dict = {}
-    execute(emit_spirv(lowered), info, arrays, validation=True, staging=staging,
+    execute(emit_spirv_module(lowered), info, arrays, validation=True, staging=staging,
             timings=timings, repeat=3)
     # @scale accumulates into tmp: a stale tmp would give 2*q more per run
     np.testing.assert_array_equal(arrays["out"], EXPECTED)
@@ -207,14 +207,13 @@ def test_one_spirv_module_with_an_entry_point_per_kernel(program, tmp_path):
 
 
 def test_workgroup_memory_is_counted_per_entry_point(program):
-    from vyre_xdsl.vulkan.runtime import workgroup_memory_bytes
+    from vyre_xdsl.spirv import emit_spirv_module
 
-    binary = vx.compile_spirv(vx.lower_to_gpu(program, optimize="none"))
-    assert workgroup_memory_bytes(binary) == 4 * (4 + 8)
-    assert workgroup_memory_bytes(binary, "scale") == 4 * 4
-    assert workgroup_memory_bytes(binary, "shift") == 4 * 8
+    spirv = emit_spirv_module(vx.lower_to_gpu(program, optimize="none"))
+    assert spirv.entry("scale").workgroup_bytes == 4 * 4
+    assert spirv.entry("shift").workgroup_bytes == 4 * 8
     with pytest.raises(VyreError, match="no entry point 'merge'.*scale, shift"):
-        workgroup_memory_bytes(binary, "merge")
+        spirv.entry("merge")
 
 
 # consistency of a hand-written lowered program ------------------------------------

@@ -15,7 +15,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import kernel_info
 import spirv_samples as samples
 from requirements import needs_vulkan
-from vyre_xdsl.spirv import emit_spirv
+from vyre_xdsl.spirv import emit_spirv_module
 
 DISPATCHES = 1000
 WARMUP = 100
@@ -34,7 +34,7 @@ def test_soak_1000_dispatches_under_validation(fuzz_stats):
 
     module = parse_module(samples.BARRIER_EXCHANGE)
     info = kernel_info(module)
-    spirv = emit_spirv(module)
+    spirv = emit_spirv_module(module)
     a = np.arange(128, dtype=np.float32)
     expected_base = np.roll(a.reshape(2, 64), -1, axis=1).reshape(-1)
     rss = []
@@ -62,7 +62,7 @@ def test_failing_runs_leave_nothing_behind(monkeypatch, fuzz_stats):
 
     module = parse_module(samples.BARRIER_EXCHANGE)
     info = kernel_info(module)
-    spirv = emit_spirv(module)
+    spirv = emit_spirv_module(module)
     ctx = runtime._context(True)
     stages = ["vkCreateComputePipelines", "vkAllocateDescriptorSets",
               "vkAllocateCommandBuffers", "vkQueueSubmit", "vkMapMemory"]

@@ -12,7 +12,8 @@ from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 import spirv_samples as samples
 from requirements import SPIRV_DIS, assert_spirv_valid, needs_dis, needs_val
-from vyre_xdsl.spirv import disassemble, emit_spirv
+from vyre_xdsl.spirv import disassemble, emit_spirv, emit_spirv_module
+from vyre_xdsl.spirv.spec import Capability
 
 
 
@@ -110,13 +111,49 @@ def vx_lower(module, optimize):
     return vx.lower_to_gpu(module, optimize=optimize)
 
 
-def test_promoted_scratch_frees_shared_memory():
-    from vyre_xdsl.vulkan.runtime import workgroup_memory_bytes
+def _workgroup_bytes(module) -> int:
+    return sum(e.workgroup_bytes for e in emit_spirv_module(module).entries)
 
+
+def test_promoted_scratch_frees_shared_memory():
     # The seed's three per-lane scratch arrays take 48 KiB of shared memory;
     # optimised, they are private; a staged K/V tile (64 rows of 64 floats)
     # is shared.
-    assert workgroup_memory_bytes(emit_spirv(_module("fa2_64", "none"))) == 64 * 192 * 4
-    assert workgroup_memory_bytes(emit_spirv(_module("fa2_64", "exact"))) == 0
+    assert _workgroup_bytes(_module("fa2_64", "none")) == 64 * 192 * 4
+    assert _workgroup_bytes(_module("fa2_64", "exact")) == 0
     staged = vx_lower(_builders()["fa2_64"](), "vyre-stage-kv-tiles,vyre-to-gpu{optimize=exact}")
-    assert workgroup_memory_bytes(emit_spirv(staged)) == 64 * 64 * 4
+    assert _workgroup_bytes(staged) == 64 * 64 * 4
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_entry_metadata_agrees_with_the_binary(name):
+    """What emit_spirv_module says of each entry point (the runtime's only
+    source) is what the binary declares."""
+    spirv = emit_spirv_module(_module(name))
+    assert spirv.binary == emit_spirv(_module(name))
+    text = disassemble(spirv.binary)
+    declared = set(re.findall(r"OpCapability (\w+)", text))
+    assert {Capability.names[c] for c in spirv.capabilities} == declared
+    entry_ids = dict(re.findall(r'OpEntryPoint GLCompute %(\d+) "(\w+)"', text))
+    sizes = dict(re.findall(r"OpExecutionMode %(\d+) LocalSize (\d+ \d+ \d+)", text))
+    assert [e.name for e in spirv.entries] == list(entry_ids.values())
+    for function, entry_name in entry_ids.items():
+        entry = spirv.entry(entry_name)
+        assert " ".join(map(str, entry.workgroup_size)) == sizes[function]
+        assert Capability.Shader in entry.capabilities
+    with pytest.raises(VyreError, match="no entry point 'nope'"):
+        spirv.entry("nope")
+
+
+def test_entry_capabilities_are_the_kernels_own():
+    """In a program, a kernel's entry lists the capabilities its own ops
+    need (subgroup shuffles), not another kernel's."""
+    import vyre_xdsl as vx
+
+    # split-KV decode: partial kernel (reductions by shuffles), then merge
+    decode = vx.flash_attention_2(seq_len=1, kv_len=4096, head_dim=128, num_heads=8)
+    spirv = emit_spirv_module(vx.lower_to_gpu(decode, device="h200"))
+    assert "OpGroupNonUniformShuffleXor" in disassemble(spirv.binary)
+    partial, merge = spirv.entries
+    assert Capability.GroupNonUniformShuffle in partial.capabilities
+    assert merge.capabilities == {Capability.Shader}

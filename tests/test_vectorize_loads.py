@@ -133,13 +133,14 @@ STAGED = "vyre-stage-kv-tiles,vyre-to-gpu{optimize=exact}"
 @pytest.mark.parametrize("mods", [{}, dict(mask_mod=lambda q, kv: kv <= q)],
                          ids=["plain", "causal"])
 def test_staged_tiles_are_read_as_vectors_bit_exactly(mods, tmp_path):
-    from vyre_xdsl.vulkan.runtime import workgroup_memory_bytes
+    from vyre_xdsl.spirv import emit_spirv_module
 
     module = vx.flash_attention_2(128, 16, 32, num_heads=2, **mods)
     lowered = vx.lower_to_gpu(module, optimize=STAGED)
     assert "kv_tile" in _loaded_buffers(lowered, "vector.load")
     binary = emit_spirv(lowered)
-    assert workgroup_memory_bytes(binary) == 32 * 16 * 4  # one tile, as 128 vec4
+    (entry,) = emit_spirv_module(lowered).entries
+    assert entry.workgroup_bytes == 32 * 16 * 4  # one tile, as 128 vec4
     rng = np.random.default_rng(12)
     q, k, v = (rng.standard_normal((2, 128, 16)).astype(np.float32) for _ in range(3))
     inputs = {"q": q, "k": k, "v": v}

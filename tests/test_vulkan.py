@@ -29,7 +29,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import kernel_info, program_info
 import spirv_samples as samples
 from requirements import needs_vulkan
-from vyre_xdsl.spirv import emit_spirv
+from vyre_xdsl.spirv import emit_spirv_module
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -44,7 +44,7 @@ def _run(module, inputs: dict[str, np.ndarray], **kw) -> dict[str, np.ndarray]:
     arrays = {b.name: (np.ascontiguousarray(inputs[b.name], dtype=np.float32).reshape(-1).copy()
                        if b.is_input else np.zeros(b.count, np.float32))
               for b in info.buffers}
-    execute(emit_spirv(module), info, arrays, validation=True, **kw)
+    execute(emit_spirv_module(module), info, arrays, validation=True, **kw)
     return {b.name: arrays[b.name].reshape(b.shape) for b in info.outputs}
 
 
@@ -194,7 +194,7 @@ def test_objects_destroyed_when_run_raises(monkeypatch):
     module = parse_module(samples.BARRIER_EXCHANGE)
     info = kernel_info(module)
     arrays = {"a": np.zeros(128, np.float32), "out": np.zeros(128, np.float32)}
-    spirv = emit_spirv(module)
+    spirv = emit_spirv_module(module)
 
     def boom(*args, **kwargs):
         raise RuntimeError("dispatch failed")
@@ -220,7 +220,7 @@ def test_buffer_over_max_storage_buffer_range():
     try:
         arrays = {"a": np.zeros(128, np.float32), "out": np.zeros(128, np.float32)}
         with pytest.raises(VyreError, match="maxStorageBufferRange"):
-            execute(emit_spirv(module), kernel_info(module), arrays, validation=True)
+            execute(emit_spirv_module(module), kernel_info(module), arrays, validation=True)
     finally:
         ctx.limits = real
 
@@ -233,7 +233,7 @@ def test_shared_memory_over_limit_is_reported():
     info = kernel_info(module)
     arrays = {b.name: np.zeros(b.count, np.float32) for b in info.buffers}
     with pytest.raises(VyreError, match="maxComputeSharedMemorySize"):
-        execute(emit_spirv(module), info, arrays, validation=True)
+        execute(emit_spirv_module(module), info, arrays, validation=True)
 
 
 def test_missing_loader_names_packages(monkeypatch):
@@ -265,3 +265,38 @@ def test_run_backend_vulkan():
                  {"q": q, "k": k, "v": v}, backend="vulkan")["out"]
     np.testing.assert_allclose(out, vx.reference.flash_attention_2(q, k, v, tile_size=8),
                                rtol=RTOL, atol=ATOL)
+
+
+def test_a_run_reads_its_kernels_once(monkeypatch):
+    """vx.run derives the kernel info once: the emitter is handed it."""
+    import vyre_xdsl as vx
+    import vyre_xdsl.kernel_info as ki
+
+    lowered = vx.lower_to_gpu(vx.flash_attention_2(seq_len=20, head_dim=4, tile_size=8))
+    read, calls = ki.read_kernel, []
+    monkeypatch.setattr(ki, "read_kernel", lambda func: calls.append(func) or read(func))
+    rng = np.random.default_rng(5)
+    vx.run(lowered, {n: rng.standard_normal((20, 4)).astype(np.float32) for n in "qkv"},
+           backend="vulkan")
+    assert len(calls) == len(ki.lowered_kernels(lowered))
+
+
+def test_the_runtime_takes_the_emitters_metadata_not_a_binary(monkeypatch):
+    """What the device checks use comes with the SpirvModule: a bare binary
+    is refused, and a changed entry is what the checks see."""
+    import dataclasses
+
+    from vyre_xdsl.vulkan import execute, runtime
+
+    module = parse_module(samples.BARRIER_EXCHANGE)
+    info = kernel_info(module)
+    arrays = {"a": np.zeros(128, np.float32), "out": np.zeros(128, np.float32)}
+    spirv = emit_spirv_module(module)
+    with pytest.raises(VyreError, match="SpirvModule.*got bytes"):
+        execute(spirv.binary, info, arrays)
+    limit = runtime._context(True).limits.maxComputeSharedMemorySize
+    (entry,) = spirv.entries
+    huge = dataclasses.replace(spirv, entries=(
+        dataclasses.replace(entry, workgroup_bytes=limit + 4),))
+    with pytest.raises(VyreError, match=f"needs {limit + 4} bytes of workgroup memory"):
+        execute(huge, info, arrays, validation=True)

@@ -26,7 +26,7 @@ import vyre_xdsl as vx
 from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.run import prepare_buffers
-from vyre_xdsl.spirv import emit_spirv
+from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.vulkan import device_report, execute
 
 # max |ours - reference| / max |reference| that passes: the default level
@@ -206,7 +206,7 @@ def check(case: Case, rng: np.random.Generator) -> bool:
         ins = case.inputs(rng)
         arrays = prepare_buffers(info, ins)
         timings: dict = {}
-        execute(emit_spirv(lowered), info, arrays, timings=timings)
+        execute(emit_spirv_module(lowered, info), info, arrays, timings=timings)
     except vx.VyreError as error:
         print(f"FAIL {case.name}: {error}", flush=True)
         return False

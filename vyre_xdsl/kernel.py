@@ -24,12 +24,13 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import BufferInfo, ProgramInfo, program_info
-from vyre_xdsl.run import BACKENDS, check_inputs, ensure_lowered
+from vyre_xdsl.compiler import Compiled, compile_module
+from vyre_xdsl.kernel_info import BufferInfo, ProgramInfo
+from vyre_xdsl.run import BACKENDS, check_inputs
 
 
 def compile(
-    module: ModuleOp,
+    module: ModuleOp | Compiled,
     backend: str = "interpreter",
     optimize: str = "default",
     device: str | None = None,
@@ -37,7 +38,8 @@ def compile(
     staging: bool | None = None,
 ) -> Kernel:
     """Lower `module` once (vx.lower_to_gpu with `optimize` and `device`;
-    a lowered module is taken as it is) and make it ready to run on
+    a lowered module, or a vyre_xdsl.compiler.Compiled, is taken as it
+    is) and make it ready to run on
     `backend` ("interpreter" or "vulkan", as vx.run). Returns a `Kernel`:
     call it with the input arrays, as many times as needed.
 
@@ -54,16 +56,14 @@ def compile(
         from vyre_xdsl.device import LIVE
 
         device = LIVE
-    lowered = ensure_lowered(module, device, optimize)
-    info = program_info(lowered)
+    compiled = compile_module(module, device, optimize, spirv=backend == "vulkan")
     if backend == "interpreter":
-        impl = _Interpreter(lowered, info)
+        impl = _Interpreter(compiled.lowered, compiled.info)
     else:
-        from vyre_xdsl.spirv import emit_spirv
         from vyre_xdsl.vulkan.runtime import load
 
-        impl = _Vulkan(load(emit_spirv(lowered), info, staging=staging))
-    return Kernel(backend, lowered, info, impl)
+        impl = _Vulkan(load(compiled.spirv, compiled.info, staging=staging))
+    return Kernel(backend, compiled, impl)
 
 
 class Kernel:
@@ -80,13 +80,14 @@ class Kernel:
     (or leaving a `with` block, or garbage collection, or the end of the
     program) frees its device objects and its DeviceArrays."""
 
-    def __init__(self, backend: str, lowered: ModuleOp, info: ProgramInfo, impl):
+    def __init__(self, backend: str, compiled: Compiled, impl):
         self.backend = backend
-        self.lowered = lowered  # the gpu-level module it runs
-        self.info = info  # its buffers and kernels (vyre_xdsl.kernel_info)
+        self.compiled = compiled
+        self.lowered = compiled.lowered  # the gpu-level module it runs
+        self.info = compiled.info  # its buffers and kernels (vyre_xdsl.kernel_info)
         self._impl = impl
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
-        self._inputs, self._outputs = info.inputs, info.outputs  # computed properties
+        self._inputs, self._outputs = self.info.inputs, self.info.outputs  # computed properties
 
     # names ------------------------------------------------------------------
     @property

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import math as pymath
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.builder import f32_bits
 from vyre_xdsl.spirv.spec import Op
 
 
 def _constant(e, op: Operation) -> None:
-    attr = prop(op, "value")
+    attr = op.value
     result = op.results[0]
     if isinstance(attr, FloatAttr):
         e.type_of(result.type, "arith.constant")
@@ -138,9 +138,7 @@ _CMPF = {
 
 
 def _predicate(op: Operation) -> int:
-    attr = prop(op, "predicate")
-    assert isinstance(attr, IntegerAttr)
-    return attr.value.data
+    return op.predicate.value.data
 
 
 def _cmpi(e, op: Operation) -> None:
@@ -219,39 +217,38 @@ def _negf(e, op: Operation) -> None:
 
 
 HANDLERS = {
-    "arith.constant": _constant,
-    "arith.addi": _binary(Op.IAdd),
-    "arith.subi": _binary(Op.ISub),
-    "arith.muli": _binary(Op.IMul),
-    "arith.divui": _binary(Op.UDiv),
-    "arith.divsi": _binary(Op.SDiv),
-    "arith.remui": _binary(Op.UMod),
-    "arith.remsi": _binary(Op.SRem),
-    "arith.andi": _binary(Op.BitwiseAnd, Op.LogicalAnd),
-    "arith.ori": _binary(Op.BitwiseOr, Op.LogicalOr),
-    "arith.xori": _binary(Op.BitwiseXor, Op.LogicalNotEqual),
-    "arith.shli": _binary(Op.ShiftLeftLogical),
-    "arith.shrui": _binary(Op.ShiftRightLogical),
-    "arith.shrsi": _binary(Op.ShiftRightArithmetic),
-    "arith.minui": _min_max(Op.ULessThan),
-    "arith.maxui": _min_max(Op.UGreaterThan),
-    "arith.minsi": _min_max(Op.SLessThan),
-    "arith.maxsi": _min_max(Op.SGreaterThan),
-    "arith.cmpi": _cmpi,
-    "arith.cmpf": _cmpf,
-    "arith.select": _select,
-    "arith.addf": _binary(Op.FAdd),
-    "arith.subf": _binary(Op.FSub),
-    "arith.mulf": _binary(Op.FMul),
-    "arith.divf": _binary(Op.FDiv),
-    "arith.negf": _negf,
-    "arith.maximumf": _float_min_max(True),
-    "arith.minimumf": _float_min_max(False),
-    "arith.index_cast": _index_cast,
-    "arith.index_castui": _index_cast,
-    "arith.uitofp": _int_to_float(Op.ConvertUToF),
-    "arith.sitofp": _int_to_float(Op.ConvertSToF),
-    "arith.fptoui": _float_to_int(Op.ConvertFToU),
-    "arith.fptosi": _float_to_int(Op.ConvertFToS),
-    "arith.bitcast": _bitcast,
+    arith.ConstantOp: _constant,
+    arith.AddiOp: _binary(Op.IAdd),
+    arith.SubiOp: _binary(Op.ISub),
+    arith.MuliOp: _binary(Op.IMul),
+    arith.DivUIOp: _binary(Op.UDiv),
+    arith.DivSIOp: _binary(Op.SDiv),
+    arith.RemUIOp: _binary(Op.UMod),
+    arith.RemSIOp: _binary(Op.SRem),
+    arith.AndIOp: _binary(Op.BitwiseAnd, Op.LogicalAnd),
+    arith.OrIOp: _binary(Op.BitwiseOr, Op.LogicalOr),
+    arith.XOrIOp: _binary(Op.BitwiseXor, Op.LogicalNotEqual),
+    arith.ShLIOp: _binary(Op.ShiftLeftLogical),
+    arith.ShRUIOp: _binary(Op.ShiftRightLogical),
+    arith.ShRSIOp: _binary(Op.ShiftRightArithmetic),
+    arith.MinUIOp: _min_max(Op.ULessThan),
+    arith.MaxUIOp: _min_max(Op.UGreaterThan),
+    arith.MinSIOp: _min_max(Op.SLessThan),
+    arith.MaxSIOp: _min_max(Op.SGreaterThan),
+    arith.CmpiOp: _cmpi,
+    arith.CmpfOp: _cmpf,
+    arith.SelectOp: _select,
+    arith.AddfOp: _binary(Op.FAdd),
+    arith.SubfOp: _binary(Op.FSub),
+    arith.MulfOp: _binary(Op.FMul),
+    arith.DivfOp: _binary(Op.FDiv),
+    arith.NegfOp: _negf,
+    arith.MaximumfOp: _float_min_max(True),
+    arith.MinimumfOp: _float_min_max(False),
+    arith.IndexCastOp: _index_cast,
+    arith.UIToFPOp: _int_to_float(Op.ConvertUToF),
+    arith.SIToFPOp: _int_to_float(Op.ConvertSToF),
+    arith.FPToUIOp: _float_to_int(Op.ConvertFToU),
+    arith.FPToSIOp: _float_to_int(Op.ConvertFToS),
+    arith.BitcastOp: _bitcast,
 }

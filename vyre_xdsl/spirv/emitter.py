@@ -1,9 +1,10 @@
 """Drives the conversion of a lowered module (docs/lowered-ir.md) to one
 SPIR-V module with an entry point per kernel. The per-op conversions live in
-one module per op family (`arith`, `math`, `memref`, `scf`, `gpu`, `vector`);
-this file holds the state they share: the module builder and the variables
-every entry point may use (`ProgramEmitter`), and per kernel the SSA value ->
-id map and the type mapping (`KernelEmitter`)."""
+one module per op family (`arith`, `math`, `memref`, `scf`, `gpu`, `vector`,
+`half`), each a HANDLERS table keyed by op class; this file holds the state
+they share: the module builder and the variables every entry point may use
+(`ProgramEmitter`), and per kernel the SSA value -> id map, the type
+mapping and what its entry point needs (`KernelEmitter`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     IndexType,
     IntegerType,
-    MemRefType,
     ModuleOp,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, program_info
 from vyre_xdsl.spirv.builder import FunctionBuilder, ModuleBuilder
+from vyre_xdsl.spirv.module import EntryPoint, SpirvModule
 from vyre_xdsl.spirv.spec import (
     Capability,
     ExecutionMode,
@@ -32,6 +33,21 @@ from vyre_xdsl.spirv.spec import (
 )
 
 Handler = Callable[["KernelEmitter", Operation], None]
+
+GLSL_STD_450 = "GLSL.std.450"
+FLOAT_CONTROLS = "SPV_KHR_float_controls"
+WORD_BYTES = 4  # every scalar the emitter declares is one 32-bit word
+
+
+def _handlers() -> dict[type[Operation], Handler]:
+    """Op class -> conversion, of every op family (imported here: each
+    family module imports this one)."""
+    from vyre_xdsl.spirv import arith, gpu, half, math, memref, scf, vector
+
+    handlers: dict[type[Operation], Handler] = {}
+    for family in (arith, half, math, memref, scf, gpu, vector):
+        handlers.update(family.HANDLERS)
+    return handlers
 
 
 @dataclass
@@ -58,33 +74,42 @@ class ProgramEmitter:
     per binding, its vector views, the builtin inputs). Workgroup variables
     belong to the kernel that allocates them."""
 
-    def __init__(self, module: ModuleOp, *, preserve_nan_inf: bool = False):
-        self.program: ProgramInfo = program_info(module)
+    _handlers: dict[type[Operation], Handler] | None = None
+
+    def __init__(self, module: ModuleOp, program: ProgramInfo | None = None, *,
+                 preserve_nan_inf: bool = False):
+        self.program: ProgramInfo = program_info(module) if program is None else program
         self.preserve_nan_inf = preserve_nan_inf
+        if ProgramEmitter._handlers is None:
+            ProgramEmitter._handlers = _handlers()
+        self.handlers = ProgramEmitter._handlers
         self.b = ModuleBuilder()
         self.storage_buffers: dict[int, int] = {}  # binding -> variable
         # (binding, width) -> the vector view of that buffer (spirv/vector.py)
         self.vector_views: dict[tuple[int, int], MemoryObject] = {}
         self.builtins: dict[int, int] = {}  # BuiltIn -> Input variable
+        # what every entry point needs
+        self.capabilities = {Capability.Shader}
+        self.extensions: set[str] = set()
+        if preserve_nan_inf:
+            self.capabilities.add(Capability.SignedZeroInfNanPreserve)
+            self.extensions.add(FLOAT_CONTROLS)
 
-    def emit(self) -> bytes:
+    def emit(self) -> SpirvModule:
         b = self.b
         b.capability(Capability.Shader)
         if self.preserve_nan_inf:
             b.capability(Capability.SignedZeroInfNanPreserve)
-            b.extension("SPV_KHR_float_controls")
-        b.ext_inst_import("GLSL.std.450")
-        for kernel in self.program.kernels:
-            KernelEmitter(self, kernel).emit()
-        return b.encode()
+            b.extension(FLOAT_CONTROLS)
+        b.ext_inst_import(GLSL_STD_450)
+        entries = tuple(KernelEmitter(self, kernel).emit() for kernel in self.program.kernels)
+        return SpirvModule(b.encode(), entries)
 
 
 class KernelEmitter:
     """The entry point and function of one kernel of a program."""
 
     def __init__(self, program: ProgramEmitter, info: KernelInfo):
-        from vyre_xdsl.spirv import arith, gpu, half, math, memref, scf, vector
-
         self.program = program
         self.info = info
         self.func = info.func
@@ -93,9 +118,8 @@ class KernelEmitter:
         self.values: dict[SSAValue, int] = {}
         self.memories: dict[SSAValue, MemoryObject] = {}
         self.interface: list[int] = []  # Input variables of the entry point
-        self.handlers: dict[str, Handler] = {}
-        for family in (arith, half, math, memref, scf, gpu, vector):
-            self.handlers.update(family.HANDLERS)
+        self.capabilities: set[int] = set()  # beyond the program's
+        self.workgroup_bytes = 0
         self.fn: FunctionBuilder | None = None
 
     # shared helpers --------------------------------------------------------
@@ -148,8 +172,13 @@ class KernelEmitter:
     def bind(self, value: SSAValue, result: int) -> None:
         self.values[value] = result
 
+    def capability(self, capability: int) -> None:
+        """Declare `capability` for the module, needed by this kernel."""
+        self.capabilities.add(capability)
+        self.b.capability(capability)
+
     def glsl(self, number: int, result_type: int, *args: int) -> int:
-        std = self.b.ext_inst_import("GLSL.std.450")
+        std = self.b.ext_inst_import(GLSL_STD_450)
         return self.fn.op(Op.ExtInst, result_type, std, number, *args)
 
     # traversal -------------------------------------------------------------
@@ -158,7 +187,7 @@ class KernelEmitter:
             self.emit_op(op)
 
     def emit_op(self, op: Operation) -> None:
-        handler = self.handlers.get(op.name)
+        handler = self.program.handlers.get(type(op))
         if handler is None:
             raise VyreError(
                 f"the SPIR-V emitter does not support '{op.name}'; the lowered "
@@ -166,7 +195,7 @@ class KernelEmitter:
             )
         handler(self, op)
 
-    def emit(self) -> None:
+    def emit(self) -> EntryPoint:
         """Add this kernel's function, entry point and execution modes."""
         from vyre_xdsl.spirv import gpu, memref
 
@@ -186,11 +215,23 @@ class KernelEmitter:
         if self.preserve_nan_inf:
             b.execution_mode(self.fn.id, ExecutionMode.SignedZeroInfNanPreserve, 32)
         gpu.check_terminated(self)
+        program = self.program
+        return EntryPoint(self.info.name, tuple(wg), self.workgroup_bytes,
+                          frozenset(program.capabilities | self.capabilities),
+                          frozenset(program.extensions))
 
 
 def emit_spirv(module: ModuleOp, *, preserve_nan_inf: bool = False) -> bytes:
-    """The SPIR-V 1.3 binary (Vulkan 1.1) of the lowered kernels in `module`:
+    """The SPIR-V binary of emit_spirv_module."""
+    return emit_spirv_module(module, preserve_nan_inf=preserve_nan_inf).binary
+
+
+def emit_spirv_module(module: ModuleOp, program: ProgramInfo | None = None, *,
+                      preserve_nan_inf: bool = False) -> SpirvModule:
+    """The SPIR-V 1.3 binary (Vulkan 1.1) of the lowered kernels in `module`
+    with what a runtime needs to know of each entry point (SpirvModule):
     one GLCompute entry point per kernel, named after it, in module order.
+    `program` is program_info(module), if the caller has it already.
     The kernels share one StorageBuffer variable per binding.
 
     Memory spaces are taken as the IR says: `memref.alloc` in space 3 is
@@ -204,15 +245,5 @@ def emit_spirv(module: ModuleOp, *, preserve_nan_inf: bool = False) -> bytes:
         raise VyreError(
             f"emit_spirv expects a lowered xdsl ModuleOp, got {type(module).__name__}"
         )
-    return ProgramEmitter(module, preserve_nan_inf=preserve_nan_inf).emit()
+    return ProgramEmitter(module, program, preserve_nan_inf=preserve_nan_inf).emit()
 
-
-def memref_type(value: SSAValue) -> MemRefType:
-    assert isinstance(value.type, MemRefType)
-    return value.type
-
-
-def prop(op: Operation, name: str):
-    """A property (or, for older generic forms, an attribute) of `op`."""
-    value = op.properties.get(name)
-    return op.attributes.get(name) if value is None else value

@@ -18,11 +18,12 @@ it is used; the value an invalid lane gets is unspecified on the device
 
 from __future__ import annotations
 
+from xdsl.dialects import arith, gpu
 from xdsl.ir import OpResult, Operation, SSAValue
 
+from vyre_xdsl.dialects import gpu_shuffle
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv.emitter import prop
 from vyre_xdsl.spirv.spec import (
     BuiltIn,
     Capability,
@@ -36,13 +37,12 @@ from vyre_xdsl.spirv.spec import (
 _TERMINATORS = {Op.Return, Op.Branch, Op.BranchConditional, Op.Unreachable}
 
 
+_AXES = tuple(gpu.DimensionEnum)  # x, y, z: the components of a uvec3
+
+
 def _dimension(op: Operation) -> int:
-    attr = prop(op, "dimension")
-    text = str(attr)
-    for index, name in enumerate("xyz"):
-        if f"dim {name}" in text or text.endswith(name + ">") or text == name:
-            return index
-    raise VyreError(f"'{op.name}': cannot read its dimension attribute {attr}")
+    """The component that `op` (gpu.global_id, block_dim, ...) reads."""
+    return _AXES.index(op.dimension.data)
 
 
 def _builtin(e, builtin: int, name: str, value_type: int | None = None) -> int:
@@ -80,7 +80,7 @@ def _block_dim(e, op: Operation) -> None:
 
 
 def _read_subgroup_builtin(e, builtin: int, name: str) -> int:
-    e.b.capability(Capability.GroupNonUniform)
+    e.capability(Capability.GroupNonUniform)
     return e.fn.op(Op.Load, e.uint, _builtin(e, builtin, name, e.uint))
 
 
@@ -100,16 +100,11 @@ _SHUFFLES = {
 }
 
 
-_INDEX_CASTS = ("arith.index_cast", "arith.index_castui")
-
-
 def _is_subgroup_size(value: SSAValue) -> bool:
-    """Whether `value` is `arith.index_cast(ui)` of `gpu.subgroup_size`."""
+    """Whether `value` is `arith.index_cast` of `gpu.subgroup_size`."""
     cast = value.owner
-    if not isinstance(cast, Operation) or cast.name not in _INDEX_CASTS:
-        return False
-    source = cast.operands[0].owner
-    return isinstance(source, Operation) and source.name == "gpu.subgroup_size"
+    return (isinstance(cast, arith.IndexCastOp)
+            and isinstance(cast.operands[0].owner, gpu.SubgroupSizeOp))
 
 
 def _describe(value: SSAValue) -> str:
@@ -121,7 +116,7 @@ def _describe(value: SSAValue) -> str:
 
 def _shuffle(e, op: Operation) -> None:
     value, offset, width = op.operands
-    mode = prop(op, "mode").data
+    mode = op.mode.data
     if not _is_subgroup_size(width):
         raise VyreError(
             f"'{op.name}' {mode}: the SPIR-V emitter needs its width to be the "
@@ -132,8 +127,8 @@ def _shuffle(e, op: Operation) -> None:
         )
     opcode, capability = _SHUFFLES[mode]
     b, fn = e.b, e.fn
-    b.capability(Capability.GroupNonUniform)
-    b.capability(capability)
+    e.capability(Capability.GroupNonUniform)
+    e.capability(capability)
     result_type = e.type_of(value.type, f"'{op.name}' value")
     scope = b.constant_uint(Scope.Subgroup)
     shuffled = fn.op(opcode, result_type, scope, e.value(value), e.value(offset))
@@ -181,13 +176,13 @@ def check_terminated(e) -> None:
 
 
 HANDLERS = {
-    "gpu.global_id": _read_builtin(BuiltIn.GlobalInvocationId, "gl_GlobalInvocationID"),
-    "gpu.thread_id": _read_builtin(BuiltIn.LocalInvocationId, "gl_LocalInvocationID"),
-    "gpu.block_id": _read_builtin(BuiltIn.WorkgroupId, "gl_WorkGroupID"),
-    "gpu.grid_dim": _read_builtin(BuiltIn.NumWorkgroups, "gl_NumWorkGroups"),
-    "gpu.block_dim": _block_dim,
-    "gpu.barrier": _barrier,
-    "gpu.subgroup_size": _subgroup_size,
-    "gpu.shuffle": _shuffle,
-    "gpu.return": _return,
+    gpu.GlobalIdOp: _read_builtin(BuiltIn.GlobalInvocationId, "gl_GlobalInvocationID"),
+    gpu.ThreadIdOp: _read_builtin(BuiltIn.LocalInvocationId, "gl_LocalInvocationID"),
+    gpu.BlockIdOp: _read_builtin(BuiltIn.WorkgroupId, "gl_WorkGroupID"),
+    gpu.GridDimOp: _read_builtin(BuiltIn.NumWorkgroups, "gl_NumWorkGroups"),
+    gpu.BlockDimOp: _block_dim,
+    gpu.BarrierOp: _barrier,
+    gpu.SubgroupSizeOp: _subgroup_size,
+    gpu_shuffle.ShuffleOp: _shuffle,
+    gpu.ReturnOp: _return,
 }

@@ -32,6 +32,7 @@ Conversions (x the f32 bits, h the 16 bits):
 
 from __future__ import annotations
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
 from xdsl.ir import Attribute, Operation
 
@@ -188,6 +189,6 @@ def _truncf(e, op: Operation) -> None:
 
 
 HANDLERS = {
-    "arith.extf": _extf,
-    "arith.truncf": _truncf,
+    arith.ExtFOp: _extf,
+    arith.TruncFOp: _truncf,
 }

@@ -8,6 +8,7 @@ tolerance for that reason (see tests/test_vulkan.py)."""
 
 from __future__ import annotations
 
+from xdsl.dialects import math
 from xdsl.ir import Operation
 
 from vyre_xdsl.spirv.spec import GLSL, Op
@@ -41,7 +42,7 @@ ERF_ONE = 4.0
 
 def erf_reference(x: float) -> float:
     """The emitted erf, evaluated in float64 (for the tests)."""
-    import math
+    import math as pymath
 
     def horner(coefficients, t):
         acc = coefficients[-1]
@@ -49,14 +50,14 @@ def erf_reference(x: float) -> float:
             acc = acc * t + c
         return acc
 
-    if math.isnan(x):
+    if pymath.isnan(x):
         return x
     ax = abs(x)
     if ax < 1:
         return x * horner(ERF_SMALL, x * x)
     if ax >= ERF_ONE:
-        return math.copysign(1.0, x)
-    large = 1 - math.exp(-x * x) * horner(ERF_LARGE, 1 / (1 + 0.5 * ax))
+        return pymath.copysign(1.0, x)
+    large = 1 - pymath.exp(-x * x) * horner(ERF_LARGE, 1 / (1 + 0.5 * ax))
     return -large if x < 0 else large
 
 
@@ -133,22 +134,22 @@ def _powf(e, op: Operation) -> None:
 
 
 HANDLERS = {
-    "math.erf": _erf,
-    "math.powf": _powf,
-    "math.sin": _ext(GLSL.Sin),
-    "math.cos": _ext(GLSL.Cos),
-    "math.tan": _ext(GLSL.Tan),
-    "math.floor": _ext(GLSL.Floor),
-    "math.ceil": _ext(GLSL.Ceil),
-    "math.trunc": _ext(GLSL.Trunc),
-    "math.roundeven": _ext(GLSL.RoundEven),
-    "math.exp": _ext(GLSL.Exp),
-    "math.exp2": _ext(GLSL.Exp2),
-    "math.log": _ext(GLSL.Log),
-    "math.log2": _ext(GLSL.Log2),
-    "math.tanh": _ext(GLSL.Tanh),
-    "math.absf": _ext(GLSL.FAbs),
-    "math.sqrt": _ext(GLSL.Sqrt),
-    "math.rsqrt": _ext(GLSL.InverseSqrt),
-    "math.fma": _ext(GLSL.Fma),
+    math.ErfOp: _erf,
+    math.PowFOp: _powf,
+    math.SinOp: _ext(GLSL.Sin),
+    math.CosOp: _ext(GLSL.Cos),
+    math.TanOp: _ext(GLSL.Tan),
+    math.FloorOp: _ext(GLSL.Floor),
+    math.CeilOp: _ext(GLSL.Ceil),
+    math.TruncOp: _ext(GLSL.Trunc),
+    math.RoundEvenOp: _ext(GLSL.RoundEven),
+    math.ExpOp: _ext(GLSL.Exp),
+    math.Exp2Op: _ext(GLSL.Exp2),
+    math.LogOp: _ext(GLSL.Log),
+    math.Log2Op: _ext(GLSL.Log2),
+    math.TanhOp: _ext(GLSL.Tanh),
+    math.AbsFOp: _ext(GLSL.FAbs),
+    math.SqrtOp: _ext(GLSL.Sqrt),
+    math.RsqrtOp: _ext(GLSL.InverseSqrt),
+    math.FmaOp: _ext(GLSL.Fma),
 }

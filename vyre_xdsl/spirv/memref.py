@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
+from xdsl.dialects import memref, vector
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv.emitter import MemoryObject
+from vyre_xdsl.spirv.emitter import WORD_BYTES, MemoryObject
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Capability, Decoration, Op, StorageClass
 
@@ -52,7 +53,7 @@ def bind_buffers(e, body: Block) -> None:
         half = half_kind(ty.element_type)
         if half is not None:
             # 16-bit elements, loaded and stored as they are (spirv/half.py)
-            b.capability(Capability.StorageBuffer16BitAccess)
+            e.capability(Capability.StorageBuffer16BitAccess)
             element = b.type_int(16, False)
         else:
             element = e.type_of(ty.element_type, f"buffer {buffer.name!r} element")
@@ -102,6 +103,7 @@ def _alloc(e, op: Operation) -> None:
             array = b.type_array(element, count)
         var = b.global_variable(b.type_pointer(StorageClass.Workgroup, array),
                                 StorageClass.Workgroup)
+        e.workgroup_bytes += count * WORD_BYTES
         sc = StorageClass.Workgroup
     else:
         array = b.type_array(element, count)
@@ -117,7 +119,7 @@ def vector_read_width(value: SSAValue) -> int:
     widths = {
         use.operation.results[0].type.get_shape()[0]
         for use in value.uses
-        if use.operation.name == "vector.load"
+        if isinstance(use.operation, vector.LoadOp)
     }
     if len(widths) > 1:
         raise VyreError(
@@ -154,16 +156,16 @@ def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
     pointer_type = e.b.type_pointer(memory.storage_class, memory.element_type)
     if memory.vector_width > 1:
         width = e.b.constant_uint(memory.vector_width)
-        vector = fn.op(Op.UDiv, uint, index, width)
+        slot = fn.op(Op.UDiv, uint, index, width)
         component = fn.op(Op.UMod, uint, index, width)
         return fn.op(Op.AccessChain, pointer_type, memory.variable, *memory.prefix,
-                     vector, component)
+                     slot, component)
     return fn.op(Op.AccessChain, pointer_type, memory.variable, *memory.prefix, index)
 
 
 def _load(e, op: Operation) -> None:
-    memref, *indices = op.operands
-    memory = _memory(e, memref, op)
+    target, *indices = op.operands
+    memory = _memory(e, target, op)
     pointer = _pointer(e, op, memory, indices)
     loaded = e.fn.op(Op.Load, memory.element_type, pointer)
     if memory.half is not None:  # its 16 bits in a 32-bit uint
@@ -172,8 +174,8 @@ def _load(e, op: Operation) -> None:
 
 
 def _store(e, op: Operation) -> None:
-    value, memref, *indices = op.operands
-    memory = _memory(e, memref, op)
+    value, target, *indices = op.operands
+    memory = _memory(e, target, op)
     pointer = _pointer(e, op, memory, indices)
     stored = e.value(value)
     if memory.half is not None:
@@ -190,9 +192,9 @@ def _dealloc(e, op: Operation) -> None:
 
 
 HANDLERS = {
-    "memref.alloc": _alloc,
-    "memref.alloca": _alloc,
-    "memref.load": _load,
-    "memref.store": _store,
-    "memref.dealloc": _dealloc,
+    memref.AllocOp: _alloc,
+    memref.AllocaOp: _alloc,
+    memref.LoadOp: _load,
+    memref.StoreOp: _store,
+    memref.DeallocOp: _dealloc,
 }

@@ -9,6 +9,7 @@ scf.if:   OpSelectionMerge; then/else blocks; results are OpPhi in the merge
 
 from __future__ import annotations
 
+from xdsl.dialects import scf
 from xdsl.ir import Block, Operation
 
 from vyre_xdsl.errors import VyreError
@@ -19,7 +20,7 @@ def _emit_body(e, block: Block) -> list[int]:
     """Emit `block`'s ops; return the ids its scf.yield passes on."""
     yielded: list[int] = []
     for op in block.ops:
-        if op.name == "scf.yield":
+        if isinstance(op, scf.YieldOp):
             yielded = [e.value(v) for v in op.operands]
         else:
             e.emit_op(op)
@@ -78,7 +79,7 @@ def _if(e, op: Operation) -> None:
     then_block = _single_block(op, 0)
     else_block = _single_block(op, 1)
     has_else = else_block is not None and (
-        bool(op.results) or any(o.name != "scf.yield" for o in else_block.ops)
+        bool(op.results) or any(not isinstance(o, scf.YieldOp) for o in else_block.ops)
     )
     then_label, merge = b.new_id(), b.new_id()
     else_label = b.new_id() if has_else else merge
@@ -102,6 +103,6 @@ def _if(e, op: Operation) -> None:
 
 
 HANDLERS = {
-    "scf.for": _for,
-    "scf.if": _if,
+    scf.ForOp: _for,
+    scf.IfOp: _if,
 }

@@ -12,6 +12,7 @@ order).  A workgroup array read as vectors is itself an array of vec4
 
 from __future__ import annotations
 
+from xdsl.dialects import vector
 from xdsl.dialects.builtin import Float32Type, VectorType
 from xdsl.ir import Operation, SSAValue
 
@@ -109,6 +110,6 @@ def _extract(e, op: Operation) -> None:
 
 
 HANDLERS = {
-    "vector.load": _load,
-    "vector.extract": _extract,
+    vector.LoadOp: _load,
+    vector.ExtractOp: _extract,
 }

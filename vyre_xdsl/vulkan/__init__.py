@@ -1,19 +1,19 @@
 """Vulkan runtime for SPIR-V kernels emitted by `vyre_xdsl.spirv`.
 
     execute(spirv, info, arrays)   dispatch and write output arrays in place
-                                   (info: a KernelInfo, or a ProgramInfo whose
-                                   kernels are dispatched in order)
+                                   (spirv: the emitter's SpirvModule; info: a
+                                   KernelInfo, or a ProgramInfo whose kernels
+                                   are dispatched in order)
     load(spirv, info)              a Dispatcher that keeps its pipelines and
                                    buffers across runs (what vx.compile uses)
     device_report()                list Vulkan devices and the one in use
     live_profile()                 the selected device's limits as a DeviceProfile
-    workgroup_memory_bytes(spirv)  workgroup memory of a module or an entry point
     close()                        close open kernels, destroy the cached
                                    instance/device
 
-Modules: device.py (loader, device selection, limits), limits.py (SPIR-V
-inspection, checks before a run), dispatch.py (buffers, pipelines,
-commands), runtime.py (load, execute).
+Modules: device.py (loader, device selection, limits), limits.py (checks
+before a run, from the emitter's metadata: no binary is parsed),
+dispatch.py (buffers, pipelines, commands), runtime.py (load, execute).
 
 Environment: VYRE_VULKAN_DEVICE (index or name substring) picks the device
 (default: discrete GPU, then integrated, virtual, CPU/lavapipe);
@@ -26,8 +26,6 @@ from vyre_xdsl.vulkan.runtime import (
     execute,
     live_profile,
     load,
-    workgroup_memory_bytes,
 )
 
-__all__ = ["execute", "load", "device_report", "live_profile", "close",
-           "workgroup_memory_bytes"]
+__all__ = ["execute", "load", "device_report", "live_profile", "close"]

@@ -1,117 +1,30 @@
-"""What a Vulkan device allows, checked before anything is created: SPIR-V
-inspection (capabilities, workgroup memory per entry point), buffer sizes,
-workgroup and grid sizes, subgroup operations, 16-bit storage (f16/bf16
-buffers), lavapipe's loop budget."""
+"""What a Vulkan device allows, checked before anything is created: buffer
+sizes, workgroup memory, workgroup and grid sizes, subgroup operations,
+16-bit storage (f16/bf16 buffers), lavapipe's loop budget. What a module
+needs comes from the emitter (spirv.SpirvModule), never from its binary."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 
 import numpy as np
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
-from vyre_xdsl.spirv.spec import Capability, Op
+from vyre_xdsl.spirv.module import EntryPoint, SpirvModule
+from vyre_xdsl.spirv.spec import Capability
 from vyre_xdsl.vulkan.device import DEVICE_ENV, _SUBGROUP_CAPABILITIES, _Context
 from vyre_xdsl.vulkan.dispatch import _buffer_bytes
-
-# SPIR-V inspection -------------------------------------------------------------
-
-def _instructions(spirv: bytes):
-    """(opcode, operand words) of each instruction after the header."""
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
-    pos = 5
-    while pos < len(words):
-        count, opcode = words[pos] >> 16, words[pos] & 0xFFFF
-        yield opcode, words[pos + 1: pos + count]
-        pos += max(count, 1)
-
-
-def _capabilities(spirv: bytes) -> set[int]:
-    return {ops[0] for opcode, ops in _instructions(spirv) if opcode == Op.Capability}
-
-
-def _literal_string(words) -> str:
-    data = struct.pack(f"<{len(words)}I", *words)
-    return data.split(b"\0", 1)[0].decode("utf-8", errors="replace")
-
-
-def _workgroup_variables(spirv: bytes) -> dict[int, int]:
-    """Workgroup-storage variable id -> bytes (arrays of 32-bit scalars or
-    vectors, as the vyre emitter declares them)."""
-    constants: dict[int, int] = {}
-    sizes: dict[int, int] = {}
-    pointers: dict[int, int] = {}
-    variables: dict[int, int] = {}
-    for opcode, ops in _instructions(spirv):
-        if opcode == 43 and len(ops) >= 3:  # OpConstant
-            constants[ops[1]] = ops[2]
-        elif opcode in (21, 22):  # OpTypeInt / OpTypeFloat
-            sizes[ops[0]] = ops[1] // 8
-        elif opcode == 23:  # OpTypeVector
-            sizes[ops[0]] = sizes.get(ops[1], 4) * ops[2]
-        elif opcode == 28:  # OpTypeArray
-            sizes[ops[0]] = sizes.get(ops[1], 4) * constants.get(ops[2], 0)
-        elif opcode == 32:  # OpTypePointer
-            pointers[ops[0]] = ops[2]
-        elif opcode == 59 and ops[2] == 4:  # OpVariable Workgroup
-            variables[ops[1]] = sizes.get(pointers.get(ops[0], 0), 0)
-    return variables
-
-
-def _entry_function(spirv: bytes, entry_point: str) -> int:
-    names = []
-    for opcode, ops in _instructions(spirv):
-        if opcode == 15:  # OpEntryPoint model function name interface...
-            name = _literal_string(ops[2:])
-            if name == entry_point:
-                return ops[1]
-            names.append(name)
-    raise VyreError(
-        f"the SPIR-V module has no entry point {entry_point!r} (it has "
-        f"{', '.join(names) or 'none'}); emit it from the same module with emit_spirv"
-    )
-
-
-def _pointers_used(spirv: bytes, function: int) -> set[int]:
-    """The pointer operands of the loads, stores and access chains of one
-    function (where the vyre emitter reads and writes its variables)."""
-    used: set[int] = set()
-    current = None
-    for opcode, ops in _instructions(spirv):
-        if opcode == 54:  # OpFunction
-            current = ops[1]
-        elif opcode == 56:  # OpFunctionEnd
-            current = None
-        elif current == function:
-            if opcode in (61, 65, 66):  # OpLoad, OpAccessChain, OpInBoundsAccessChain
-                used.add(ops[2])
-            elif opcode == 62:  # OpStore
-                used.add(ops[0])
-    return used
-
-
-def workgroup_memory_bytes(spirv: bytes, entry_point: str | None = None) -> int:
-    """Bytes of Workgroup-storage variables of a SPIR-V module: all of them,
-    or those the function of `entry_point` uses (a kernel of a program gets
-    only its own workgroup memory)."""
-    variables = _workgroup_variables(spirv)
-    if entry_point is None:
-        return sum(variables.values())
-    used = _pointers_used(spirv, _entry_function(spirv, entry_point))
-    return sum(size for var, size in variables.items() if var in used)
-
 
 # llvmpipe ends each invocation after this many loop iterations in total and
 # silently skips the rest of its work (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS).
 LLVMPIPE_LOOP_LIMIT = 65535
 
-def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
+def _check_limits(ctx: _Context, spirv: SpirvModule, info: KernelInfo | ProgramInfo,
                   arrays: Mapping[str, np.ndarray]) -> None:
     program = as_program(info)
-    _check_subgroup_support(ctx, spirv, program)
-    _check_16bit_storage(ctx, spirv, program)
+    _check_subgroup_support(ctx, spirv.capabilities, program)
+    _check_16bit_storage(ctx, spirv.capabilities, program)
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
     limits = ctx.limits
@@ -127,13 +40,14 @@ def _check_limits(ctx: _Context, spirv: bytes, info: KernelInfo | ProgramInfo,
                     f"or another device ({DEVICE_ENV})"
                 )
     for kernel in program.kernels:
-        _check_kernel_limits(ctx, spirv, kernel)
+        _check_kernel_limits(ctx, spirv.entry(kernel.name), kernel)
 
 
-def _check_16bit_storage(ctx: _Context, spirv: bytes, program: ProgramInfo) -> None:
+def _check_16bit_storage(ctx: _Context, capabilities: frozenset[int],
+                         program: ProgramInfo) -> None:
     """Refuse a module with f16/bf16 buffers (16-bit storage, spirv/half.py)
     on a device without the storageBuffer16BitAccess feature."""
-    if Capability.StorageBuffer16BitAccess not in _capabilities(spirv):
+    if Capability.StorageBuffer16BitAccess not in capabilities:
         return
     if ctx.storage_16bit:
         return
@@ -149,10 +63,11 @@ def _check_16bit_storage(ctx: _Context, spirv: bytes, program: ProgramInfo) -> N
     )
 
 
-def _check_subgroup_support(ctx: _Context, spirv: bytes, program: ProgramInfo) -> None:
+def _check_subgroup_support(ctx: _Context, capabilities: frozenset[int],
+                            program: ProgramInfo) -> None:
     """Refuse a module whose subgroup operations the device lacks (drivers
     may crash on them rather than fail)."""
-    declared = _capabilities(spirv) & _SUBGROUP_CAPABILITIES.keys()
+    declared = capabilities & _SUBGROUP_CAPABILITIES.keys()
     if not declared:
         return
     support = ctx.subgroup
@@ -190,10 +105,10 @@ def _check_loop_limit(ctx: _Context, kernel: KernelInfo) -> None:
         )
 
 
-def _check_kernel_limits(ctx: _Context, spirv: bytes, kernel: KernelInfo) -> None:
+def _check_kernel_limits(ctx: _Context, entry: EntryPoint, kernel: KernelInfo) -> None:
     """Shared memory (of this kernel's entry point only), workgroup and grid."""
     limits = ctx.limits
-    shared = workgroup_memory_bytes(spirv, kernel.name)
+    shared = entry.workgroup_bytes
     if shared > limits.maxComputeSharedMemorySize:
         raise VyreError(
             f"kernel @{kernel.name} needs {shared} bytes of workgroup memory but "
@@ -203,7 +118,7 @@ def _check_kernel_limits(ctx: _Context, spirv: bytes, kernel: KernelInfo) -> Non
             f"vyre-to-gpu{{device=vulkan}}), or with optimize='exact' (it keeps no "
             f"scratch in workgroup memory)"
         )
-    wg = kernel.workgroup_size
+    wg = entry.workgroup_size
     invocations = wg[0] * wg[1] * wg[2]
     if invocations > limits.maxComputeWorkGroupInvocations or any(
             w > m for w, m in zip(wg, list(limits.maxComputeWorkGroupSize))):

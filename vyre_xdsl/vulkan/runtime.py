@@ -2,12 +2,16 @@
 through the PyPI `vulkan` binding (cffi over the system libvulkan.so.1).
 
     device.py     the cached _Context (instance, device, queue), limits, report
-    limits.py     SPIR-V inspection and the device limits checked before a run
+    limits.py     the device limits checked before a run
     dispatch.py   Dispatcher: buffers, pipelines, descriptors, commands, kept
                   across calls (vx.compile), resident buffers
 
     load(spirv, info)              check the device's limits, make a Dispatcher
     execute(spirv, info, arrays)   load, run once, close (outputs in place)
+
+`spirv` is the emitter's SpirvModule (vyre_xdsl.spirv.emit_spirv_module):
+what each entry point needs (capabilities, workgroup memory and size) comes
+with the binary, which nothing here parses.
 
 One `_Context` is created on first use and cached per validation setting;
 `execute` destroys every object it made (buffers, memory, shader module,
@@ -25,6 +29,7 @@ import numpy as np
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
+from vyre_xdsl.spirv.module import SpirvModule
 from vyre_xdsl.vulkan.device import (  # noqa: F401 (the names tests and tools use)
     DEVICE_ENV,
     FENCE_TIMEOUT_NS,
@@ -47,24 +52,27 @@ from vyre_xdsl.vulkan.limits import (  # noqa: F401
     LLVMPIPE_LOOP_LIMIT,
     _check_arrays,
     _check_limits,
-    workgroup_memory_bytes,
 )
 
 
-def load(spirv: bytes, info: KernelInfo | ProgramInfo, *,
+def load(spirv: SpirvModule, info: KernelInfo | ProgramInfo, *,
          validation: bool | None = None, staging: bool | None = None,
          arrays: Mapping[str, np.ndarray] | None = None) -> Dispatcher:
-    """A Dispatcher of the SPIR-V module `spirv` for `info` on the selected
-    device, after checking the device's limits (buffer sizes from `arrays`
-    where given, else from `info`); see execute for `validation` and
-    `staging`. The caller closes it."""
+    """A Dispatcher of the SPIR-V module `spirv` (emit_spirv_module) for
+    `info` on the selected device, after checking the device's limits
+    (buffer sizes from `arrays` where given, else from `info`); see execute
+    for `validation` and `staging`. The caller closes it."""
     program = as_program(info)
+    if not isinstance(spirv, SpirvModule):
+        raise VyreError(
+            f"the Vulkan runtime takes the SpirvModule of "
+            f"vyre_xdsl.spirv.emit_spirv_module (the binary with what its entry "
+            f"points need), got {type(spirv).__name__}"
+        )
     ctx = _context(_validation_requested(validation))
-    if not isinstance(spirv, (bytes, bytearray)) or len(spirv) % 4:
-        raise VyreError("execute expects a SPIR-V binary (bytes, whole words)")
     _check_limits(ctx, spirv, program, {} if arrays is None else arrays)
     ctx.messages.clear()
-    dispatcher = Dispatcher(ctx, bytes(spirv), program, staging)
+    dispatcher = Dispatcher(ctx, spirv.binary, program, staging)
     try:
         _check(ctx.messages, f"the setup of {program.label} on {ctx.name}")
     except VyreError:
@@ -73,14 +81,14 @@ def load(spirv: bytes, info: KernelInfo | ProgramInfo, *,
     return dispatcher
 
 
-def execute(spirv: bytes, info: KernelInfo | ProgramInfo,
+def execute(spirv: SpirvModule, info: KernelInfo | ProgramInfo,
             arrays: dict[str, np.ndarray], *,
             validation: bool | None = None, staging: bool | None = None,
             timings: dict | None = None, repeat: int = 1) -> None:
-    """Dispatch the SPIR-V kernel `spirv` (`info.grid_size` workgroups) on
-    the selected Vulkan device; for a program, dispatch each kernel in
-    order (entry point = kernel name), each seeing what the earlier ones
-    wrote. `arrays` holds a flat array of the buffer's dtype for every
+    """Dispatch the SPIR-V kernel `spirv` (emit_spirv_module;
+    `info.grid_size` workgroups) on the selected Vulkan device; for a
+    program, dispatch each kernel in order (entry point = kernel name), each
+    seeing what the earlier ones wrote. `arrays` holds a flat array of the buffer's dtype for every
     input and output buffer (by name); outputs are overwritten in place.
     Temporary buffers live on the device only, zero-filled before the first
     kernel and never read back (an array given for one is left as it is).
