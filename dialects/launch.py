@@ -17,6 +17,7 @@ unregistered dialect (`mlir-opt --allow-unregistered-dialect`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -79,46 +80,6 @@ class ScratchRoleAttr(EnumAttribute[ScratchRole], SpacedOpaqueSyntaxAttribute):
 # Parsing and printing of `key = value, ...` parameter lists --------------
 
 
-def _parse_fields(
-    parser: AttrParser, fields: dict[str, Callable[[], object]], what: str
-) -> dict[str, object]:
-    """`<key = value, ...>` with the keys of `fields` (each at most once,
-    in any order); a missing key is left out of the result."""
-    found: dict[str, object] = {}
-
-    def entry() -> None:
-        start = parser.pos
-        key = parser.parse_identifier(f" (a field of {what})")
-        if key not in fields:
-            parser.raise_error(
-                f"{what} has no field '{key}'; its fields are {', '.join(fields)}",
-                start, parser.pos,
-            )
-        if key in found:
-            parser.raise_error(f"field '{key}' of {what} given twice", start, parser.pos)
-        parser.parse_punctuation("=")
-        found[key] = fields[key]()
-
-    parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
-    return found
-
-
-def _require(parser: AttrParser, found: dict[str, object], keys: Sequence[str], what: str):
-    missing = [key for key in keys if key not in found]
-    if missing:
-        parser.raise_error(f"{what} needs field(s) {', '.join(missing)}")
-
-
-def _verified(cls, parser: AttrParser, start: int, params: tuple) -> tuple:
-    """`params` if they make a valid `cls`, else a parse error at the
-    attribute's parameters (where xDSL would blame the whole op)."""
-    try:
-        cls.new(params)
-    except VerifyException as error:
-        parser.raise_error(str(error), start, parser.pos)
-    return params
-
-
 def _parse_int(parser: AttrParser) -> IntAttr:
     return IntAttr(parser.parse_integer(allow_boolean=False))
 
@@ -131,19 +92,53 @@ def _parse_ints(parser: AttrParser) -> ArrayAttr[IntAttr]:
     )
 
 
-def _print_fields(printer: Printer, fields: Sequence[tuple[str, object]]) -> None:
+def _ints(attr: ArrayAttr[IntAttr]) -> tuple[int, ...]:
+    return tuple(v.data for v in attr)
+
+
+def _parse_fields(
+    parser: AttrParser, fields: dict[str, Callable[[], Attribute]], what: str
+) -> dict[str, Attribute]:
+    """`<key = value, ...>` with the keys of `fields` (each at most once,
+    in any order); a key not given is left out of the result."""
+    found: dict[str, Attribute] = {}
+
+    def entry() -> None:
+        at = parser.pos
+        key = parser.parse_identifier(f" (a field of {what})")
+        if key not in fields:
+            parser.raise_error(
+                f"{what} has no field '{key}'; its fields are {', '.join(fields)}",
+                at, parser.pos,
+            )
+        if key in found:
+            parser.raise_error(f"field '{key}' of {what} given twice", at, parser.pos)
+        parser.parse_punctuation("=")
+        found[key] = fields[key]()
+
+    parser.parse_comma_separated_list(parser.Delimiter.ANGLE, entry)
+    return found
+
+
+def _require(parser: AttrParser, found: dict, keys: Sequence[str], what: str) -> None:
+    missing = [key for key in keys if key not in found]
+    if missing:
+        parser.raise_error(f"{what} needs field(s) {', '.join(missing)}")
+
+
+def _print_fields(printer: Printer, fields: Sequence[tuple[str, Attribute]]) -> None:
     """`<key = value, ...>`: an int, a list of ints, an enum's value (bare),
     or an attribute."""
 
-    def one(field: tuple[str, object]) -> None:
+    def one(field: tuple[str, Attribute]) -> None:
         key, value = field
         printer.print_string(f"{key} = ")
-        if isinstance(value, StrEnum):
-            printer.print_string(value.value)
+        if isinstance(value, EnumAttribute):
+            printer.print_string(value.data.value)
         elif isinstance(value, IntAttr):
             printer.print_string(str(value.data))
         elif isinstance(value, ArrayAttr) and all(isinstance(v, IntAttr) for v in value):
-            printer.print_string(f"[{', '.join(str(v.data) for v in value)}]")
+            printer.print_string(f"[{', '.join(map(str, _ints(value)))}]")
         else:
             printer.print_attribute(value)
 
@@ -151,20 +146,52 @@ def _print_fields(printer: Printer, fields: Sequence[tuple[str, object]]) -> Non
         printer.print_list(fields, one)
 
 
-def _ints(attr: ArrayAttr[IntAttr]) -> tuple[int, ...]:
-    return tuple(v.data for v in attr)
+class _Keyed:
+    """Parameters written `<key = value, ...>`, a key per parameter in
+    declaration order, in any order, each once; a parameter in
+    `OPTIONAL` may be left out (NoneAttr).  Parsed values are verified as the
+    attribute, so a bad one is a parse error at its parameters (xDSL would
+    blame the whole op)."""
+
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def value_parsers(cls, parser: AttrParser) -> dict[str, Callable[[], Attribute]]:
+        """A parser of each parameter's value, by key, in declaration order."""
+        raise NotImplementedError
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        what, start = f"#{cls.name}", parser.pos
+        fields = cls.value_parsers(parser)
+        found = _parse_fields(parser, fields, what)
+        _require(parser, found, [k for k in fields if k not in cls.OPTIONAL], what)
+        params = tuple(found.get(k, NoneAttr()) for k in fields)
+        try:
+            cls.new(params)
+        except VerifyException as error:
+            parser.raise_error(str(error), start, parser.pos)
+        return params
+
+    def print_parameters(self, printer: Printer) -> None:
+        keys = type(self).value_parsers(None)  # only its keys: nothing is parsed
+        _print_fields(printer, [
+            (k, v) for k, v in zip(keys, self.parameters, strict=True)
+            if not isinstance(v, NoneAttr)
+        ])
 
 
 # The attributes -----------------------------------------------------------
 
 
 @irdl_attr_definition
-class BufferAttr(ParametrizedAttribute):
+class BufferAttr(_Keyed, ParametrizedAttribute):
     """One storage buffer of a lowered kernel (argument i is `buffers[i]`):
     `#vyre.buffer<name = "q", binding = 0, access = read, shape = [64, 4],
     dtype = f32>`, and `data = array<...>` for a captured table."""
 
     name = "vyre.buffer"
+    OPTIONAL = frozenset({"data"})
 
     buffer_name: StringAttr
     binding_attr: IntAttr
@@ -182,6 +209,17 @@ class BufferAttr(ParametrizedAttribute):
             ArrayAttr(IntAttr(d) for d in shape), _element_types()[dtype],
             NoneAttr() if data is None else data,
         )
+
+    @classmethod
+    def value_parsers(cls, parser: AttrParser) -> dict[str, Callable[[], Attribute]]:
+        return {
+            "name": lambda: StringAttr(parser.parse_str_literal()),
+            "binding": lambda: _parse_int(parser),
+            "access": lambda: BufferAccessAttr(parser.parse_str_enum(BufferAccess)),
+            "shape": lambda: _parse_ints(parser),
+            "dtype": lambda: parser.parse_type(),
+            "data": lambda: parser.parse_attribute(),
+        }
 
     @property
     def binding(self) -> int:
@@ -241,39 +279,12 @@ class BufferAttr(ParametrizedAttribute):
                 f"{self.access} buffer"
             )
 
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        what, start = "#vyre.buffer", parser.pos
-        found = _parse_fields(parser, {
-            "name": lambda: StringAttr(parser.parse_str_literal()),
-            "binding": lambda: _parse_int(parser),
-            "access": lambda: BufferAccessAttr(parser.parse_str_enum(BufferAccess)),
-            "shape": lambda: _parse_ints(parser),
-            "dtype": parser.parse_type,
-            "data": parser.parse_attribute,
-        }, what)
-        _require(parser, found, ("name", "binding", "access", "shape", "dtype"), what)
-        return _verified(cls, parser, start, (
-            found["name"], found["binding"], found["access"], found["shape"],
-            found["dtype"], found.get("data", NoneAttr()),
-        ))
-
-    def print_parameters(self, printer: Printer) -> None:
-        fields = [
-            ("name", self.buffer_name), ("binding", self.binding_attr),
-            ("access", self.access_attr.data), ("shape", self.shape_attr),
-            ("dtype", self.dtype_attr),
-        ]
-        if not isinstance(self.data_attr, NoneAttr):
-            fields.append(("data", self.data_attr))
-        _print_fields(printer, fields)
-
 
 SKELETON_FIELDS = ("items", "seq_len", "head_dim", "v_head_dim", "tile_size", "kv_splits", "dim_parts")
 
 
 @irdl_attr_definition
-class SkeletonAttr(ParametrizedAttribute):
+class SkeletonAttr(_Keyed, ParametrizedAttribute):
     """The shape of the `vyre.tiled_online_softmax` a kernel was expanded
     from: `#vyre.skeleton<items = 64, seq_len = 64, head_dim = 4, v_head_dim
     = 4, tile_size = 16, kv_splits = 1, dim_parts = 1>` (after vyre-retile
@@ -282,49 +293,38 @@ class SkeletonAttr(ParametrizedAttribute):
 
     name = "vyre.skeleton"
 
-    fields: ArrayAttr[IntAttr]  # SKELETON_FIELDS, in that order
+    items: IntAttr
+    seq_len: IntAttr
+    head_dim: IntAttr
+    v_head_dim: IntAttr
+    tile_size: IntAttr
+    kv_splits: IntAttr
+    dim_parts: IntAttr
 
     def __init__(self, **values: int):
-        super().__init__(ArrayAttr(IntAttr(values[f]) for f in SKELETON_FIELDS))
-
-    def __getattr__(self, field: str) -> int:
-        if field in SKELETON_FIELDS:
-            return self.fields.data[SKELETON_FIELDS.index(field)].data
-        raise AttributeError(field)
-
-    def verify(self) -> None:
-        if len(self.fields.data) != len(SKELETON_FIELDS):
-            raise VerifyException(
-                f"#vyre.skeleton has {len(SKELETON_FIELDS)} fields, got "
-                f"{len(self.fields.data)}"
-            )
-        for field, value in zip(SKELETON_FIELDS, _ints(self.fields), strict=True):
-            if not 1 <= value < U32_LIMIT:
-                raise VerifyException(
-                    f"#vyre.skeleton: '{field}' must be in [1, 2^32), got {value}"
-                )
+        super().__init__(*(IntAttr(values[f]) for f in SKELETON_FIELDS))
 
     @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        what, start = "#vyre.skeleton", parser.pos
-        found = _parse_fields(
-            parser, {f: (lambda: _parse_int(parser)) for f in SKELETON_FIELDS}, what
-        )
-        _require(parser, found, SKELETON_FIELDS, what)
-        return _verified(cls, parser, start, (ArrayAttr(found[f] for f in SKELETON_FIELDS),))
+    def value_parsers(cls, parser: AttrParser) -> dict[str, Callable[[], Attribute]]:
+        return {f: (lambda: _parse_int(parser)) for f in SKELETON_FIELDS}
 
-    def print_parameters(self, printer: Printer) -> None:
-        _print_fields(printer, list(zip(SKELETON_FIELDS, self.fields.data, strict=True)))
+    def verify(self) -> None:
+        for field, value in zip(SKELETON_FIELDS, self.parameters, strict=True):
+            if not 1 <= value.data < U32_LIMIT:
+                raise VerifyException(
+                    f"#vyre.skeleton: '{field}' must be in [1, 2^32), got {value.data}"
+                )
 
 
 @irdl_attr_definition
-class LaunchAttr(ParametrizedAttribute):
+class LaunchAttr(_Keyed, ParametrizedAttribute):
     """How to launch a lowered kernel: `#vyre.launch<items = 100, workgroup =
     [64, 1, 1], grid = [2, 1, 1], buffers = [#vyre.buffer<...>, ...],
     skeleton = #vyre.skeleton<...>>` (skeleton: only where the kernel was
     expanded from one)."""
 
     name = "vyre.launch"
+    OPTIONAL = frozenset({"skeleton"})
 
     items: IntAttr
     workgroup: ArrayAttr[IntAttr]
@@ -341,6 +341,16 @@ class LaunchAttr(ParametrizedAttribute):
             ArrayAttr(IntAttr(v) for v in grid_size), ArrayAttr(buffers),
             NoneAttr() if skeleton is None else skeleton,
         )
+
+    @classmethod
+    def value_parsers(cls, parser: AttrParser) -> dict[str, Callable[[], Attribute]]:
+        return {
+            "items": lambda: _parse_int(parser),
+            "workgroup": lambda: _parse_ints(parser),
+            "grid": lambda: _parse_ints(parser),
+            "buffers": lambda: parser.parse_attribute(),
+            "skeleton": lambda: parser.parse_attribute(),
+        }
 
     @property
     def item_count(self) -> int:
@@ -380,29 +390,6 @@ class LaunchAttr(ParametrizedAttribute):
                     f"#vyre.launch: two buffers share a {what}: {seen}; give each "
                     f"buffer its own {what}"
                 )
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        what, start = "#vyre.launch", parser.pos
-        found = _parse_fields(parser, {
-            "items": lambda: _parse_int(parser),
-            "workgroup": lambda: _parse_ints(parser),
-            "grid": lambda: _parse_ints(parser),
-            "buffers": parser.parse_attribute,
-            "skeleton": parser.parse_attribute,
-        }, what)
-        _require(parser, found, ("items", "workgroup", "grid", "buffers"), what)
-        return _verified(cls, parser, start, (
-            found["items"], found["workgroup"], found["grid"], found["buffers"],
-            found.get("skeleton", NoneAttr()),
-        ))
-
-    def print_parameters(self, printer: Printer) -> None:
-        fields = [("items", self.items), ("workgroup", self.workgroup),
-                  ("grid", self.grid), ("buffers", self.buffers_attr)]
-        if self.skeleton is not None:
-            fields.append(("skeleton", self.skeleton))
-        _print_fields(printer, fields)
 
 
 LAUNCH_ATTRIBUTES = (LaunchAttr, BufferAttr, SkeletonAttr, BufferAccessAttr, ScratchRoleAttr)

@@ -40,7 +40,7 @@ def test_the_launch_round_trips_as_text():
     again = parse_module(str(lowered))
     assert program_info(again).buffers == program_info(lowered).buffers
     func = next(op for op in again.walk() if launch_of(op) is not None)
-    assert launch_of(func).skeleton.head_dim == 4
+    assert launch_of(func).skeleton.head_dim.data == 4
     roles = {scratch_role(op) for op in again.walk() if op.name == "memref.alloc"}
     assert roles == {ScratchRole.Q_SCRATCH, ScratchRole.SCORE_TILE, ScratchRole.O_ACC}
 
@@ -124,3 +124,26 @@ def test_interleave_scratch_finds_arrays_by_role_not_by_name():
     before = str(lowered)
     interleaved = str(apply_pipeline(lowered, "vyre-interleave-scratch{arrays=q_scratch}"))
     assert "%renamed" in interleaved and interleaved != before
+
+
+def test_a_compiled_module_is_lowered_and_read_once(monkeypatch):
+    import numpy as np
+
+    from vyre_xdsl import compiler, kernel_info as kernel_info_module
+    from vyre_xdsl.compiler import Compiled, compile_module
+
+    compiled = compile_module(vx.flash_attention_2(seq_len=64, head_dim=4, tile_size=16),
+                              spirv=True)
+    assert isinstance(compiled, Compiled) and compiled.info.kernels[0].tile_size == 16
+    assert compiled.spirv.binary[:4] == b"\x03\x02\x23\x07"  # the SPIR-V magic
+
+    def twice(*args, **kwargs):
+        raise AssertionError("lowered or read a second time")
+
+    monkeypatch.setattr(compiler, "lower_to_gpu", twice)
+    monkeypatch.setattr(kernel_info_module, "program_info", twice)
+    rng = np.random.default_rng(0)
+    inputs = {n: rng.standard_normal((64, 4)).astype(np.float32) for n in "qkv"}
+    assert vx.run(compiled, inputs)["out"].shape == (64, 4)
+    assert vx.compile(compiled).compiled is compiled
+    assert vx.compile_spirv(compiled) == compiled.spirv.binary

@@ -388,7 +388,7 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         grid_size=launch.grid_size,
         func=func,
         loop_iterations=loop_iterations(func.body),
-        tile_size=None if skeleton is None else skeleton.tile_size,
+        tile_size=None if skeleton is None else skeleton.tile_size.data,
     )
 
 
