@@ -35,6 +35,12 @@ def _interleave_scratch():
     return InterleaveScratchPass
 
 
+def _plan():
+    from vyre_xdsl.passes.plan import PlanPass
+
+    return PlanPass
+
+
 def _promote_scratch():
     from vyre_xdsl.passes.promote_scratch import PromoteScratchPass
 
@@ -101,6 +107,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-expand-stability": _expand_stability,
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,
     "vyre-interleave-scratch": _interleave_scratch,
+    "vyre-plan": _plan,
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
     "vyre-resize-workgroup": _resize_workgroup,

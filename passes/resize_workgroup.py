@@ -16,16 +16,13 @@ of a workgroup share changes:
 
 N must divide or be a multiple of the workgroup size.  Runs on vyre IR,
 before vyre-split-kv (a split kernel merges its partials within a
-workgroup).  Measured on the H200 (docs/performance.md): workgroups of 32
-ran one head of 4096 rows 8-11% slower than 64 (128 SMs busy instead of
-64, but each staged tile serves half the rows), 16 slower still; on 2048
-workgroups, 128 lanes were 2-8% faster (confirmed in a second run: 5.57 ->
-5.28 ms at 32 heads of 64 dims, 15.75 -> 15.02 at 128 dims with tiles of
-16 keys, 1.50 -> 1.38 at four batches) and 256 slower.
+workgroup).  Smaller workgroups leave each staged tile fewer rows to
+serve, larger ones share it among more (docs/performance.md).
 
-`size=0` (the default) chooses: LARGE_GRID_LANES for a kernel of one
-skeleton, unsplit, whose grid has more than SMALL_GRID workgroups of 64
-lanes; any other kernel is left alone.
+`size=0` (the default) takes the size from the skeleton's `#vyre.plan`
+(vyre-plan), or, without one, asks the tuning
+(`vyre_xdsl.tuning.workgroup_lanes`: more lanes for a kernel of one
+unsplit skeleton on a large grid); any other kernel is left alone.
 """
 
 from __future__ import annotations
@@ -37,11 +34,11 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, Modul
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.plan import plan_of
 from vyre_xdsl.errors import pass_error
-from vyre_xdsl.passes.retile import SMALL_GRID, grid_workgroups
-
-LARGE_GRID_LANES = 128
+from vyre_xdsl.scratch_forms import scratch_name
 
 # Each fragment region's block arguments that are the skeleton's scratch.
 _SCRATCH_ARGS = ("q_scratch", "score_tile", "o_acc")
@@ -103,22 +100,13 @@ def _retype(value, new_type: MemRefType) -> None:
     Rewriter.replace_value_with_new_type(value, new_type).name_hint = name
 
 
-def scratch_name(skeleton: vyre.TiledOnlineSoftmaxOp, role: str) -> str:
-    """The name of the vyre.scratch that is `skeleton`'s operand `role`."""
-    owner = getattr(skeleton, role).owner
-    assert isinstance(owner, vyre.ScratchOp)
-    return owner.sym_name.data
-
-
 def automatic_size(kernel: vyre.KernelOp) -> int | None:
-    """The measured choice for `kernel` (module docstring), or None to
-    keep its workgroups."""
-    skeletons = [s for s in kernel.body.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
-    if len(skeletons) != 1 or skeletons[0].splits > 1:
-        return None
-    if grid_workgroups(skeletons[0]) <= SMALL_GRID:
-        return None
-    return LARGE_GRID_LANES
+    """The lanes the recorded plan of `kernel`'s skeleton gives it, else the
+    tuning's choice; None to keep its workgroups."""
+    plans = [plan_of(s) for s in kernel.body.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+    if len(plans) == 1 and plans[0] is not None:
+        return plans[0].lanes
+    return tuning.workgroup_lanes(kernel)
 
 
 @dataclass(frozen=True)

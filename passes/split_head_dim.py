@@ -37,17 +37,12 @@ a kernel of their own (each split's parts then store their dims of its
 partial row), N is a power of two that divides the workgroup size, and
 head_dim is a multiple of 4N.
 `parts=N` forces the split and reports why a skeleton does not qualify;
-`parts=1` leaves every skeleton alone; `parts=0` (the default) chooses from
-measurements on the H200 (docs/performance.md): rows longer than 64 dims
-over as many lanes as leave each 64 (FA2 at 32 heads of 128 dims, two
-lanes: 14.98 -> 12.38 ms with tiles of 32 keys; MLA decode's latent rows
-of 512, eight lanes: 0.399 -> 0.089 ms, where two took 0.685 ms, four
-0.095 and sixteen 0.090), and the rows of an unsplit kernel on a grid of
-at most SMALL_GRID workgroups over two (one head of 4096 rows: 1.14 ->
-0.43 ms at 64 dims, 1.67 -> 0.95 ms at 128); rows of 64 dims on large
-grids stay on one lane (5.21 -> 5.35 ms split).  Four lanes for FA2 were
-slower everywhere, and so were contiguous halves (5.2 -> 9.1 ms at 64
-dims: both lanes of an item read the same banks).
+`parts=1` leaves every skeleton alone; `parts=0` (the default) takes the
+count from the skeleton's `#vyre.plan` (vyre-plan), or, without one, asks
+the tuning (`vyre_xdsl.tuning.dim_parts`): rows longer than 64 dims over
+as many lanes as leave each 64, the rows of an unsplit kernel on a small
+grid over two.  The parts take turns over chunks rather than contiguous
+halves so that an item's lanes read other banks (docs/performance.md).
 
 Runs on vyre IR, after vyre-split-kv (a kernel split and merged in workgroup
 memory is refused), before or after vyre-stage-kv-tiles (which reads a
@@ -58,188 +53,37 @@ first).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import copysign
 
 from xdsl.context import Context
-from xdsl.dialects import arith, gpu, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.dialects import arith, gpu, memref
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
+from vyre_xdsl.dialects.plan import plan_of
+from vyre_xdsl.dim_split import (
+    DimLoop,
+    DimLoops,
+    find_dim_loops,
+    loop_over_part_dims,
+    split_problem,
+)
 from vyre_xdsl.errors import VyreError, pass_error
-from vyre_xdsl.index_forms import linear_index
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.loop_bounds import constant_index, loop_of
-from vyre_xdsl.passes.inline_fragments import loop_over_part_dims
-from vyre_xdsl.passes.resize_workgroup import scratch_name
-
-Access = memref.LoadOp | memref.StoreOp
+from vyre_xdsl.scratch_forms import scratch_name
 
 
-@dataclass(frozen=True)
-class DimLoop:
-    """A loop `d = 0 .. head_dim` of a fragment and its accesses of the
-    lane's slice of a scratch array, `scratch[lane * head_dim + d]`."""
-
-    loop: scf.ForOp
-    accesses: tuple[Access, ...]
-
-
-def _dim_loop_of(access: Access, lane: SSAValue, head_dim: int) -> scf.ForOp | None:
-    """The loop whose index is `d` if `access` reads or writes element
-    `lane * head_dim + d`, else None."""
-    form = linear_index(access.indices[0])
-    terms = dict(form.terms)
-    if form.constant != 0 or terms.pop(lane, None) != head_dim or len(terms) != 1:
-        return None
-    ((d, coefficient),) = terms.items()
-    loop = loop_of(d)
-    if coefficient != 1 or loop is None:
-        return None
-    if (constant_index(loop.lb), constant_index(loop.ub), constant_index(loop.step)) != (
-        0, head_dim, 1
-    ):
-        return None
-    return loop
-
-
-def _stores_in(loop: scf.ForOp) -> list[memref.StoreOp]:
-    return [op for op in loop.body.walk() if isinstance(op, memref.StoreOp)]
-
-
-def _dim_loops(
-    scratch: BlockArgument, lane: SSAValue, head_dim: int, role: str
-) -> list[DimLoop] | str:
-    """The dim loops through which a fragment accesses `scratch`, or why
-    some access is not in one."""
-    found: dict[scf.ForOp, list[Access]] = {}
-    for use in scratch.uses:
-        access = use.operation
-        is_access = (
-            isinstance(access, memref.LoadOp) and use.index == 0
-            or role == "o_acc" and isinstance(access, memref.StoreOp) and use.index == 1
-        )
-        loop = _dim_loop_of(access, lane, head_dim) if is_access else None
-        if loop is None:
-            verb = "read" if role == "q_scratch" else "accessed"
-            return (
-                f"%{role} is {verb} other than as {role}[lane * {head_dim} + d] "
-                f"in a loop d = 0 .. {head_dim}"
-            )
-        found.setdefault(loop, []).append(access)
-    return [DimLoop(loop, tuple(accesses)) for loop, accesses in found.items()]
-
-
-def _is_dot_product(loop: scf.ForOp) -> bool:
-    """One f32 carried from +0.0 (each part's sum starts there; their sum
-    would count another start value N times), added to once per iteration,
-    nothing stored."""
-    if len(loop.iter_args) != 1 or loop.iter_args[0].type != f32:
-        return False
-    start = loop.iter_args[0].owner
-    if not (isinstance(start, arith.ConstantOp) and isinstance(start.value, FloatAttr)):
-        return False
-    value = start.value.value.data
-    if value != 0.0 or copysign(1.0, value) < 0:
-        return False
-    carried = loop.body.block.args[1]
-    (yielded,) = loop.body.block.last_op.operands
-    add = yielded.owner
-    return (
-        isinstance(add, arith.AddfOp)
-        and carried in (add.lhs, add.rhs)
-        and len(list(carried.uses)) == 1
-        and not _stores_in(loop)
-    )
-
-
-def _other_dot_products(
-    region: Region, head_dim: int, found: set[scf.ForOp]
-) -> list[DimLoop]:
-    """The other dot products over d = 0 .. head_dim in `region` (reading
-    the query from a buffer, say, as MLA's latent attention does): each
-    part sums its own dims of them too.  Not those inside or around one
-    already found."""
-    others = []
-    for loop in region.walk():
-        if (
-            isinstance(loop, scf.ForOp) and loop not in found
-            and (constant_index(loop.lb), constant_index(loop.ub), constant_index(loop.step))
-            == (0, head_dim, 1)
-            and _is_dot_product(loop)
-            and not any(f.is_ancestor(loop) or loop.is_ancestor(f) for f in found)
-        ):
-            others.append(DimLoop(loop, ()))
-            found = found | {loop}
-    return others
-
-
-def _touches_only(loop: scf.ForOp, scratch: SSAValue) -> bool:
-    """Nothing carried, and every store in the loop writes `scratch`."""
-    return not loop.iter_args and all(s.memref == scratch for s in _stores_in(loop))
-
-
-@dataclass(frozen=True)
-class Plan:
-    dots: list[DimLoop]
-    updates: list[DimLoop]
-
-
-def plan(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> Plan | str:
+def qualifying_loops(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> DimLoops | str:
     """The loops to split for `parts` parts, or why `op` cannot be split."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
-    head_dim, lanes = op.shape()["head_dim"], kernel.workgroup_size.value.data
-    if op.parts > 1:
-        return "it is already split (dim_parts)"
-    if op.v_dim != head_dim:
-        return (
-            f"its value rows ({op.v_dim} dims) are not as wide as its query rows "
-            f"({head_dim}): a lane keeps the same dims of both"
-        )
-    if op.splits > 1 and not op.merges_in_kernel:
-        return (
-            "its tiles are split (vyre-split-kv) and merged in workgroup memory, "
-            "which takes whole rows"
-        )
-    if parts & (parts - 1):
-        return f"parts must be a power of two (the parts' sums are added pairwise), got {parts}"
-    if lanes % parts or head_dim % (parts * vyre.DIM_CHUNK):
-        return (
-            f"parts {parts} must divide the workgroup size ({lanes}), and head_dim "
-            f"({head_dim}) must be a multiple of parts * {vyre.DIM_CHUNK} (the parts "
-            f"take turns over chunks of {vyre.DIM_CHUNK} dims)"
-        )
-    if op.prologue.block.first_op is not op.prologue.block.last_op or (
-        op.epilogue.block.first_op is not op.epilogue.block.last_op
-    ):
-        return "it has a prologue or epilogue (they see an item's whole o_acc)"
-    for value in (op.q_scratch, op.o_acc):
-        if any(use.operation is not op for use in value.uses):
-            return "a fragment uses the kernel's scratch array instead of its argument"
-    scores = dict(zip(vyre.SCORES_ARGS, op.scores.block.args, strict=True))
-    update = dict(zip(vyre.UPDATE_ARGS, op.update.block.args, strict=True))
-    dots = _dim_loops(scores["q_scratch"], scores["lane"], head_dim, "q_scratch")
-    if isinstance(dots, str):
-        return "its scores fragment does not qualify: " + dots
-    if not all(_is_dot_product(d.loop) for d in dots):
-        return (
-            "its scores fragment reads %q_scratch in a loop that is not a dot "
-            "product (one f32 carried from 0.0 and added to, nothing stored)"
-        )
-    dots += _other_dot_products(op.scores, head_dim, {d.loop for d in dots})
-    updates = _dim_loops(update["o_acc"], update["lane"], head_dim, "o_acc")
-    if isinstance(updates, str):
-        return "its update fragment does not qualify: " + updates
-    if not all(_touches_only(u.loop, update["o_acc"]) for u in updates):
-        return (
-            "its update fragment carries values across dims or stores to another "
-            "array in a loop over %o_acc"
-        )
-    return Plan(dots, updates)
+    lanes = kernel.workgroup_size.value.data
+    problem = split_problem(op, parts, lanes, op.splits, op.merges_in_kernel)
+    return find_dim_loops(op) if problem is None else problem
 
 
 def _split_loop(
@@ -338,7 +182,7 @@ def _resize_slices(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> None:
             Rewriter.replace_value_with_new_type(value, new_type).name_hint = hint
 
 
-def split(op: vyre.TiledOnlineSoftmaxOp, found: Plan, parts: int) -> None:
+def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
     """Give `op` `dim_parts` `parts` along `found`'s loops."""
     head_dim = op.shape()["head_dim"]
     for region, names, loops, are_dots in (
@@ -362,32 +206,11 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: Plan, parts: int) -> None:
     kernel.properties["item_count"] = IntegerAttr(invocations, i64)
 
 
-def automatic_parts(op: vyre.TiledOnlineSoftmaxOp, max_parts: int = 0) -> int:
-    """The measured choice (module docstring): rows longer than SHORT_ROWS
-    over as many lanes (a power of two) as leave SHORT_ROWS dims or fewer
-    to each; rows of an unsplit kernel on a small grid over 2; fewer where
-    `op` does not qualify for as many or the device shuffles across fewer
-    than that (`max_parts`, 0: unbounded); 1 otherwise."""
-    from vyre_xdsl.passes.retile import SHORT_ROWS, SMALL_GRID, grid_workgroups
-
-    head_dim = op.shape()["head_dim"]
-    parts = 1
-    if head_dim > SHORT_ROWS:
-        while head_dim > parts * SHORT_ROWS:
-            parts *= 2
-    elif op.splits == 1 and grid_workgroups(op) <= SMALL_GRID:
-        parts = 2
-    while parts > 1 and (
-        (max_parts and parts > max_parts) or not isinstance(plan(op, parts), Plan)
-    ):
-        parts //= 2
-    return parts
-
-
 @dataclass(frozen=True)
 class SplitHeadDimPass(ModulePass):
-    """Split each item's head dims over `parts` lanes (0: choose), the dot
-    products added across them with gpu.shuffle."""
+    """Split each item's head dims over `parts` lanes (0: the recorded
+    plan's, else the tuning's), the dot products added across them with
+    gpu.shuffle."""
 
     name = "vyre-split-head-dim"
 
@@ -402,10 +225,10 @@ class SplitHeadDimPass(ModulePass):
                 f"vyre-split-head-dim: parts must be 0 (choose) or >= 1, got {self.parts}"
             )
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            parts = self.parts or automatic_parts(skeleton, self.max_parts)
+            parts = self.parts or self.chosen(skeleton)
             if parts == 1:
                 continue
-            found = plan(skeleton, parts)
+            found = qualifying_loops(skeleton, parts)
             if self.max_parts and parts > self.max_parts:
                 found = (
                     f"the device shuffles across at most {self.max_parts} lanes"
@@ -422,3 +245,14 @@ class SplitHeadDimPass(ModulePass):
                     f"its head dims over {parts} lanes: {found}",
                 )
             split(skeleton, found, parts)
+
+    def chosen(self, skeleton: vyre.TiledOnlineSoftmaxOp) -> int:
+        recorded = plan_of(skeleton)
+        if recorded is not None:
+            return recorded.dim_parts
+        kernel = skeleton.parent_op()
+        assert isinstance(kernel, vyre.KernelOp)
+        return tuning.dim_parts(
+            skeleton, kernel.workgroup_size.value.data, skeleton.splits,
+            skeleton.merges_in_kernel, self.max_parts,
+        )

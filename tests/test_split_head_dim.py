@@ -15,7 +15,7 @@ from vyre_xdsl.device import H200
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.passes.vyre_to_gpu import tuning, vyre_rewrites
+from vyre_xdsl.tuning import module_plans
 from tests.requirements import needs_vulkan
 from tests.test_split_kv import _mla_inputs
 
@@ -137,10 +137,8 @@ def test_automatic_parts_split_long_rows_and_small_grids():
 )
 def test_default_splits_long_rows_and_small_grids(heads, dim, split):
     module = vx.flash_attention_2(4096, dim, num_heads=heads)
-    rewritten = module.clone()
-    for rewrite in vyre_rewrites("default", H200):
-        rewrite.apply(vx.make_context(), rewritten)
-    assert tuning(rewritten, H200).split_head_dim == split
+    (plan,) = module_plans(module, H200).values()
+    assert (plan.dim_parts > 1) == split
     lowered = str(vx.lower_to_gpu(module, device="h200"))
     assert ("gpu.shuffle xor" in lowered) == split
     # a device that cannot shuffle keeps every row on one lane
@@ -302,12 +300,11 @@ def test_default_splits_mla_latent_rows_into_lanes_of_64(backend):
     # rank 512, takes eight).
     dims = (64, 2, 16, 256, 8)
     module = vx.mla_decode(*dims, tile_size=16)
-    rewritten = module.clone()
-    for rewrite in vyre_rewrites("default", H200):
-        rewrite.apply(vx.make_context(), rewritten)
+    rewritten = apply_pipeline(module, "vyre-absorb-mla{kernels=3},vyre-plan{device=h200}")
     latent = _skeleton(rewritten)
-    tile, splits = latent.shape()["tile_size"], latent.splits
-    assert splits > 1 and tuning(rewritten, H200).split_head_dim
+    plan = latent.attributes["vyre.plan"]
+    tile, splits = plan.tile_size, plan.kv_splits
+    assert splits > 1 and plan.dim_parts == 4
     lowered = vx.lower_to_gpu(module, device="h200")
     items = [launch_of(k).item_count for k in lowered.walk() if k.name == "gpu.func"]
     assert 2 * splits * 4 in items

@@ -74,31 +74,3 @@ def test_staged_gqa_runs_on_vulkan_within_tolerance():
     want = np.stack([reference.flash_attention_2(q[h], k[h // 2], v[h // 2], tile_size=32)
                      for h in range(4)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
-
-def test_default_tuning_follows_the_h200_measurements():
-    from vyre_xdsl.compiler import apply_pipeline
-    from vyre_xdsl.device import H200
-    from vyre_xdsl.passes.vyre_to_gpu import Tuning, tuning
-
-    def tuned(module):
-        return tuning(apply_pipeline(module, "vyre-absorb-mla,vyre-retile,vyre-split-kv"), H200)
-
-    causal = dict(mask_mod=lambda q, kv: kv <= q)
-    # rows of 64 dims: 4 KiB tiles of 16 keys, staged, unrolled 64 deep
-    assert tuned(vx.flash_attention_2(4096, 64, num_heads=32)) == Tuning(64, True)
-    assert tuned(vx.flash_attention_2(4096, 64, num_heads=32, **causal)) == Tuning(64, True)
-    # rows of 128 split over two lanes (tiles of 32 keys, 16 KiB, or 4 keys
-    # on a small grid), staged, unrolled 64 deep like rows of 64 dims
-    split = Tuning(64, True, (), True)
-    assert tuned(vx.flash_attention_2(4096, 128, num_heads=32)) == split
-    assert tuned(vx.flash_attention_2(4096, 128)) == split
-    # ...and so are rows of 64 on a small grid
-    assert tuned(vx.flash_attention_2(4096, 64)) == split
-    # rows of 132 cannot be split: tiles of 8 keys, staged, unrolled 32 deep;
-    # on a small grid tiles of 4 keys and the query row in workgroup memory
-    assert tuned(vx.flash_attention_2(4096, 132, num_heads=32)) == Tuning(32, True)
-    assert tuned(vx.flash_attention_2(4096, 132)) == Tuning(32, True, ("q_scratch",))
-    # split kernels (MLA decode) are not staged, and unrolled deeper
-    assert tuned(vx.mla_decode(4096, 16, 128, 512, 64)) == Tuning(64)
-

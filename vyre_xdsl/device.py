@@ -11,7 +11,8 @@ the tuning reads the limits from a profile instead of assuming one GPU:
     vulkan     the Vulkan device that vx.run(backend="vulkan") would use,
                read from the driver (VYRE_VULKAN_DEVICE picks it)
 
-A profile is data: adding a device is adding an entry to PROFILES.
+A profile is data: adding a device is adding an entry to PROFILES.  The
+tuning (vyre_xdsl.tuning) reads it; docs/performance.md says how.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ class DeviceProfile:
     # (VK_SUBGROUP_FEATURE_SHUFFLE and _RELATIVE); 0: no shuffles
     shuffle_subgroup_size: int
     max_buffer_bytes: int  # maxStorageBufferRange
+    # the VkSubgroupFeatureFlagBits (of those vyre's kernels use: BASIC,
+    # SHUFFLE, SHUFFLE_RELATIVE) supported in compute shaders
+    subgroup_operations: frozenset[str] = frozenset()
+    # (M, N, K) of the VK_KHR_cooperative_matrix shapes with f16 inputs and
+    # f32 results; no kernel uses them yet, so none is listed
+    cooperative_matrix_shapes: tuple[tuple[int, int, int], ...] = ()
+    # f16 and bf16 buffers (storageBuffer16BitAccess; arithmetic stays f32)
+    float16: bool = False
+    bfloat16: bool = False
 
     @property
     def max_dim_parts(self) -> int:
@@ -40,9 +50,12 @@ class DeviceProfile:
         return max(1, self.shuffle_subgroup_size)
 
 
+_SHUFFLES = frozenset({"BASIC", "SHUFFLE", "SHUFFLE_RELATIVE"})
 GENERIC = DeviceProfile("generic", 16384, 128, 0, 2**27)
-H200 = DeviceProfile("h200", 49152, 1024, 32, 2**32 - 1)
-LAVAPIPE = DeviceProfile("lavapipe", 32768, 1024, 8, 2**27)
+H200 = DeviceProfile("h200", 49152, 1024, 32, 2**32 - 1, _SHUFFLES, float16=True, bfloat16=True)
+LAVAPIPE = DeviceProfile(
+    "lavapipe", 32768, 1024, 8, 2**27, _SHUFFLES, float16=True, bfloat16=True
+)
 
 PROFILES = {p.name: p for p in (GENERIC, H200, LAVAPIPE)}
 LIVE = "vulkan"

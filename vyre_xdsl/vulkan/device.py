@@ -355,6 +355,9 @@ def live_profile(validation: bool | None = None) -> DeviceProfile:
         max_workgroup_invocations=limits.maxComputeWorkGroupInvocations,
         shuffle_subgroup_size=subgroup.size if shuffles else 0,
         max_buffer_bytes=limits.maxStorageBufferRange,
+        subgroup_operations=subgroup.operations if subgroup.compute else frozenset(),
+        float16=ctx.storage_16bit,
+        bfloat16=ctx.storage_16bit,
     )
 
 

@@ -1,0 +1,36 @@
+"""vyre-plan{device=NAME}: record what `optimize=default` will do.
+
+Computes, once, the plan of every `vyre.tiled_online_softmax` for the
+device profile NAME (vyre_xdsl.device: generic, h200, lavapipe, or vulkan
+for the device vx.run would use) and records it on the skeleton as
+`vyre.plan = #vyre.plan<...>` (dialects/plan.py); the IR is otherwise left
+as it is.  The optimisation passes given `0` ("choose") then follow it;
+`vyre-to-gpu{optimize=default}` runs this pass and then them.  The plan is
+the tuning's (vyre_xdsl.tuning); docs/performance.md says why it chooses
+what it does.  vyre-to-gpu plans MLA decode after vyre-absorb-mla, so run
+that first to see its plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from vyre_xdsl.device import GENERIC, device_profile
+from vyre_xdsl.tuning import record_plans
+
+
+@dataclass(frozen=True)
+class PlanPass(ModulePass):
+    """Record on every skeleton the plan that `optimize=default` follows on
+    `device`."""
+
+    name = "vyre-plan"
+
+    device: str = GENERIC.name
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        record_plans(op, device_profile(self.device))
