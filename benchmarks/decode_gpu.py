@@ -4,7 +4,8 @@ beside PyTorch in the same run.
 Two grids (#18 item 6), one row per grid point and kernel of ours:
 
     mla  FlashMLA's grid: batch 1, 32, 128; keys 4096 .. 32768; heads 16 .. 128;
-         head_dim 128, kv_lora_rank 512, rope 64. Ours: vx.mla_decode(batch=B).
+         head_dim 128, kv_lora_rank 512, rope 64. Ours: vx.mla_decode(batch=B)
+         (--mla-paged: also with page_size=64 over shuffled pages).
          PyTorch: the absorbed form in batched matmuls (W_uk folded into q,
          scores against the latent cache and rope, softmax, the weighted latent
          sum, then W_uv) and the eager decompressing form where it fits in
@@ -80,6 +81,7 @@ class MlaPoint:
     dim: int = 128
     rank: int = 512
     rope: int = 64
+    page_size: int = 64  # FlashMLA's block size (--mla-paged)
 
     grid = "mla"
 
@@ -113,11 +115,12 @@ class GqaPoint:
 
 
 GQA_VARIANTS = ("dense", "kv_lens", "paged")
+MLA_VARIANTS = ("dense", "paged")  # paged with --mla-paged
 
 
 def mla_grid(quick: bool) -> list[MlaPoint]:
     if quick:  # lavapipe stops an invocation after 65535 loop iterations
-        return [MlaPoint(b, 256, 4, dim=32, rank=64, rope=16) for b in (1, 2)]
+        return [MlaPoint(b, 256, 4, dim=32, rank=64, rope=16, page_size=16) for b in (1, 2)]
     return [MlaPoint(b, s, h) for b in (1, 32, 128) for s in (4096, 8192, 16384, 32768)
             for h in (16, 32, 64, 128)]
 
@@ -191,31 +194,45 @@ def host_copy(tensor, dtype: str) -> np.ndarray:
     return tensor.cpu().numpy()
 
 
-def paged(k, v, page_size: int, generator):
-    """k and v [B, Hkv, L, D] as pools of shuffled pages [B*L/P, P, Hkv, D]
-    and the block table [B, L/P] (int32) that reads them back in order."""
+def paged(caches, page_size: int, generator):
+    """Caches [B, L, ...] (one row per key) as pools of the same shuffled
+    pages [B*L/P, P, ...], and the block table [B, L/P] (int32) that reads
+    them back in order."""
     import torch
 
-    batch, kv_heads, length, dim = k.shape
+    batch, length = caches[0].shape[:2]
     pages = batch * length // page_size
     where = torch.randperm(pages, generator=generator, device=generator.device)
     pools = []
-    for cache in (k, v):
-        pool = torch.empty((pages, page_size, kv_heads, dim), dtype=cache.dtype,
+    for cache in caches:
+        pool = torch.empty((pages, page_size, *cache.shape[2:]), dtype=cache.dtype,
                            device=cache.device)
-        pool[where] = cache.transpose(1, 2).reshape(pool.shape)
+        pool[where] = cache.reshape(pool.shape)
         pools.append(pool)
-    return *pools, where.to(torch.int32).reshape(batch, length // page_size)
+    return pools, where.to(torch.int32).reshape(batch, length // page_size)
+
+
+def paged_inputs(dense: dict, caches: dict, page_size: int, opts) -> dict:
+    """`dense` (host inputs) with `caches` (name -> tensor [B, L, ...]) as
+    pools of shuffled pages, with the block table and kv_lens (every
+    sequence full)."""
+    pools, table = paged(list(caches.values()), page_size, opts.generator)
+    batch, length = table.shape[0], table.shape[1] * page_size
+    return {**dense, **{name: host_copy(pool, opts.dtype) for name, pool in zip(caches, pools)},
+            "block_table": table.cpu().numpy(), "kv_lens": np.full(batch, length, np.int32)}
 
 
 # Our side ------------------------------------------------------------------------
 
-def mla_module(point: MlaPoint, dtype: str):
+def mla_module(point: MlaPoint, variant: str, dtype: str):
     """vx.mla_decode of the point; batch=1 is built without `batch=` so that
     it runs where mla_decode predates it (TypeError at batch > 1 there)."""
-    batch = {} if point.batch == 1 else {"batch": point.batch}
+    extra = {} if point.batch == 1 else {"batch": point.batch}
+    if variant == "paged":
+        extra.update(page_size=point.page_size,
+                     num_pages=point.batch * point.seq // point.page_size)
     return vx.mla_decode(point.seq, point.heads, point.dim, point.rank, point.rope,
-                         dtype=dtype, **batch)
+                         dtype=dtype, **extra)
 
 
 def gqa_module(point: GqaPoint, variant: str, dtype: str):
@@ -232,10 +249,10 @@ def compile_ours(build: Callable, backend: str):
     device refuses (the point is skipped, not the run)."""
     try:
         return vx.compile(build(), backend=backend), None
-    except TypeError as error:
-        if "batch" in str(error):
-            return None, NEEDS_BATCH
-        raise
+    except TypeError as error:  # a builder without a keyword the point needs
+        if "unexpected keyword" not in str(error):
+            raise
+        return None, NEEDS_BATCH if "'batch'" in str(error) else f"n/a: {error}"
     except VyreError as error:
         return None, f"VyreError: {error}"[:400]
 
@@ -336,9 +353,15 @@ def mla_point(point: MlaPoint, opts) -> list[Row]:
                 else CPU_EAGER_BYTES)
         left_out = {} if need <= room else {
             "eager": f"left out: needs {need / 2**30:.1f} GiB, more than {room / 2**30:.1f} GiB"}
-        return mla_torch_paths(t, r, point.rope, eager=not left_out), {"ours": host}, left_out
+        inputs = {"dense": host}
+        if "paged" in variants:
+            inputs["paged"] = paged_inputs(host, {name: t[name] for name in (
+                "kv_cache", "kr_cache")}, point.page_size, opts)
+        return mla_torch_paths(t, r, point.rope, eager=not left_out), inputs, left_out
 
-    return measure(point, {"ours": lambda: mla_module(point, opts.dtype)}, make_inputs, opts)
+    variants = {name: (lambda name=name: mla_module(point, name, opts.dtype))
+                for name in MLA_VARIANTS if name == "dense" or opts.mla_paged}
+    return measure(point, variants, make_inputs, opts)
 
 
 def gqa_point(point: GqaPoint, opts) -> list[Row]:
@@ -352,13 +375,10 @@ def gqa_point(point: GqaPoint, opts) -> list[Row]:
                 q, k, v, enable_gqa=hkv < point.heads))]))
         dense = {name: host_copy(value, opts.dtype) for name, value in
                  (("q", q), ("k", k), ("v", v))}
-        lengths = {"kv_lens": np.full(b, n, np.int32)}
-        k_pool, v_pool, table = paged(k, v, point.page_size, opts.generator)
-        pages = {"q": dense["q"], "k": host_copy(k_pool, opts.dtype),
-                 "v": host_copy(v_pool, opts.dtype), "block_table": table.cpu().numpy(),
-                 **lengths}
-        del k_pool, v_pool
+        pages = paged_inputs(dense, {"k": k.transpose(1, 2), "v": v.transpose(1, 2)},
+                             point.page_size, opts)
         left_out = {} if opts.flex else {"flex": "left out: --no-flex"}
+        lengths = {"kv_lens": pages["kv_lens"]}
         return paths, {"dense": dense, "kv_lens": {**dense, **lengths}, "paged": pages}, left_out
 
     variants = {name: (lambda name=name: gqa_module(point, name, opts.dtype))
@@ -417,6 +437,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tiny grid (smoke test)")
     parser.add_argument("--backend", choices=["vulkan", "interpreter"], default="vulkan",
                         help="what runs ours (vx.compile's backend)")
+    parser.add_argument("--mla-paged", action="store_true",
+                        help="also time vx.mla_decode(page_size=64) on shuffled pages")
     parser.add_argument("--no-flex", dest="flex", action="store_false",
                         help="leave FlexAttention out (its compile takes seconds per shape)")
     add_torch_options(parser)
@@ -446,6 +468,7 @@ def main(argv=None) -> int:
           "best = the PyTorch path it is against.")
     opts = argparse.Namespace(device=args.device, dtype=args.dtype, backend=args.backend,
                               warmup=args.warmup, repeat=args.repeat, flex=args.flex,
+                              mla_paged=args.mla_paged,
                               generator=None)
     grids = [(grid, points, run) for grid, points, run in (
         ("mla", mla_grid(args.quick), mla_point),

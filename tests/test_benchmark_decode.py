@@ -89,17 +89,28 @@ def test_a_refused_shape_is_skipped_with_the_reason(bench):
 
     assert bench.compile_ours(old_mla, "interpreter") == (None, bench.NEEDS_BATCH)
 
+    def unpaged():
+        raise TypeError("mla_decode() got an unexpected keyword argument 'page_size'")
+
+    assert bench.compile_ours(unpaged, "interpreter")[1].startswith("n/a: mla_decode() got")
+
+    def broken():  # a bug, not a missing feature: the run stops
+        raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
+
+    with pytest.raises(TypeError):
+        bench.compile_ours(broken, "interpreter")
+
 
 def test_paged_pools_read_back_in_order(bench):
     torch = pytest.importorskip("torch")
-    k, v = torch.randn(2, 3, 32, 4), torch.randn(2, 3, 32, 4)
-    k_pool, v_pool, table = bench.paged(k, v, 8, torch.Generator().manual_seed(1))
-    assert k_pool.shape == (8, 8, 3, 4) and table.shape == (2, 4) and table.dtype == torch.int32
+    k, kr = torch.randn(2, 32, 3, 4), torch.randn(2, 32, 5)  # [B, L, ...]
+    (k_pool, kr_pool), table = bench.paged([k, kr], 8, torch.Generator().manual_seed(1))
+    assert k_pool.shape == (8, 8, 3, 4) and kr_pool.shape == (8, 8, 5)
+    assert table.shape == (2, 4) and table.dtype == torch.int32
     assert sorted(table.reshape(-1).tolist()) == list(range(8))
     assert table.reshape(-1).tolist() != list(range(8))  # shuffled
-    for pool, cache in ((k_pool, k), (v_pool, v)):
-        gathered = pool[table.long()].reshape(2, 32, 3, 4).transpose(1, 2)
-        assert torch.equal(gathered, cache)
+    for pool, cache in ((k_pool, k), (kr_pool, kr)):  # key t of b: page table[b, t // 8]
+        assert torch.equal(pool[table.long()].reshape(cache.shape), cache)
 
 
 def run_script(tmp_path, *args: str) -> tuple[dict, str]:
@@ -115,12 +126,13 @@ def run_script(tmp_path, *args: str) -> tuple[dict, str]:
 @needs_vulkan
 def test_quick_cpu_run(tmp_path):
     pytest.importorskip("torch")
-    record, stdout = run_script(tmp_path)
+    record, stdout = run_script(tmp_path, "--mla-paged")
     settings, rows = record["settings"], record["rows"]
     assert settings["torch"] and settings["device"].startswith("cpu")
     assert settings["cuda.matmul.allow_tf32"] is False and settings["not_run"] == []
     assert {(r["grid"], r["variant"]) for r in rows} == {
-        ("mla", "ours"), ("gqa", "dense"), ("gqa", "kv_lens"), ("gqa", "paged")}
+        ("mla", "dense"), ("mla", "paged"), ("gqa", "dense"), ("gqa", "kv_lens"),
+        ("gqa", "paged")}
     measured = [r for r in rows if not r["skipped"]]
     assert {r["grid"] for r in measured} == {"mla", "gqa"}
     for r in rows:
@@ -141,7 +153,7 @@ def test_quick_cpu_run(tmp_path):
     assert {"eff", "math", "cudnn", "flash", "flex"} == set(rows[-1]["torch_ms"])
     assert "ratio" in stdout and "absorbed" in stdout
     assert [line.split(":")[0] for line in settings["summary"]] == [
-        "mla ours", "gqa dense", "gqa kv_lens", "gqa paged"]
+        "mla dense", "mla paged", "gqa dense", "gqa kv_lens", "gqa paged"]
 
 
 @needs_vulkan
