@@ -27,7 +27,13 @@ compared with PyTorch's before anything is timed. A point whose buffers
 exceed the device's limits is skipped with the reason in the JSON.
 
     python benchmarks/decode_gpu.py --out docs/figures/decode_gpu_h200.json
+    python benchmarks/decode_gpu.py --dtype bf16 --only mla --out mla_bf16.json
     python benchmarks/decode_gpu.py --device cpu --quick --out /tmp/decode.json
+
+--max-seconds (450 by default, so that a run fits a 9-minute call) stops
+starting points once spent, shared evenly by the grids still to run; the
+JSON, written after every point, lists the points not run (settings.not_run)
+and a summary per grid and kernel (settings.summary).
 
 Needs PyTorch (with CUDA unless --device cpu) and, for --backend vulkan, a
 Vulkan device (VYRE_VULKAN_DEVICE picks one).
