@@ -15,7 +15,8 @@ Two grids (#18 item 6), one row per grid point and kernel of ours:
          vx.flash_attention_2(seq_len=1, kv_len=L, batch=B, ...) dense, with
          kv_lens=True, and paged (page_size=16, shuffled pages). PyTorch: SDPA
          on 4-D tensors, each backend alone (sdpa_kernel), and
-         torch.compile(flex_attention). GB/s: K + V bytes / time.
+         torch.compile(flex_attention) (every kernel of ours against these
+         dense paths). GB/s: K + V bytes / time.
 
 Ours: vx.compile(module, backend) once, every input but the query uploaded
 once (kernel.upload), the query passed at each call; the time is the median
