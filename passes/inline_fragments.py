@@ -474,271 +474,290 @@ class ExpandMergeSplits(RewritePattern):
         rewriter.erase(op)
 
 
+class SkeletonExpansion:
+    """The scf loop nest of one vyre.tiled_online_softmax, emitted before it
+    by `emit`: what the skeleton fixes (indices, tile bounds, the split and
+    its merge) as fields, and each level of the recurrence as a method."""
+
+    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, b: IRBuilder) -> None:
+        self.op, self.shape = op, op.shape()
+        kernel = op.parent_op()
+        assert isinstance(kernel, vyre.KernelOp)
+        self.lanes = kernel.workgroup_size.value.data
+        self.splits, self.parts = op.splits, op.parts
+        in_workgroup = self.splits > 1 and not op.merges_in_kernel
+        self.merge = SplitMerge.declare(b, self.lanes, op.v_dim) if in_workgroup else None
+        item = b.emit(vyre.ItemIndexOp()).results[0]
+        self.lane = b.emit(vyre.LaneIndexOp()).results[0]
+        self.part = self.split = self.invocation = None
+        if self.parts > 1:  # invocation (item * splits + split) * parts + part
+            self.invocation = item
+            item = b.divui(item, b.index(self.parts), "item")
+            self.part = b.remui(self.invocation, b.index(self.parts), "part")
+        if self.splits > 1:  # invocation item * splits + split (with parts: its row)
+            self.invocation = item
+            item = b.divui(item, b.index(self.splits), "item")
+            self.split = b.remui(self.invocation, b.index(self.splits), "split")
+        self.item = item
+        self.lane_dims = self.shape["head_dim"] // self.parts  # a lane's slice of q_scratch
+        self.lane_v_dims = op.v_dim // self.parts  # ... and of o_acc
+        self.store_weights = not update_reads_scores(op)
+        self.drop_minus_inf = scores_may_be_minus_inf(op)
+        tile_count = self.shape["tile_count"]
+        if not op.has_mask:
+            self.ranges = []
+        elif op.tile_classes is None:  # every tile partial, for every block
+            self.ranges = [BlockRange(0, tile_count, 0, 0)]
+        else:
+            self.ranges = block_ranges(op.tile_class_table())
+        self.score_stride = op.score_stride()
+        # With kv_lens: this item's key count L (clamped to [0, seq_len]) and
+        # tile count ceil(L / tile_size), read at run time.
+        self.ragged: dict[str, SSAValue] = {}
+
+    def emit(self, b: IRBuilder) -> None:
+        op, lanes = self.op, self.lanes
+        if (self.shape["item_count"] * op.lanes_per_item) % lanes:
+            in_range = b.cmpi(self.item, b.index(self.shape["item_count"]), "ult")
+            b.if_then(in_range, self.per_item)
+        else:
+            # Every lane of every workgroup is an item: no guard, so that
+            # fragments may synchronise the workgroup (vyre-stage-kv-tiles).
+            self.per_item(b)
+
+    def score_index(self, b: IRBuilder, j) -> SSAValue:
+        return b.flat_index(self.lane, self.score_stride, j)
+
+    def keep(self, b: IRBuilder, tile_start: SSAValue, j: SSAValue) -> SSAValue:
+        assert self.op.mask is not None
+        kv_idx = b.addi(tile_start, j, "kv_idx")
+        return splice_copy(b, self.op.mask, [self.item, self.lane, kv_idx])[0]
+
+    def block_bounds(self, b: IRBuilder) -> dict[str, SSAValue]:
+        """lo/hi/flo/fhi of this lane's query block, from compile-time
+        tables (select chains keyed by the block, or its period)."""
+        ranges = self.ranges
+        period = period_of(ranges)
+        key = b.divui(self.item, b.index(self.lanes), "query_block")
+        if period < len(ranges):
+            key = b.remui(key, b.index(period))
+        bounds: dict[str, SSAValue] = {}
+        is_block: dict[int, SSAValue] = {}
+        for field in ("lo", "hi", "flo", "fhi"):
+            column = [getattr(r, field) for r in ranges[:period]]
+            default = max(set(column), key=column.count)
+            value = b.index(default)
+            for block_id, x in enumerate(column):
+                if x != default:
+                    if block_id not in is_block:
+                        is_block[block_id] = b.cmpi(key, b.index(block_id), "eq")
+                    value = b.select(is_block[block_id], b.index(x), value)
+            value.name_hint = f"tiles_{field}"
+            bounds[field] = value
+        return bounds
+
+    def read_length(self, b: IRBuilder) -> None:
+        op, tile_size = self.op, self.shape["tile_size"]
+        seq = b.divui(self.item, b.index(op.seq_items), "seq")
+        length = b.load_clamped_index(op.kv_lens, seq, self.shape["seq_len"])
+        length.name_hint = "kv_len"
+        self.ragged["len"] = length
+        self.ragged["tiles"] = b.divui(
+            b.addi(length, b.index(tile_size - 1)), b.index(tile_size), "tiles"
+        )
+
+    def tiles_bound(self, b: IRBuilder) -> SSAValue | int:
+        return self.ragged["tiles"] if self.ragged else self.shape["tile_count"]
+
+    def per_item(self, b: IRBuilder) -> None:
+        op, item, lane, part = self.op, self.item, self.lane, self.part
+        head_dim, v_dim, parts = self.shape["head_dim"], op.v_dim, self.parts
+        if op.ragged:
+            self.read_length(b)
+
+        def load_query(b: IRBuilder, d, slot, _):
+            value = b.load(op.q, b.flat_index(item, head_dim, d))
+            b.store(value, op.q_scratch, b.flat_index(lane, self.lane_dims, slot))
+            return []
+
+        loop_over_part_dims(b, head_dim, parts, part, load_query, hint="load_d")
+        m0, l0 = b.f32(F32_MIN), b.f32(0.0)
+
+        def zero_accumulator(b: IRBuilder, d, _):
+            b.store(b.f32(0.0), op.o_acc, b.flat_index(lane, self.lane_v_dims, d))
+            return []
+
+        b.loop(0, self.lane_v_dims, zero_accumulator, hint="zero_d")
+        splice_copy(b, op.prologue, [item, lane, op.q_scratch, op.o_acc])
+        if op.has_mask:
+            bounds = self.block_bounds(b)
+            body = lambda b, t, carried: self.masked_tile(b, t, carried, bounds)  # noqa: E731
+        else:
+            body = self.one_tile
+        if self.splits > 1:
+            m_part, l_part = self.split_tiles(b, body, [m0, l0])
+            splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+            if op.merges_in_kernel:
+                leave_partials(b, op, self.invocation, lane, part, m_part, l_part)
+                return
+            assert self.merge is not None
+            self.merge.combine(b, op, item, lane, self.split, self.splits, m_part, l_part)
+            return
+        # at most tile_count trips (vyre.max_trips: loop_bounds' limit with kv_lens)
+        attributes = (
+            {MAX_TRIPS_ATTR: IntegerAttr(self.shape["tile_count"], i64)} if self.ragged else None
+        )
+        (m_final, l_final) = b.loop(
+            0, self.tiles_bound(b), body, [m0, l0], hint="tile_idx", attributes=attributes
+        )
+        splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+        denom = b.positive_denominator(l_final)
+
+        def write_output(b: IRBuilder, d, slot, _):
+            o = b.load(op.o_acc, b.flat_index(lane, self.lane_v_dims, slot))
+            b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, v_dim, d))
+            return []
+
+        loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d")
+        if op.lse is not None:
+            if part is None:
+                write_lse(b, op, item, m_final, l_final)
+            else:  # every part has the same m and l
+                b.if_then(b.cmpi(part, b.index(0), "eq"),
+                          lambda b: write_lse(b, op, item, m_final, l_final))
+
+    def split_tiles(self, b: IRBuilder, body, carried) -> list[SSAValue]:
+        """This invocation's run of ceil(tile_count / splits) tiles."""
+        tile_count, splits, ragged = self.shape["tile_count"], self.splits, self.ragged
+        per_split = -(-tile_count // splits)
+        first = b.muli(self.split, b.index(per_split), "first_tile")
+
+        def tile_of_split(b: IRBuilder, i, carried):
+            tile_idx = b.addi(first, i, "tile_idx")
+            if tile_count % splits == 0 and not ragged:
+                return body(b, tile_idx, carried)
+            return b.if_else(
+                b.cmpi(tile_idx, ragged["tiles"] if ragged else b.index(tile_count), "ult"),
+                lambda b: body(b, tile_idx, carried),
+                lambda b: list(carried),
+            )
+
+        return b.loop(0, per_split, tile_of_split, carried, hint="split_tile")
+
+    def masked_tile(self, b: IRBuilder, tile_idx, carried, bounds):
+        """Skip empty tiles, run full ones without mask code, mask the rest."""
+        m, l = carried  # noqa: E741
+        ranges, tile_count = self.ranges, self.shape["tile_count"]
+        all_computed = all(r.lo == 0 and r.hi == tile_count for r in ranges)
+        any_full = any(r.fhi > r.flo for r in ranges)
+        any_partial = any(r.hi - r.lo > r.fhi - r.flo for r in ranges)
+
+        def within(b: IRBuilder, lo: str, hi: str) -> SSAValue:
+            return b.andi(
+                b.cmpi(tile_idx, bounds[lo], "uge"), b.cmpi(tile_idx, bounds[hi], "ult")
+            )
+
+        def full(b: IRBuilder):
+            return self.one_tile(b, tile_idx, carried, masked=False)
+
+        def partial(b: IRBuilder):
+            return self.one_tile(b, tile_idx, carried, masked=True)
+
+        def computed(b: IRBuilder):
+            if any_full and any_partial:
+                return b.if_else(within(b, "flo", "fhi"), full, partial)
+            return full(b) if any_full else partial(b)
+
+        if all_computed:
+            return computed(b)
+        return b.if_else(within(b, "lo", "hi"), computed, lambda b: [m, l])
+
+    def one_tile(self, b: IRBuilder, tile_idx, carried, masked=False):
+        m, l = carried  # noqa: E741
+        m.name_hint, l.name_hint = "m", "l"
+        tile_size, ragged = self.shape["tile_size"], self.ragged
+        tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
+        if ragged:
+            # the last tile of the item is cut at its run-time length
+            tile_end = b.minui(
+                b.addi(tile_start, b.index(tile_size)), ragged["len"], "tile_end"
+            )
+            tile_len = b.subi(tile_end, tile_start, "tile_len")
+        elif self.shape["seq_len"] % tile_size == 0:
+            # Every tile is full: a constant length lets later passes
+            # unroll the loops over a tile completely.
+            tile_len = b.index(tile_size)
+        else:
+            tile_end = b.minui(
+                b.addi(tile_start, b.index(tile_size)), b.index(self.shape["seq_len"]),
+                "tile_end",
+            )
+            tile_len = b.subi(tile_end, tile_start, "tile_len")
+
+        def body(b: IRBuilder, tile_len):
+            return self.tile_body(b, tile_start, tile_len, m, l, masked)
+
+        if ragged:
+            # A full tile (every one but an item's last) runs the code of a
+            # constant length, which later passes unroll completely; the
+            # last tile the same operations over its run-time length.
+            return b.if_else(
+                b.cmpi(tile_len, b.index(tile_size), "eq"),
+                lambda b: body(b, b.index(tile_size)),
+                lambda b: body(b, tile_len),
+            )
+        return body(b, tile_len)
+
+    def tile_body(self, b: IRBuilder, tile_start, tile_len, m, l, masked):  # noqa: E741
+        op, item, lane = self.op, self.item, self.lane
+        scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
+        splice_copy(b, op.scores, scores_args)
+
+        def max_step(b: IRBuilder, j, acc):
+            tile_max = acc[0]
+            s = b.load(op.score_tile, self.score_index(b, j))
+            bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
+            next_max = b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
+            if masked:  # a masked key leaves the max alone
+                next_max = b.select(self.keep(b, tile_start, j), next_max, tile_max)
+            return [next_max]
+
+        (tile_max,) = b.loop(0, tile_len, max_step, [b.f32(F32_MIN)], hint="max_j")
+        tile_max.name_hint = "tile_max"
+        m_new = b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
+        exp = b.exp2 if op.exp2 is not None else b.exp
+        rescale = exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+
+        def sum_step(b: IRBuilder, j, acc):
+            kept = self.keep(b, tile_start, j) if masked else None
+            weight = tile_weight(
+                b, op.score_tile, lane, j, m_new, self.score_stride, kept,
+                op.exp2 is not None, self.drop_minus_inf, weight_scale(op),
+            )
+            if self.store_weights:
+                b.store(weight, op.score_tile, self.score_index(b, j))
+            return [b.addf(acc[0], weight)]
+
+        (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
+        tile_sum.name_hint = "tile_sum"
+        l_new = b.addf(b.mulf(rescale, l), tile_sum, "l_new")
+        update_args = [item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc]
+        update = op.update.clone()
+        expand_tile_weights(op, update, masked, self.store_weights)
+        splice_copy(b, update, update_args)
+        update.drop_all_references()  # its ops must not stay users of the kernel's values
+        mark_tile_loops(tile_len, self.shape["tile_size"])
+        return [m_new, l_new]
+
+
 class ExpandSkeleton(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(
         self, op: vyre.TiledOnlineSoftmaxOp, rewriter: PatternRewriter
     ) -> None:
         record_skeleton(op)  # convert-vyre-to-gpu records it in the launch
-        shape = op.shape()
-        head_dim, tile_size = shape["head_dim"], shape["tile_size"]
-        tile_count = shape["tile_count"]
-        kernel = op.parent_op()
-        assert isinstance(kernel, vyre.KernelOp)
-        lanes = kernel.workgroup_size.value.data
         b = IRBuilder(InsertPoint.before(op))
-        splits, parts = op.splits, op.parts
-        in_workgroup = splits > 1 and not op.merges_in_kernel
-        merge = SplitMerge.declare(b, lanes, op.v_dim) if in_workgroup else None
-        item = b.emit(vyre.ItemIndexOp()).results[0]
-        lane = b.emit(vyre.LaneIndexOp()).results[0]
-        part = None
-        if parts > 1:  # invocation (item * splits + split) * parts + part
-            invocation = item
-            item = b.divui(invocation, b.index(parts), "item")
-            part = b.remui(invocation, b.index(parts), "part")
-        if splits > 1:  # invocation item * splits + split (with parts: its row)
-            invocation = item
-            item = b.divui(invocation, b.index(splits), "item")
-            split = b.remui(invocation, b.index(splits), "split")
-        lane_dims = head_dim // parts  # a lane's slice of q_scratch
-        v_dim = op.v_dim
-        lane_v_dims = v_dim // parts  # ... and of o_acc
-        store_weights = not update_reads_scores(op)
-        drop_minus_inf = scores_may_be_minus_inf(op)
-        if not op.has_mask:
-            ranges = []
-        elif op.tile_classes is None:  # every tile partial, for every block
-            ranges = [BlockRange(0, tile_count, 0, 0)]
-        else:
-            ranges = block_ranges(op.tile_class_table())
-
-        score_stride = op.score_stride()
-
-        def score_index(b: IRBuilder, j) -> SSAValue:
-            return b.flat_index(lane, score_stride, j)
-
-        def keep(b: IRBuilder, tile_start: SSAValue, j: SSAValue) -> SSAValue:
-            assert op.mask is not None
-            kv_idx = b.addi(tile_start, j, "kv_idx")
-            return splice_copy(b, op.mask, [item, lane, kv_idx])[0]
-
-        def block_bounds(b: IRBuilder) -> dict[str, SSAValue]:
-            """lo/hi/flo/fhi of this lane's query block, from compile-time
-            tables (select chains keyed by the block, or its period)."""
-            period = period_of(ranges)
-            key = b.divui(item, b.index(lanes), "query_block")
-            if period < len(ranges):
-                key = b.remui(key, b.index(period))
-            bounds: dict[str, SSAValue] = {}
-            is_block: dict[int, SSAValue] = {}
-            for field in ("lo", "hi", "flo", "fhi"):
-                column = [getattr(r, field) for r in ranges[:period]]
-                default = max(set(column), key=column.count)
-                value = b.index(default)
-                for block_id, x in enumerate(column):
-                    if x != default:
-                        if block_id not in is_block:
-                            is_block[block_id] = b.cmpi(key, b.index(block_id), "eq")
-                        value = b.select(is_block[block_id], b.index(x), value)
-                value.name_hint = f"tiles_{field}"
-                bounds[field] = value
-            return bounds
-
-        # With kv_lens: this item's key count L (clamped to [0, seq_len]) and
-        # tile count ceil(L / tile_size), read at run time.
-        ragged: dict[str, SSAValue] = {}
-
-        def read_length(b: IRBuilder) -> None:
-            seq = b.divui(item, b.index(op.seq_items), "seq")
-            length = b.load_clamped_index(op.kv_lens, seq, shape["seq_len"])
-            length.name_hint = "kv_len"
-            ragged["len"] = length
-            ragged["tiles"] = b.divui(
-                b.addi(length, b.index(tile_size - 1)), b.index(tile_size), "tiles"
-            )
-
-        def tiles_bound(b: IRBuilder) -> SSAValue | int:
-            return ragged["tiles"] if ragged else tile_count
-
-        def per_item(b: IRBuilder) -> None:
-            if op.ragged:
-                read_length(b)
-
-            def load_query(b: IRBuilder, d, slot, _):
-                value = b.load(op.q, b.flat_index(item, head_dim, d))
-                b.store(value, op.q_scratch, b.flat_index(lane, lane_dims, slot))
-                return []
-
-            loop_over_part_dims(b, head_dim, parts, part, load_query, hint="load_d")
-            m0, l0 = b.f32(F32_MIN), b.f32(0.0)
-
-            def zero_accumulator(b: IRBuilder, d, _):
-                b.store(b.f32(0.0), op.o_acc, b.flat_index(lane, lane_v_dims, d))
-                return []
-
-            b.loop(0, lane_v_dims, zero_accumulator, hint="zero_d")
-            splice_copy(b, op.prologue, [item, lane, op.q_scratch, op.o_acc])
-            if op.has_mask:
-                bounds = block_bounds(b)
-                body = lambda b, t, carried: masked_tile(b, t, carried, bounds)  # noqa: E731
-            else:
-                body = one_tile
-            if splits > 1:
-                m_part, l_part = split_tiles(b, body, [m0, l0])
-                splice_copy(b, op.epilogue, [item, lane, op.o_acc])
-                if op.merges_in_kernel:
-                    leave_partials(b, op, invocation, lane, part, m_part, l_part)
-                    return
-                assert merge is not None
-                merge.combine(b, op, item, lane, split, splits, m_part, l_part)
-                return
-            # at most tile_count trips (vyre.max_trips: loop_bounds' limit with kv_lens)
-            attributes = {MAX_TRIPS_ATTR: IntegerAttr(tile_count, i64)} if ragged else None
-            (m_final, l_final) = b.loop(
-                0, tiles_bound(b), body, [m0, l0], hint="tile_idx", attributes=attributes
-            )
-            splice_copy(b, op.epilogue, [item, lane, op.o_acc])
-            denom = b.positive_denominator(l_final)
-
-            def write_output(b: IRBuilder, d, slot, _):
-                o = b.load(op.o_acc, b.flat_index(lane, lane_v_dims, slot))
-                b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, v_dim, d))
-                return []
-
-            loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d")
-            if op.lse is not None:
-                if part is None:
-                    write_lse(b, op, item, m_final, l_final)
-                else:  # every part has the same m and l
-                    b.if_then(b.cmpi(part, b.index(0), "eq"),
-                              lambda b: write_lse(b, op, item, m_final, l_final))
-
-        def split_tiles(b: IRBuilder, body, carried) -> list[SSAValue]:
-            """This invocation's run of ceil(tile_count / splits) tiles."""
-            per_split = -(-tile_count // splits)
-            first = b.muli(split, b.index(per_split), "first_tile")
-
-            def tile_of_split(b: IRBuilder, i, carried):
-                tile_idx = b.addi(first, i, "tile_idx")
-                if tile_count % splits == 0 and not ragged:
-                    return body(b, tile_idx, carried)
-                return b.if_else(
-                    b.cmpi(tile_idx, ragged["tiles"] if ragged else b.index(tile_count), "ult"),
-                    lambda b: body(b, tile_idx, carried),
-                    lambda b: list(carried),
-                )
-
-            return b.loop(0, per_split, tile_of_split, carried, hint="split_tile")
-
-        def masked_tile(b: IRBuilder, tile_idx, carried, bounds):
-            """Skip empty tiles, run full ones without mask code, mask the rest."""
-            m, l = carried
-            all_computed = all(r.lo == 0 and r.hi == tile_count for r in ranges)
-            any_full = any(r.fhi > r.flo for r in ranges)
-            any_partial = any(r.hi - r.lo > r.fhi - r.flo for r in ranges)
-
-            def within(b: IRBuilder, lo: str, hi: str) -> SSAValue:
-                return b.andi(
-                    b.cmpi(tile_idx, bounds[lo], "uge"), b.cmpi(tile_idx, bounds[hi], "ult")
-                )
-
-            def full(b: IRBuilder):
-                return one_tile(b, tile_idx, carried, masked=False)
-
-            def partial(b: IRBuilder):
-                return one_tile(b, tile_idx, carried, masked=True)
-
-            def computed(b: IRBuilder):
-                if any_full and any_partial:
-                    return b.if_else(within(b, "flo", "fhi"), full, partial)
-                return full(b) if any_full else partial(b)
-
-            if all_computed:
-                return computed(b)
-            return b.if_else(within(b, "lo", "hi"), computed, lambda b: [m, l])
-
-        def one_tile(b: IRBuilder, tile_idx, carried, masked=False):
-            m, l = carried
-            m.name_hint, l.name_hint = "m", "l"
-            tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
-            if ragged:
-                # the last tile of the item is cut at its run-time length
-                tile_end = b.minui(
-                    b.addi(tile_start, b.index(tile_size)), ragged["len"], "tile_end"
-                )
-                tile_len = b.subi(tile_end, tile_start, "tile_len")
-            elif shape["seq_len"] % tile_size == 0:
-                # Every tile is full: a constant length lets later passes
-                # unroll the loops over a tile completely.
-                tile_len = b.index(tile_size)
-            else:
-                tile_end = b.minui(
-                    b.addi(tile_start, b.index(tile_size)), b.index(shape["seq_len"]),
-                    "tile_end",
-                )
-                tile_len = b.subi(tile_end, tile_start, "tile_len")
-
-            def tile_body(b: IRBuilder, tile_len):
-                scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
-                splice_copy(b, op.scores, scores_args)
-
-                def max_step(b: IRBuilder, j, acc):
-                    tile_max = acc[0]
-                    s = b.load(op.score_tile, score_index(b, j))
-                    bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
-                    next_max = b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
-                    if masked:  # a masked key leaves the max alone
-                        next_max = b.select(keep(b, tile_start, j), next_max, tile_max)
-                    return [next_max]
-
-                (tile_max,) = b.loop(0, tile_len, max_step, [b.f32(F32_MIN)], hint="max_j")
-                tile_max.name_hint = "tile_max"
-                m_new = b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
-                exp = b.exp2 if op.exp2 is not None else b.exp
-                rescale = exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
-
-                def sum_step(b: IRBuilder, j, acc):
-                    kept = keep(b, tile_start, j) if masked else None
-                    weight = tile_weight(
-                        b, op.score_tile, lane, j, m_new, score_stride, kept,
-                        op.exp2 is not None, drop_minus_inf, weight_scale(op),
-                    )
-                    if store_weights:
-                        b.store(weight, op.score_tile, score_index(b, j))
-                    return [b.addf(acc[0], weight)]
-
-                (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
-                tile_sum.name_hint = "tile_sum"
-                l_new = b.addf(b.mulf(rescale, l), tile_sum, "l_new")
-                update_args = [
-                    item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc
-                ]
-                update = op.update.clone()
-                expand_tile_weights(op, update, masked, store_weights)
-                splice_copy(b, update, update_args)
-                update.drop_all_references()  # its ops must not stay users of the kernel's values
-                mark_tile_loops(tile_len, tile_size)
-                return [m_new, l_new]
-
-            if ragged:
-                # A full tile (every one but an item's last) runs the code of a
-                # constant length, which later passes unroll completely; the
-                # last tile the same operations over its run-time length.
-                return b.if_else(
-                    b.cmpi(tile_len, b.index(tile_size), "eq"),
-                    lambda b: tile_body(b, b.index(tile_size)),
-                    lambda b: tile_body(b, tile_len),
-                )
-            return tile_body(b, tile_len)
-
-        if (shape["item_count"] * op.lanes_per_item) % lanes:
-            in_range = b.cmpi(item, b.index(shape["item_count"]), "ult")
-            b.if_then(in_range, per_item)
-        else:
-            # Every lane of every workgroup is an item: no guard, so that
-            # fragments may synchronise the workgroup (vyre-stage-kv-tiles).
-            per_item(b)
+        SkeletonExpansion(op, b).emit(b)
         rewriter.erase(op)
 
 
