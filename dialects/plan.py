@@ -148,6 +148,7 @@ class PlanAttr(ParametrizedAttribute):
             field(key)
             return IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=True))
 
+        start = parser.pos
         parser.parse_punctuation("<")
         field("device")
         device = StringAttr(parser.parse_str_literal())
@@ -168,7 +169,12 @@ class PlanAttr(ParametrizedAttribute):
             parser.Delimiter.SQUARE, lambda: StringAttr(parser.parse_identifier())
         )
         parser.parse_punctuation(">")
-        return (device, *ints, merge, *later, ArrayAttr(names))
+        parameters = (device, *ints, merge, *later, ArrayAttr(names))
+        try:
+            cls.new(parameters)
+        except VerifyException as error:  # located at the attribute, not its op
+            parser.raise_error(str(error), start, parser.pos)
+        return parameters
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(f'<device = "{self.device}"')
