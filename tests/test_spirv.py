@@ -157,3 +157,23 @@ def test_entry_capabilities_are_the_kernels_own():
     partial, merge = spirv.entries
     assert Capability.GroupNonUniformShuffle in partial.capabilities
     assert merge.capabilities == {Capability.Shader}
+
+
+def test_gpu_ids_read_the_component_of_their_dimension():
+    """gpu.thread_id y and gpu.block_id z read components 1 and 2 of their
+    builtins (the typed #gpu<dim> attribute); gpu.block_dim z is LocalSize's."""
+    body = """
+      %ty = "gpu.thread_id"() <{dimension = #gpu<dim y>}> : () -> index
+      %bz = "gpu.block_id"() <{dimension = #gpu<dim z>}> : () -> index
+      %wz = "gpu.block_dim"() <{dimension = #gpu<dim z>}> : () -> index
+      %s = arith.addi %ty, %bz : index
+      %i = arith.addi %s, %wz : index
+      %x = memref.load %a[%item] : memref<64xf32>
+      memref.store %x, %out[%i] : memref<64xf32>
+"""
+    module = parse_module(samples.lowered_kernel(
+        "dims", [("a", "read", 64), ("out", "write", 64)], body, item_count=64))
+    text = disassemble(emit_spirv(module))
+    # global_id x, thread_id x (the sample's), then thread_id y, block_id z
+    assert re.findall(r"OpCompositeExtract %\d+ %\d+ (\d)", text) == ["0", "0", "1", "2"]
+    assert "WorkgroupId" in text

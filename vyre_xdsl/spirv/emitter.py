@@ -88,19 +88,19 @@ class ProgramEmitter:
         # (binding, width) -> the vector view of that buffer (spirv/vector.py)
         self.vector_views: dict[tuple[int, int], MemoryObject] = {}
         self.builtins: dict[int, int] = {}  # BuiltIn -> Input variable
-        # what every entry point needs
-        self.capabilities = {Capability.Shader}
-        self.extensions: set[str] = set()
+        # what every entry point needs, in declaration order
+        self.capabilities = [Capability.Shader]
+        self.extensions: list[str] = []
         if preserve_nan_inf:
-            self.capabilities.add(Capability.SignedZeroInfNanPreserve)
-            self.extensions.add(FLOAT_CONTROLS)
+            self.capabilities.append(Capability.SignedZeroInfNanPreserve)
+            self.extensions.append(FLOAT_CONTROLS)
 
     def emit(self) -> SpirvModule:
         b = self.b
-        b.capability(Capability.Shader)
-        if self.preserve_nan_inf:
-            b.capability(Capability.SignedZeroInfNanPreserve)
-            b.extension(FLOAT_CONTROLS)
+        for capability in self.capabilities:
+            b.capability(capability)
+        for extension in self.extensions:
+            b.extension(extension)
         b.ext_inst_import(GLSL_STD_450)
         entries = tuple(KernelEmitter(self, kernel).emit() for kernel in self.program.kernels)
         return SpirvModule(b.encode(), entries)
@@ -217,7 +217,7 @@ class KernelEmitter:
         gpu.check_terminated(self)
         program = self.program
         return EntryPoint(self.info.name, tuple(wg), self.workgroup_bytes,
-                          frozenset(program.capabilities | self.capabilities),
+                          frozenset(program.capabilities) | self.capabilities,
                           frozenset(program.extensions))
 
 
