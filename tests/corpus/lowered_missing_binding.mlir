@@ -1,5 +1,5 @@
 // ARGS: -t spirv-asm
-// ERROR: needs binding
+// ERROR: #vyre.buffer needs field(s) binding
 // fuzz: KeyError 'binding' in kernel_info
 builtin.module attributes {gpu.container_module} {
   "gpu.module"() <{sym_name = "exchange"}> ({

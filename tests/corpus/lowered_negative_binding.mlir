@@ -1,5 +1,5 @@
 // ARGS: -t spirv-asm
-// ERROR: binding = N : i32 with 0 <= N < 2^31
+// ERROR: binding -1 is outside [0, 2^31)
 // fuzz: a negative binding reached the SPIR-V encoder (struct.error)
 builtin.module attributes {gpu.container_module} {
   "gpu.module"() <{sym_name = "exchange"}> ({

@@ -1,5 +1,5 @@
 // ARGS: -t spirv-asm
-// ERROR: must be >= 1
+// ERROR: 'workgroup' must be 3 sizes in [1, 2^32)
 // fuzz: a negative workgroup size reached the SPIR-V encoder
 builtin.module attributes {gpu.container_module} {
   "gpu.module"() <{sym_name = "exchange"}> ({
