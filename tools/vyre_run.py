@@ -176,10 +176,9 @@ def _oracle(info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vyre_xdsl.compiler import apply_pipeline, parse_module
+    from vyre_xdsl.compiler import apply_pipeline, compile_module, parse_module
     from vyre_xdsl.dtypes import ulp
-    from vyre_xdsl.kernel_info import program_info
-    from vyre_xdsl.run import ensure_lowered, run
+    from vyre_xdsl.run import run
 
     input_paths = _pairs(args.input, "--input")
     output_paths = _pairs(args.output, "--output")
@@ -200,8 +199,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.pipeline:
         module = apply_pipeline(module, args.pipeline)
     device = args.device or (LIVE if args.backend == "vulkan" else None)
-    lowered = ensure_lowered(module, device)
-    info = program_info(lowered)  # one kernel, or a program of several
+    # lowered and read once: one kernel, or a program of several
+    compiled = compile_module(module, device, spirv=args.backend == "vulkan")
+    info = compiled.info
 
     for name in output_paths:
         if name not in {b.name for b in info.outputs}:
@@ -218,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
                     np.float32
                 ).astype(buffer.numpy_dtype)  # f16/bf16 buffers: rounded
 
-    outputs = run(lowered, inputs, backend=args.backend)
+    outputs = run(compiled, inputs, backend=args.backend)
 
     for name, p in output_paths.items():
         try:

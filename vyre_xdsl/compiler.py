@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
 from xdsl.dialects.builtin import ModuleOp
@@ -17,6 +20,10 @@ from vyre_xdsl.checks import check_module, check_pipeline, check_text
 from vyre_xdsl.dialects import gpu_shuffle, vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes import ALL_PASSES
+
+if TYPE_CHECKING:
+    from vyre_xdsl.kernel_info import ProgramInfo
+    from vyre_xdsl.spirv import SpirvModule
 
 
 def make_context() -> Context:
@@ -209,10 +216,46 @@ def lower_to_gpu(
         ) from None
 
 
-def compile_spirv(module: ModuleOp, device: str | None = None) -> bytes:
+@dataclass(frozen=True)
+class Compiled:
+    """A module compiled once: its lowered IR, the host-side description of
+    its kernels read from it (kernel_info.ProgramInfo), and the SPIR-V
+    module of them when compiled for Vulkan.  `vx.compile`, `vx.run`,
+    `vx.compile_spirv` and vyre-run take it from `compile_module`, so
+    nothing is lowered or read twice; they also take one in place of a
+    module."""
+
+    lowered: ModuleOp
+    info: ProgramInfo
+    spirv: SpirvModule | None = None
+
+
+def compile_module(
+    module: ModuleOp | Compiled, device: str | None = None, optimize: str = "default",
+    *, spirv: bool = False,
+) -> Compiled:
+    """`module` lowered for `device` at `optimize` (vx.lower_to_gpu; lowered
+    IR is taken as it is) and its kernels read; with `spirv`, their SPIR-V
+    emitted too.  A `Compiled` is completed, not compiled again."""
+    from vyre_xdsl.kernel_info import program_info
+    from vyre_xdsl.run import ensure_lowered
+
+    if isinstance(module, Compiled):
+        ensure_lowered(module.lowered, device, optimize)  # refuses optimize=
+        compiled = module
+    else:
+        lowered = ensure_lowered(module, device, optimize)
+        compiled = Compiled(lowered, program_info(lowered))
+    if spirv and compiled.spirv is None:
+        from vyre_xdsl.spirv import emit_spirv_module
+
+        compiled = replace(
+            compiled, spirv=emit_spirv_module(compiled.lowered, compiled.info)
+        )
+    return compiled
+
+
+def compile_spirv(module: ModuleOp | Compiled, device: str | None = None) -> bytes:
     """A SPIR-V binary module for the kernel of `module` (vyre IR, lowered
     for `device` as in lower_to_gpu, or lowered IR)."""
-    from vyre_xdsl.run import ensure_lowered
-    from vyre_xdsl.spirv import emit_spirv
-
-    return emit_spirv(ensure_lowered(module, device))
+    return compile_module(module, device, spirv=True).spirv.binary
