@@ -13,6 +13,7 @@ from vyre_xdsl.spirv.spec import (
     VERSION_1_3,
     AddressingModel,
     Decoration,
+    FunctionControl,
     MemoryModel,
     Op,
     StorageClass,
@@ -51,7 +52,8 @@ class FunctionBuilder:
     def __init__(self, module: ModuleBuilder, result_type: int, fn_type: int):
         self.module = module
         self.id = module.new_id()
-        self.header = [Instruction([Op.Function, result_type, self.id, 0, fn_type])]
+        self.header = [Instruction([Op.Function, result_type, self.id,
+                                    FunctionControl.None_, fn_type])]
         self.entry_label: int | None = None
         self.variables: list[Instruction] = []
         self.body: list[Instruction] = []

@@ -13,7 +13,7 @@ from xdsl.dialects import scf
 from xdsl.ir import Block, Operation
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv.spec import Op
+from vyre_xdsl.spirv.spec import LoopControl, Op, SelectionControl
 
 
 def _emit_body(e, block: Block) -> list[int]:
@@ -54,7 +54,7 @@ def _for(e, op: Operation) -> None:
         arg_phis.append(fn.emit(Op.Phi, ty, arg_id, e.value(init), pre))
         arg_ids.append(arg_id)
     keep_going = fn.op(Op.ULessThan, e.bool, iv, e.value(ub))
-    fn.emit(Op.LoopMerge, merge, cont, 0)
+    fn.emit(Op.LoopMerge, merge, cont, LoopControl.None_)
     fn.emit(Op.BranchConditional, keep_going, body_label, merge)
     fn.label(body_label)
     e.bind(body.args[0], iv)
@@ -83,7 +83,7 @@ def _if(e, op: Operation) -> None:
     )
     then_label, merge = b.new_id(), b.new_id()
     else_label = b.new_id() if has_else else merge
-    fn.emit(Op.SelectionMerge, merge, 0)
+    fn.emit(Op.SelectionMerge, merge, SelectionControl.None_)
     fn.emit(Op.BranchConditional, cond, then_label, else_label)
     fn.label(then_label)
     then_values = _emit_body(e, then_block) if then_block is not None else []
