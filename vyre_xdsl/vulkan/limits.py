@@ -20,6 +20,7 @@ from vyre_xdsl.vulkan.dispatch import _buffer_bytes
 # silently skips the rest of its work (Mesa's LP_MAX_TGSI_LOOP_ITERATIONS).
 LLVMPIPE_LOOP_LIMIT = 65535
 
+
 def _check_limits(ctx: _Context, spirv: SpirvModule, info: KernelInfo | ProgramInfo,
                   arrays: Mapping[str, np.ndarray]) -> None:
     program = as_program(info)
