@@ -2,7 +2,7 @@
 // Lower it:  vyre-opt examples/mla_decode.mlir -p vyre-to-gpu
 // To SPIR-V: vyre-opt examples/mla_decode.mlir -p vyre-to-gpu -t spirv -o mla_decode.spv
 builtin.module {
-  vyre.kernel @mla_decode items 4 workgroup_size 64 {
+  vyre.kernel @mla_decode items 4 workgroup_size 64 attributes {vyre.mla = #vyre.mla<seq_len = 100, num_heads = 4, head_dim = 16, kv_lora_rank = 8, qk_rope_head_dim = 4>} {
     %q = vyre.buffer "q" binding 0 read [4, 16] : memref<64xf32>
     %kv_cache = vyre.buffer "kv_cache" binding 1 read [100, 8] : memref<800xf32>
     %kr_cache = vyre.buffer "kr_cache" binding 2 read [100, 4] : memref<400xf32>

@@ -8,16 +8,21 @@ into the latent space once (`q_lat = W_uk q`) and the output projected out
 of it once (`out = W_uv o_lat`), where `o_lat` is the online-softmax average
 of the latent rows: a key then costs kv_lora_rank + qk_rope_head_dim
 multiply-adds for its score and kv_lora_rank for the update
-(`vyre_xdsl.decoders.mla_decode_absorbed`).
+(`vyre_xdsl.mla.mla_decode_absorbed`).
 
-It is an idiom-recognition pass, and a sound one: for each
-`vyre.tiled_online_softmax` it reads the MLA shape from the kernel's buffers
-(`q`, `kv_cache`, `kr_cache`, `w_uk`, `w_uv`, `out`) and the op's tile size,
-builds the seed kernel of that shape with `mla_decode`, and rewrites only if
-the kernel's body (buffers, scratch, the op's attributes, both fragments) is
-structurally equivalent to it.  The op is then replaced by the absorbed one
-and the kernel gains the two latent scratch arrays `q_lat` and `o_lat`.
-Anything else, a modified MLA fragment included, is left alone.
+It rewrites what the IR says is MLA decode: `vx.mla_decode` records the
+shape it built on its kernel (`vyre.mla = #vyre.mla<...>`, dialects/mla.py),
+batched, ragged and paged shapes included.  A kernel is rewritten when it
+carries that record, declares exactly the buffers the record implies (names,
+bindings, access, shapes; the float ones of one element type) and holds the
+seed's plain skeleton over them (the record's items and keys, nothing a
+later rewrite adds: no mask, hooks, splits, exp2 or tile classes).  The
+fragments are the record's word, not compared: a rewrite that changes what
+they compute must drop the record.  The op is then replaced by the absorbed
+one of the same shape (`mla_decode_absorbed`, the op's tile size), the
+kernel gains the two latent scratch arrays `q_lat` and `o_lat`, and the
+record goes (the absorbed form is not absorbed again).  Anything else is
+left alone.
 
 `kernels=3` absorbs once per head instead: the seed kernel becomes the
 program of `mla_decode_program`, three kernels run in order (q_lat = W_uk q
@@ -50,68 +55,75 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.mla import MLA_ATTR, MlaAttr
 from vyre_xdsl.dtypes import dtype_name
 from vyre_xdsl.errors import VyreError
 
-MLA_BUFFERS = ("q", "kv_cache", "kr_cache", "w_uk", "w_uv", "out")
+# The skeleton's properties in the seed's form (an MLA kernel that a rewrite
+# has changed, e.g. split or put in log2 units, has others as well).
+SEED_PROPERTIES = {"item_count", "seq_len", "head_dim", "tile_size", "tile_count"}
+SEGMENTS = "operandSegmentSizes"
 
 
-def mla_shape(
-    kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp
-) -> tuple[int, ...] | None:
-    """(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
-    tile_size) from the logical shapes of the kernel's MLA buffers, or None
-    if it does not declare them as 2-D buffers."""
-    shapes = {b.sym_name.data: b.logical_shape for b in kernel.buffers}
-    if sorted(shapes) != sorted(MLA_BUFFERS) or any(len(s) != 2 for s in shapes.values()):
-        return None
-    (num_heads, head_dim), (seq_len, rank) = shapes["q"], shapes["kv_cache"]
-    rope = shapes["kr_cache"][1]
-    return (seq_len, num_heads, head_dim, rank, rope, op.shape()["tile_size"])
+def _buffers(kernel: vyre.KernelOp) -> list[tuple]:
+    return [(b.sym_name.data, b.binding.value.data, b.access.data, b.logical_shape,
+             dtype_name(b.result.type.element_type)) for b in kernel.buffers]
 
 
-def only_kernel(module: ModuleOp) -> vyre.KernelOp:
-    (kernel,) = (op for op in module.body.block.ops if isinstance(op, vyre.KernelOp))
-    return kernel
+def _is_seed_skeleton(op: vyre.TiledOnlineSoftmaxOp, mla, values: dict) -> bool:
+    """Whether `op`, in its kernel, is the plain skeleton `mla_decode`
+    builds for `mla` (nothing else in the kernel but buffers and the
+    skeleton's three scratch arrays, for 64 lanes)."""
+    from vyre_xdsl.skeleton import WORKGROUP_SIZE
 
-
-def mla_dtype(kernel: vyre.KernelOp) -> str | None:
-    """The element type ("f32", "f16", "bf16") shared by the kernel's
-    buffers, or None if they differ (no seed MLA kernel then)."""
-    names = {dtype_name(b.result.type.element_type) for b in kernel.buffers}
-    return names.pop() if len(names) == 1 else None
-
-
-def is_seed_mla(
-    kernel: vyre.KernelOp, shape: tuple[int, ...], dtype: str | None = "f32"
-) -> bool:
-    """Whether `kernel` is, up to its name and SSA names,
-    `mla_decode(*shape, dtype=dtype)`."""
-    from vyre_xdsl.decoders import mla_decode
-
-    if dtype is None:
-        return False
-    try:
-        seed = only_kernel(mla_decode(*shape, dtype=dtype))
-    except VyreError:
-        return False
+    shape = op.shape()
+    kernel = op.parent_op()
+    assert isinstance(kernel, vyre.KernelOp)
+    scratch = [(s.sym_name.data, s.result.type.get_shape()) for s in kernel.scratch_arrays]
+    lane_rows = {"q_scratch": mla.head_dim, "score_tile": shape["tile_size"],
+                 "o_acc": mla.head_dim}
+    ragged = mla.layout.kv_lens
+    wanted = SEED_PROPERTIES | ({"items_per_seq"} if ragged else set())
     return (
-        kernel.item_count == seed.item_count
-        and kernel.workgroup_size == seed.workgroup_size
-        and kernel.body.is_structurally_equivalent(seed.body)
+        kernel.workgroup_size.value.data == WORKGROUP_SIZE
+        and kernel.item_count.value.data == mla.items
+        and scratch == [(name, (WORKGROUP_SIZE * n,)) for name, n in lane_rows.items()]
+        and len(kernel.body.block.ops) == len(values) + len(scratch) + 1
+        and set(op.properties) - {SEGMENTS} == wanted
+        and (shape["item_count"], shape["seq_len"], shape["head_dim"])
+        == (mla.items, mla.seq_len, mla.head_dim)
+        and (not ragged or op.seq_items == mla.num_heads)
+        and op.q == values["q"] and op.out == values["out"]
+        and op.kv_lens == values.get("kv_lens") and op.lse is None and not op.partials
+        and not op.has_mask
+        and all(len(hook.block.ops) == 1 for hook in (op.prologue, op.epilogue))
     )
 
 
-def seed_mla_shape(kernel: vyre.KernelOp) -> tuple[int, ...] | None:
-    """The MLA shape of `kernel` if it is the seed's MLA decode, else None."""
-    skeletons = [
-        op for op in kernel.body.block.ops if isinstance(op, vyre.TiledOnlineSoftmaxOp)
-    ]
-    if len(skeletons) != 1:
+def seed_mla(kernel: vyre.KernelOp) -> dict[str, object] | None:
+    """The builder arguments of the seed MLA decode `kernel` says it is
+    (the record's, the skeleton's tile size, the buffers' dtype), if its
+    buffers and skeleton agree with its record; None otherwise."""
+    from vyre_xdsl.mla import check_mla
+
+    record = kernel.attributes.get(MLA_ATTR)
+    skeletons = [op for op in kernel.body.block.ops if isinstance(op, vyre.TiledOnlineSoftmaxOp)]
+    if not isinstance(record, MlaAttr) or len(skeletons) != 1:
         return None
-    shape = mla_shape(kernel, skeletons[0])
-    seed = shape is not None and is_seed_mla(kernel, shape, mla_dtype(kernel))
-    return shape if seed else None
+    (op,) = skeletons
+    buffers = _buffers(kernel)
+    dtype = next((b[4] for b in buffers if b[0] == "q"), None)
+    arguments = {**record.arguments(), "tile_size": op.shape()["tile_size"], "dtype": dtype}
+    try:
+        mla = check_mla(**arguments)
+    except VyreError:
+        return None
+    implied = [(b.name, binding, b.access, b.shape, b.dtype or dtype)
+               for binding, b in enumerate(mla.buffers())]
+    values = {b.sym_name.data: b.result for b in kernel.buffers}
+    if buffers != implied or not _is_seed_skeleton(op, mla, values):
+        return None
+    return arguments
 
 
 class AbsorbMlaPerHead(RewritePattern):
@@ -119,14 +131,12 @@ class AbsorbMlaPerHead(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, kernel: vyre.KernelOp, rewriter: PatternRewriter) -> None:
-        from vyre_xdsl.decoders import mla_decode_program
+        from vyre_xdsl.mla import mla_decode_program
 
-        shape = seed_mla_shape(kernel)
-        if shape is None:
+        arguments = seed_mla(kernel)
+        if arguments is None:
             return
-        program = mla_decode_program(
-            *shape, name=kernel.sym_name.data, dtype=mla_dtype(kernel)
-        )
+        program = mla_decode_program(**arguments, name=kernel.sym_name.data)
         kernels = list(program.body.block.ops)
         for new in kernels:
             new.detach()
@@ -140,15 +150,15 @@ class AbsorbMla(RewritePattern):
     def match_and_rewrite(
         self, op: vyre.TiledOnlineSoftmaxOp, rewriter: PatternRewriter
     ) -> None:
-        from vyre_xdsl.decoders import mla_decode_absorbed
+        from vyre_xdsl.mla import mla_decode_absorbed
 
         kernel = op.parent_op()
         if not isinstance(kernel, vyre.KernelOp):
             return
-        shape = seed_mla_shape(kernel)
-        if shape is None:
+        arguments = seed_mla(kernel)
+        if arguments is None:
             return
-        absorbed = only_kernel(mla_decode_absorbed(*shape, dtype=mla_dtype(kernel)))
+        (absorbed,) = mla_decode_absorbed(**arguments).body.block.ops
         declared = {
             d.sym_name.data: d.result
             for d in kernel.body.block.ops
@@ -164,6 +174,7 @@ class AbsorbMla(RewritePattern):
                 values[new.result] = declared[name]
             elif isinstance(new, vyre.TiledOnlineSoftmaxOp):
                 rewriter.replace(op, new.clone(value_mapper=values))
+        del kernel.attributes[MLA_ATTR]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """vyre-absorb-mla: MLA decode with W_uk and W_uv absorbed.
 
 What is checked:
-- the pass turns the seed's `mla_decode` into exactly `mla_decode_absorbed`,
-  and leaves every other kernel alone; optimize=default absorbs (into the
+- the pass turns the seed's `mla_decode` into exactly `mla_decode_absorbed`
+  (batched, ragged and paged too), by the kernel's `vyre.mla` record, and
+  leaves every other kernel alone; optimize=default absorbs (into the
   three-kernel form, tests/test_mla_program.py), the other levels do not;
 - the kernels below are that one-kernel form at the default's tuning
   (ONE_KERNEL);
@@ -44,6 +45,7 @@ absorbed oracle is the reference (bit-exact, NaN pattern included).
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -130,14 +132,23 @@ def skeleton_of(module):
 # The pass -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_pass_turns_the_seed_into_the_absorbed_builder(shape):
-    seed = vx.mla_decode(*shape)
+SERVING = [dict(batch=3), dict(batch=3, kv_lens=True), dict(batch=2, page_size=4, num_pages=9),
+           dict(batch=1, page_size=8, num_pages=2, dtype="bf16")]
+
+
+@pytest.mark.parametrize("shape, serving", [(shape, {}) for shape in SHAPES]
+                         + [(SHAPES[3], kwargs) for kwargs in SERVING], ids=str)
+def test_pass_turns_the_seed_into_the_absorbed_builder(shape, serving):
+    seed = vx.mla_decode(*shape, **serving)
     before = str(seed)
+    assert "vyre.mla = #vyre.mla<" in before
     absorbed = apply_pipeline(parse_module(before), "vyre-absorb-mla")
-    assert str(absorbed) == str(mla_decode_absorbed(*shape))
+    assert str(absorbed) == str(mla_decode_absorbed(*shape, **serving))
     # ...and once is enough: the absorbed kernel is not the seed any more
-    assert str(apply_pipeline(absorbed, "vyre-absorb-mla")) == str(mla_decode_absorbed(*shape))
+    again = apply_pipeline(absorbed, "vyre-absorb-mla")
+    assert str(again) == str(mla_decode_absorbed(*shape, **serving))
+    program = apply_pipeline(parse_module(before), "vyre-absorb-mla{kernels=3}")
+    assert str(program) == str(vx.mla_decode_program(*shape, **serving))
 
 
 def test_only_the_default_level_absorbs():
@@ -162,6 +173,19 @@ def _modified_scale(text):
     return text.replace("arith.constant 5.000000e-01 : f32", "arith.constant 2.500000e-01 : f32")
 
 
+def _without_record(text):
+    kernel = parse_module(text).body.block.first_op
+    del kernel.attributes["vyre.mla"]
+    return str(kernel.parent_op())
+
+
+def _record_says(text, **fields):
+    for field, value in fields.items():
+        text, count = re.subn(rf"\b{field} = \d+", f"{field} = {value}", text, count=1)
+        assert count == 1
+    return text
+
+
 def _swapped_bindings(text):
     return (text.replace('"w_uk" binding 3', '"w_uk" binding 9')
                 .replace('"w_uv" binding 4', '"w_uk" binding 3')
@@ -173,7 +197,22 @@ NOT_SEED_MLA = {
     "fa2_causal": lambda: str(vx.flash_attention_2(16, 4, 4, mask_mod=lambda q, kv: kv <= q)),
     "fa2_named_like_mla": lambda: str(vx.flash_attention_2(16, 4, 4)).replace(
         "@flash_attention_2", "@mla_decode"),
-    "mla_other_scale": lambda: _modified_scale(str(vx.mla_decode(8, 2, 4, 4, 2, 4))),
+    # no record: not MLA to the pass, whatever the fragments compute
+    "mla_without_record": lambda: _without_record(str(vx.mla_decode(8, 2, 4, 4, 2, 4))),
+    "mla_other_scale_without_record": lambda: _without_record(
+        _modified_scale(str(vx.mla_decode(8, 2, 4, 4, 2, 4)))),
+    # a record the buffers or the skeleton contradict
+    "mla_record_other_rank": lambda: _record_says(
+        str(vx.mla_decode(8, 2, 4, 4, 2, 4)), kv_lora_rank=3),
+    "mla_record_other_batch": lambda: _record_says(
+        str(vx.mla_decode(8, 2, 4, 4, 2, 4, batch=2)), batch=3),
+    "mla_record_without_pages": lambda: str(vx.mla_decode(8, 2, 4, 4, 2, 4, batch=2,
+                                                          page_size=4, num_pages=5)).replace(
+        ", page_size = 4, num_pages = 5>", ">"),
+    "mla_split": lambda: str(apply_pipeline(vx.mla_decode(8, 2, 4, 4, 2, 4),
+                                            "vyre-split-kv{splits=2 merge=kernel}")),
+    "mla_resized": lambda: str(apply_pipeline(vx.mla_decode(8, 2, 4, 4, 2, 4),
+                                              "vyre-resize-workgroup{size=32}")),
     # w_uk and w_uv trade bindings: the fragments read them the other way round
     "mla_swapped_weights": lambda: _swapped_bindings(str(vx.mla_decode(8, 2, 4, 4, 2, 4))),
     "mla_exp2": lambda: str(apply_pipeline(vx.mla_decode(8, 2, 4, 4, 2, 4), "vyre-use-exp2")),
@@ -188,8 +227,18 @@ def test_pass_leaves_other_kernels_alone(build):
     assert str(apply_pipeline(module, "vyre-absorb-mla")) == str(parse_module(text))
 
 
+def test_the_record_is_the_builders_word():
+    """The pass reads the record, not the fragments: a kernel that keeps the
+    record of vx.mla_decode is rewritten whatever its fragments compute (a
+    rewrite that changes them must drop the record)."""
+    text = _modified_scale(str(vx.mla_decode(8, 2, 4, 4, 2, 4)))
+    absorbed = apply_pipeline(parse_module(text), "vyre-absorb-mla")
+    assert str(absorbed) == str(mla_decode_absorbed(8, 2, 4, 4, 2, 4))
+
+
 def test_mla_with_other_fragments_is_left_alone():
-    """MLA's buffers and shape, FlashAttention-like fragments: not the seed."""
+    """MLA's buffers and shape, FlashAttention-like fragments, no record:
+    not the seed."""
     S, H, D, R, P = 8, 2, 4, 4, 2
 
     def scores(f):
