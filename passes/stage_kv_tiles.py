@@ -31,8 +31,8 @@ The stage holds f32: a tile of an f16 or bf16 buffer is copied widened
 (arith.extf, exact) and the fragment's widenings of its loads go away.
 The values read are the same, so results are bit-identical.  The
 fragment's loads of the tile are then neighbours in workgroup memory, which
-vyre-vectorize-loads reads as vec4: on the H200 that, not the staging
-alone, made FA2 at head_dim 64 twice as fast (docs/performance.md).
+vyre-vectorize-loads reads as vec4: that is what makes staging pay
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from vyre_xdsl.device import H200
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.launch import SCRATCH_ATTR, ScratchRole, ScratchRoleAttr
 from vyre_xdsl.dtypes import is_half
@@ -55,7 +56,6 @@ from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import constant_index, loop_of, upper_bound
 
 STAGE_NAME = "kv_tile"
-SHARED_MEMORY_BYTES = 49152  # Vulkan maxComputeSharedMemorySize of the H200 and most GPUs
 _UNIFORM_OPS = (
     arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivUIOp, arith.RemUIOp,
     arith.MinUIOp, arith.MaxUIOp,
@@ -265,7 +265,8 @@ class StageKvTilesPass(ModulePass):
 
     name = "vyre-stage-kv-tiles"
 
-    shared_memory_bytes: int = SHARED_MEMORY_BYTES
+    # the H200's and most GPUs' maxComputeSharedMemorySize
+    shared_memory_bytes: int = H200.shared_memory_bytes
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.shared_memory_bytes < 0:
