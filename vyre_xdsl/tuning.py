@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.plan import MergeKind, PlanAttr
+from vyre_xdsl.dialects.plan import PLAN_ATTR, MergeKind, PlanAttr
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.kv_split import has_hooks, valid_splits, workgroup_merge_bytes
 
@@ -317,3 +317,12 @@ def _kernel(op: vyre.TiledOnlineSoftmaxOp) -> vyre.KernelOp:
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
     return kernel
+
+
+def record_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
+    """Compute the plans of `module`'s skeletons and record each on its
+    skeleton (`vyre.plan`), where the passes given `0` read it."""
+    plans = module_plans(module, device)
+    for skeleton, plan in plans.items():
+        skeleton.attributes[PLAN_ATTR] = plan
+    return plans
