@@ -1,0 +1,26 @@
+"""Numbers the dialect, the passes, the oracle and the executors share.
+
+Each is defined here once; every other module imports it from here.
+"""
+
+from __future__ import annotations
+
+# Item counts, sizes and indices are 32-bit unsigned on the device.
+U32_MAX = 2**32 - 1
+# Lowered kernels record bindings as i32 (docs/lowered-ir.md).
+BINDING_MAX = 2**31 - 1
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+# The largest finite f32, and its negation: the recurrence's running maximum
+# starts at F32_MIN (not -inf, so that `s - m` is never inf - inf).
+F32_MAX = 3.4028234663852886e38
+F32_MIN = -F32_MAX
+# The smallest normal f32 (2^-126): the stability helpers' floor.
+MIN_POSITIVE = 1.1754943508222875e-38
+
+# The memref memory space of workgroup (shared) memory, as in MLIR's GPU
+# dialect and SPIR-V's Workgroup storage class.
+WORKGROUP_MEMORY_SPACE = 3
+
+# Lanes of a workgroup unless a pass or the caller picks another size.
+DEFAULT_LANES = 64

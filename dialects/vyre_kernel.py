@@ -1,0 +1,358 @@
+"""The ops that declare what a vyre program owns: `vyre.kernel` (a GPU
+program), its storage buffers (`vyre.buffer`) and its workgroup scratch
+arrays (`vyre.scratch`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    f32,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, IsolatedFromAbove, NoTerminator, OpTrait, SymbolOpInterface
+from xdsl.utils.exceptions import VerifyException
+
+from vyre_xdsl.dialects.constants import BINDING_MAX, U32_MAX
+from vyre_xdsl.dialects.structure import (
+    check_dominance,
+    check_no_definitions,
+    check_no_stores_to,
+    check_shared_buffers,
+)
+from vyre_xdsl.dialects.vyre_checks import (
+    ACCESS_MODES,
+    _check_buffer_vector,
+    _check_f32_vector,
+    _check_i32_vector,
+    _element_count,
+    _int,
+    check_u32_product,
+    parse_int_in_range,
+)
+
+
+class Skeleton(OpTrait):
+    """The computation of a vyre.kernel (vyre.tiled_online_softmax,
+    vyre.merge_splits): a kernel holds at most one."""
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A GPU program: `item_count` invocations in workgroups of
+    `workgroup_size` lanes, over the buffers and scratch declared in its body.
+
+        vyre.kernel @name items 4096 workgroup_size 64 { ... }
+    """
+
+    name = "vyre.kernel"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    item_count = prop_def(IntegerAttr)
+    workgroup_size = prop_def(IntegerAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
+
+    def __init__(self, name: str, item_count: int, workgroup_size: int = 64):
+        super().__init__(
+            properties={
+                "sym_name": StringAttr(name),
+                "item_count": IntegerAttr(item_count, i64),
+                "workgroup_size": IntegerAttr(workgroup_size, i64),
+            },
+            regions=[Region(Block())],
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name()
+        parser.parse_keyword("items")
+        item_count = parse_int_in_range(parser, "the kernel's item count")
+        parser.parse_keyword("workgroup_size")
+        workgroup_size = parse_int_in_range(parser, "the kernel's workgroup_size")
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        return cls.create(
+            properties={
+                "sym_name": name,
+                "item_count": IntegerAttr(item_count, i64),
+                "workgroup_size": IntegerAttr(workgroup_size, i64),
+            },
+            attributes=attributes.data if attributes else {},
+            regions=[body],
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(
+            f" items {_int(self.item_count)} workgroup_size {_int(self.workgroup_size)}"
+        )
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+
+    @property
+    def buffers(self) -> list[BufferOp]:
+        return [op for op in self.body.block.ops if isinstance(op, BufferOp)]
+
+    @property
+    def scratch_arrays(self) -> list[ScratchOp]:
+        return [op for op in self.body.block.ops if isinstance(op, ScratchOp)]
+
+    def verify_(self) -> None:
+        for field in ("item_count", "workgroup_size"):
+            value = _int(getattr(self, field))
+            if value < 1:
+                raise VerifyException(f"'{field}' must be > 0, got {value}")
+            if value > U32_MAX:
+                raise VerifyException(
+                    f"'{field}' = {value} does not fit in u32 (max {U32_MAX}); "
+                    f"use a smaller value"
+                )
+        names: dict[str, Operation] = {}
+        bindings: dict[int, str] = {}
+        for op in self.body.block.ops:
+            if not isinstance(op, BufferOp | ScratchOp):
+                continue
+            name = op.sym_name.data
+            if name in names:
+                raise VerifyException(
+                    f"two buffers or scratch arrays are named '{name}'; give each "
+                    f"a distinct name"
+                )
+            names[name] = op
+            if isinstance(op, BufferOp):
+                binding = _int(op.binding)
+                if binding in bindings:
+                    raise VerifyException(
+                        f"buffers '{bindings[binding]}' and '{name}' both use "
+                        f"binding {binding}; give each buffer its own binding"
+                    )
+                bindings[binding] = name
+        self._verify_program_buffers()
+        skeletons = [op for op in self.body.block.ops if op.has_trait(Skeleton)]
+        if len(skeletons) > 1:
+            raise VerifyException(
+                f"kernel @{self.sym_name.data} holds {len(skeletons)} skeletons "
+                f"({', '.join(op.name for op in skeletons)}); a kernel runs one: put "
+                f"each in a vyre.kernel of its own (a module's kernels run in order)"
+            )
+        # what xDSL leaves unchecked: SSA order, definitions, stores to inputs
+        check_no_definitions(self, f"kernel @{self.sym_name.data}")
+        check_dominance(self)
+        read_only = {b.result: b.sym_name.data for b in self.buffers if b.access.data == "read"}
+        check_no_stores_to(self, read_only.get)
+
+    def _verify_program_buffers(self) -> None:
+        """The kernels of one module run as a program over one set of
+        buffers (check_shared_buffers): checked against the earlier ones."""
+        parent = self.parent_block()
+        if parent is None:
+            return
+        earlier = []
+        for kernel in parent.ops:
+            if kernel is self:
+                break
+            if isinstance(kernel, KernelOp):
+                earlier.append((kernel.sym_name.data, kernel.shared_buffers()))
+        check_shared_buffers(earlier, self.sym_name.data, self.shared_buffers())
+
+    def shared_buffers(self) -> list[tuple[str, int, str, tuple[int, ...], str]]:
+        """Its buffers as the kernels of a program must agree on them."""
+        return [
+            (b.sym_name.data, _int(b.binding), b.access.data, tuple(b.logical_shape),
+             str(b.result.type.element_type))
+            for b in self.buffers
+        ]
+
+
+@irdl_op_definition
+class BufferOp(IRDLOperation):
+    """A storage buffer of the kernel: a flat array of f32, f16, bf16 or i32
+    (BUFFER_ELEMENT_TYPES; loads of a half one are widened to f32 with
+    arith.extf, stores to it rounded with arith.truncf; an i32 one is
+    read-only, integers such as sequence lengths) bound at `binding`,
+    read-only (`read`), written (`write`, an output) or `temp` (allocated
+    by the runtime, zeroed, passing values between the kernels of one
+    module: a kernel may read and write it), with its logical shape.
+
+        %q = vyre.buffer "q" binding 0 read [64, 32] : memref<2048xf32>
+    """
+
+    name = "vyre.buffer"
+
+    sym_name = prop_def(StringAttr)
+    binding = prop_def(IntegerAttr)
+    access = prop_def(StringAttr)
+    shape = prop_def(DenseArrayBase)
+    result = result_def(MemRefType)
+
+    traits = traits_def(HasParent(KernelOp))
+
+    def __init__(
+        self, name: str, binding: int, access: str, shape: Sequence[int],
+        element_type: Attribute = f32,
+    ) -> None:
+        count = 1
+        for dim in shape:
+            count *= dim
+        super().__init__(
+            properties={
+                "sym_name": StringAttr(name),
+                "binding": IntegerAttr(binding, i64),
+                "access": StringAttr(access),
+                "shape": DenseArrayBase.from_list(i64, list(shape)),
+            },
+            result_types=[MemRefType(element_type, [count])],
+        )
+        self.result.name_hint = name
+
+    @property
+    def is_output(self) -> bool:
+        return self.access.data == "write"
+
+    @property
+    def logical_shape(self) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.shape.get_values())
+
+    def verify_(self) -> None:
+        name = self.sym_name.data
+        memref = self.result.type
+        if isinstance(memref, MemRefType) and memref.element_type == i32:
+            memref = _check_i32_vector(self.result, f"buffer '{name}'")
+            if self.access.data != "read":
+                raise VerifyException(
+                    f"buffer '{name}' holds i32 and has access \"{self.access.data}\"; "
+                    f"integer buffers are inputs only: use access \"read\""
+                )
+        else:
+            memref = _check_buffer_vector(self.result, f"buffer '{name}'")
+        if self.access.data not in ACCESS_MODES:
+            raise VerifyException(
+                f"buffer '{name}' has access \"{self.access.data}\"; use \"read\" "
+                f"for an input, \"write\" for an output or \"temp\" for a buffer "
+                f"that passes values between kernels"
+            )
+        if _int(self.binding) < 0:
+            raise VerifyException(f"buffer '{name}' has a negative binding")
+        if _int(self.binding) > BINDING_MAX:
+            raise VerifyException(
+                f"buffer '{name}' has binding {_int(self.binding)}; bindings are "
+                f"32-bit in the lowered kernel: use one in [0, {BINDING_MAX}]"
+            )
+        shape = self.logical_shape
+        if not shape or any(dim < 1 for dim in shape):
+            raise VerifyException(
+                f"buffer '{name}' has shape {list(shape)}; every dimension must be > 0"
+            )
+        count = check_u32_product(
+            f"buffer '{name}' size",
+            [(f"dim{i}", dim) for i, dim in enumerate(shape)],
+            "shrink the buffer",
+        )
+        if count != _element_count(memref):
+            raise VerifyException(
+                f"buffer '{name}' has shape {list(shape)} ({count} elements) but "
+                f"type {memref}; make the memref hold exactly {count} {memref.element_type}"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BufferOp:
+        name = parser.parse_str_literal(" for the buffer name")
+        parser.parse_keyword("binding", " after the buffer name")
+        binding = parse_int_in_range(parser, "the buffer binding", 0)
+        access = parser.parse_keyword_in(ACCESS_MODES, " for the buffer access")
+        shape = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE,
+            lambda: parse_int_in_range(parser, "a buffer shape entry", 0),
+        )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        result_type = parser.parse_type()
+        op = cls.create(
+            properties={
+                "sym_name": StringAttr(name),
+                "binding": IntegerAttr(binding, i64),
+                "access": StringAttr(access),
+                "shape": DenseArrayBase.from_list(i64, shape),
+            },
+            attributes=attrs,
+            result_types=[result_type],
+        )
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.sym_name.data)
+        printer.print_string(f" binding {_int(self.binding)} {self.access.data} [")
+        printer.print_string(", ".join(str(d) for d in self.logical_shape))
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+
+@irdl_op_definition
+class ScratchOp(IRDLOperation):
+    """A workgroup scratch array: one per workgroup, shared by its lanes.
+    Besides the skeleton's three (operands of vyre.tiled_online_softmax), a
+    decoder may declare its own and use them from its fragments (e.g. MLA's
+    absorbed `q_lat` and `o_lat`); each holds at most u32 elements.
+
+        %o_acc = vyre.scratch "o_acc" : memref<2048xf32>
+    """
+
+    name = "vyre.scratch"
+
+    sym_name = prop_def(StringAttr)
+    result = result_def(MemRefType)
+
+    traits = traits_def(HasParent(KernelOp))
+
+    assembly_format = "$sym_name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, count: int) -> None:
+        super().__init__(
+            properties={"sym_name": StringAttr(name)},
+            result_types=[MemRefType(f32, [count])],
+        )
+        self.result.name_hint = name
+
+    def verify_(self) -> None:
+        name = self.sym_name.data
+        memref = _check_f32_vector(self.result, f"scratch '{name}'")
+        count = _element_count(memref)
+        if count > U32_MAX:
+            raise VerifyException(
+                f"scratch '{name}' holds {count} f32, which does not fit in u32 "
+                f"(max {U32_MAX}); shrink it (a per-lane scratch array holds "
+                f"workgroup_size * its per-lane length)"
+            )
+        if not isinstance(memref.memory_space, NoneAttr):
+            raise VerifyException(
+                f"scratch '{name}' must be in the default memory space; "
+                f"convert-vyre-to-gpu places it in workgroup memory"
+            )
+

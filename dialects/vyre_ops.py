@@ -1,0 +1,252 @@
+"""The small vyre ops: `vyre.merge_splits` (the merge of a split left to
+its own kernel), the invocation indices that vyre-inline-fragments leaves
+for the GPU lowering, and the stability helpers of SEMANTICS.md."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, UnitAttr, f32, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    AnyAttr,
+    IRDLOperation,
+    VarConstraint,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from vyre_xdsl.dialects.constants import U32_MAX
+from vyre_xdsl.dialects.vyre_checks import (
+    _check_buffer_vector,
+    _check_f32_vector,
+    _element_count,
+    _int,
+    parse_int_in_range,
+)
+from vyre_xdsl.dialects.vyre_kernel import BufferOp, KernelOp, Skeleton
+
+
+MERGE_FIELDS = ("item_count", "splits", "head_dim")
+
+
+@irdl_op_definition
+class MergeSplitsOp(IRDLOperation):
+    """The merge of a flash-decoding split left to its own kernel (the
+    skeleton's `partials`): for every item and output dim d,
+
+        out[item, d] = the workgroup merge of SplitMerge over the
+                       `splits` partial (m, l, o[row, d]), rows item*splits + s
+
+    in the same order of operations as the merge in workgroup memory, so
+    that both give the same bits.  One invocation per (item, d): the kernel
+    runs item_count * head_dim items.  vyre-inline-fragments expands it.
+
+        vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
+            item_count 16 splits 64 head_dim 512 : (memref<1024xf32>, ...)
+    """
+
+    name = "vyre.merge_splits"
+
+    m = operand_def(MemRefType)
+    l = operand_def(MemRefType)  # noqa: E741 - the recurrence's name
+    o = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+    item_count = prop_def(IntegerAttr)
+    splits = prop_def(IntegerAttr)
+    head_dim = prop_def(IntegerAttr)
+    exp2 = opt_prop_def(UnitAttr)
+
+    traits = traits_def(HasParent(KernelOp), Skeleton())
+
+    def __init__(
+        self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue, *,  # noqa: E741
+        item_count: int, splits: int, head_dim: int, exp2: bool = False,
+    ) -> None:
+        properties: dict[str, Attribute] = {
+            "item_count": IntegerAttr(item_count, i64),
+            "splits": IntegerAttr(splits, i64),
+            "head_dim": IntegerAttr(head_dim, i64),
+        }
+        if exp2:
+            properties["exp2"] = UnitAttr()
+        super().__init__(operands=[m, l, o, out], properties=properties)
+
+    def shape(self) -> dict[str, int]:
+        return {field: _int(getattr(self, field)) for field in MERGE_FIELDS}
+
+    def verify_(self) -> None:
+        shape = self.shape()
+        for field, value in shape.items():
+            if not 1 <= value <= U32_MAX:
+                raise VerifyException(f"'{field}' must be in [1, 2^32), got {value}")
+        rows = shape["item_count"] * shape["splits"]
+        for role, value, access, count in (
+            ("m", self.m, ("temp",), rows),
+            ("l", self.l, ("temp",), rows),
+            ("o", self.o, ("temp",), rows * shape["head_dim"]),
+            ("out", self.out, ("write", "temp"), shape["item_count"] * shape["head_dim"]),
+        ):
+            owner = value.owner
+            if not isinstance(owner, BufferOp) or owner.access.data not in access:
+                wanted = " or ".join(f'"{a}"' for a in access)
+                raise VerifyException(
+                    f"operand '{role}' must be a vyre.buffer with access {wanted}"
+                )
+            check = _check_buffer_vector if role == "out" else _check_f32_vector
+            got = _element_count(check(value, f"operand '{role}'"))
+            if got != count:
+                raise VerifyException(
+                    f"buffer '{owner.sym_name.data}' ({role}) holds {got} f32 but the "
+                    f"merge of {shape['item_count']} items x {shape['splits']} splits "
+                    f"x {shape['head_dim']} dims needs {count}; size it "
+                    f"memref<{count}xf32>"
+                )
+        kernel = self.parent_op()
+        assert isinstance(kernel, KernelOp)
+        invocations = shape["item_count"] * shape["head_dim"]
+        if _int(kernel.item_count) != invocations:
+            raise VerifyException(
+                f"the merge runs one invocation per (item, dim): set the kernel's "
+                f"items to item_count * head_dim = {invocations}, not "
+                f"{_int(kernel.item_count)}"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MergeSplitsOp:
+        operands: list[UnresolvedOperand] = []
+        for keyword in ("m", "l", "o", "out"):
+            parser.parse_keyword(keyword)
+            parser.parse_punctuation("(")
+            operands.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        properties: dict[str, Attribute] = {}
+        for field in MERGE_FIELDS:
+            parser.parse_keyword(field)
+            properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
+        if parser.parse_optional_keyword("exp2"):
+            properties["exp2"] = UnitAttr()
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(
+            parser.Delimiter.PAREN, parser.parse_type
+        )
+        if len(types) != 4:
+            parser.raise_error("expected four operand types (m, l, o, out)")
+        return cls.create(
+            operands=parser.resolve_operands(operands, types, parser.pos),
+            properties=properties,
+            attributes=attributes.data if attributes else {},
+        )
+
+    def print(self, printer: Printer) -> None:
+        for keyword, value in zip(("m", "l", "o", "out"), self.operands, strict=True):
+            printer.print_string(f" {keyword}(")
+            printer.print_operand(value)
+            printer.print_string(")")
+        printer.print_string(
+            "".join(f" {field} {value}" for field, value in self.shape().items())
+        )
+        if self.exp2 is not None:
+            printer.print_string(" exp2")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" : (")
+        printer.print_list(self.operand_types, printer.print_attribute)
+        printer.print_string(")")
+
+
+# --------------------------------------------------------------------------
+# Invocation indices (what vyre-inline-fragments leaves for the GPU lowering)
+# --------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ItemIndexOp(IRDLOperation):
+    """The global invocation index along x: the item this lane computes."""
+
+    name = "vyre.item_index"
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+        self.result.name_hint = "item"
+
+
+@irdl_op_definition
+class LaneIndexOp(IRDLOperation):
+    """The lane index within the workgroup along x."""
+
+    name = "vyre.lane_index"
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+        self.result.name_hint = "lane"
+
+
+# --------------------------------------------------------------------------
+# Stability helpers (NaN is evidence: it is never hidden)
+# --------------------------------------------------------------------------
+
+
+class StabilityOp(IRDLOperation):
+    """An f32 -> f32 stability helper of SEMANTICS.md."""
+
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    input = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input)"
+
+    def __init__(self, value: SSAValue | Operation) -> None:
+        super().__init__(operands=[value], result_types=[SSAValue.get(value).type])
+
+    def verify_(self) -> None:
+        if self.input.type != f32:
+            raise VerifyException(
+                f"takes an f32 score, got {self.input.type}; the stability "
+                f"helpers are defined on f32 only (convert the value first)"
+            )
+
+
+@irdl_op_definition
+class BoundedScoreOp(StabilityOp):
+    """`v if isnan(v) else finite_or(v, -80.0)`"""
+
+    name = "vyre.bounded_score"
+
+
+@irdl_op_definition
+class BoundedExpArgOp(StabilityOp):
+    """`v if isnan(v) else clamp(finite_or(v, -80.0), -80.0, 0.0)`"""
+
+    name = "vyre.bounded_exp_arg"
+
+
+@irdl_op_definition
+class PositiveDenominatorOp(StabilityOp):
+    """`v if isnan(v) else (v if isfinite(v) and v > MIN_POSITIVE else MIN_POSITIVE)`"""
+
+    name = "vyre.positive_denominator"
+
+
+@irdl_op_definition
+class FlushTinyOp(StabilityOp):
+    """`0.0 if abs(v) <= MIN_POSITIVE else v` (NaN passes through)"""
+
+    name = "vyre.flush_tiny"
+
+
+STABILITY_OPS = (BoundedScoreOp, BoundedExpArgOp, PositiveDenominatorOp, FlushTinyOp)
