@@ -34,7 +34,7 @@ class BufferInfo:
     shape: tuple[int, ...]  # logical shape, row-major; prod(shape) == count
     # element type, from the gpu.func argument's memref: "f32", "f16", "bf16"
     dtype: str = "f32"
-    # a captured table's data (`data` of its vyre.buffers entry): vx.run
+    # a captured table's data (`data` of its #vyre.buffer): vx.run
     # passes it when the caller does not
     captured: tuple | None = None
 

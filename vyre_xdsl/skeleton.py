@@ -248,7 +248,7 @@ class Captures:
     in the kernel before the skeleton at a table's first use, bound after
     the kernel's own buffers, their data recorded on the op as
     `vyre.captured` (vx.run passes it; the lowering copies it into the
-    kernel's `vyre.buffers` entry as `data`)."""
+    kernel's `#vyre.buffer` as `data`)."""
 
     ATTR = "vyre.captured"
 
