@@ -35,7 +35,10 @@ class Table:
         self.parameters: dict[int, list[str]] = {}
         for name, value in values.items():
             self.names.setdefault(value, name)
-            setattr(self, "None_" if name == "None" else name, value)
+            attribute = "None_" if name == "None" else name
+            if attribute in vars(self):  # would hide names, parameters, ...
+                raise ValueError(f"SPIR-V {kind} {name} clashes with Table.{attribute}")
+            setattr(self, attribute, value)
         for name, kinds in (parameters or {}).items():
             self.parameters[values[name]] = kinds.split()
 
