@@ -11,7 +11,7 @@ from collections import deque
 import numpy as np
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.spirv.spec import ENUMS, GLSL, INSTRUCTIONS, MAGIC, Op
+from vyre_xdsl.spirv.spec import ENUMS, GLSL, GLSL_STD_450, INSTRUCTIONS, MAGIC, Op
 
 _IDS = {"IdRef", "IdScope", "IdMemorySemantics"}
 # composite kinds: the kinds of their words
@@ -115,7 +115,7 @@ def disassemble(binary: bytes) -> str:
             elif kind == "LiteralContextDependentNumber":
                 text.append(_float(word) if result_type in float_types else str(word))
             elif kind == "LiteralExtInstInteger":
-                glsl = imports.get(operands[i - 2]) == "GLSL.std.450"
+                glsl = imports.get(operands[i - 2]) == GLSL_STD_450
                 text.append(GLSL.names.get(word, str(word)) if glsl else str(word))
             elif kind in ENUMS:
                 enumerant, parameters = _enum(kind, word)

@@ -26,6 +26,7 @@ from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, program_info
 from vyre_xdsl.spirv.builder import FunctionBuilder, ModuleBuilder
 from vyre_xdsl.spirv.module import EntryPoint, SpirvModule
 from vyre_xdsl.spirv.spec import (
+    GLSL_STD_450,
     Capability,
     ExecutionMode,
     ExecutionModel,
@@ -34,7 +35,6 @@ from vyre_xdsl.spirv.spec import (
 
 Handler = Callable[["KernelEmitter", Operation], None]
 
-GLSL_STD_450 = "GLSL.std.450"
 FLOAT_CONTROLS = "SPV_KHR_float_controls"
 WORD_BYTES = 4  # every scalar the emitter declares is one 32-bit word
 

@@ -60,7 +60,8 @@ ENUMS: dict[str, Table] = {
                 parameters=entry["parameters"])
     for kind, entry in _GRAMMAR["operand_kinds"].items()
 }
-GLSL = Table("GLSL.std.450 instruction", _GRAMMAR["glsl_std_450"])
+GLSL_STD_450 = "GLSL.std.450"  # the name OpExtInstImport gives the set
+GLSL = Table(f"{GLSL_STD_450} instruction", _GRAMMAR["glsl_std_450"])
 
 AddressingModel = ENUMS["AddressingModel"]
 BuiltIn = ENUMS["BuiltIn"]
