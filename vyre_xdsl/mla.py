@@ -99,12 +99,12 @@ class Mla:
             *layout.buffers(),
         ]
 
-    def skeleton(self, name: str, buffers: list[Buffer], **fragments) -> ModuleOp:
+    def skeleton(self, name: str, buffers: list[Buffer], **options) -> ModuleOp:
         """The skeleton over this shape's items and keys."""
         return tiled_online_softmax(
             name, buffers, item_count=self.items, seq_len=self.seq_len,
             tile_size=self.tile_size, dtype=self.dtype, **self.layout.skeleton_args(),
-            **fragments,
+            **options,
         )
 
     # -- IR shared by the forms ---------------------------------------------
