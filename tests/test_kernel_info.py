@@ -147,3 +147,13 @@ def test_a_compiled_module_is_lowered_and_read_once(monkeypatch):
     assert vx.run(compiled, inputs)["out"].shape == (64, 4)
     assert vx.compile(compiled).compiled is compiled
     assert vx.compile_spirv(compiled) == compiled.spirv.binary
+
+
+def test_check_without_a_recorded_skeleton_says_so(tmp_path, capsys):
+    import re
+
+    text = str(_lowered(seq_len=64, head_dim=4, tile_size=16))
+    path = tmp_path / "lowered.mlir"
+    path.write_text(re.sub(r", skeleton = #vyre\.skeleton<[^>]*>", "", text))
+    assert vyre_run.main([str(path), "--random", "--check"]) == 1
+    assert "no kernel records the skeleton it was expanded from" in capsys.readouterr().err
