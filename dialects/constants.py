@@ -7,9 +7,10 @@ from __future__ import annotations
 
 # Item counts, sizes and indices are 32-bit unsigned on the device.
 U32_MAX = 2**32 - 1
-# Lowered kernels record bindings as i32 (docs/lowered-ir.md).
-BINDING_MAX = 2**31 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+# Lowered kernels record bindings as i32 (docs/lowered-ir.md).
+BINDING_MAX = I32_MAX
 
 # The largest finite f32, and its negation: the recurrence's running maximum
 # starts at F32_MIN (not -inf, so that `s - m` is never inf - inf).

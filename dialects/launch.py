@@ -34,12 +34,14 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from vyre_xdsl.dialects.constants import BINDING_MAX, U32_MAX
+
 LAUNCH_ATTR = "vyre.launch"  # on a lowered kernel's gpu.func
 SCRATCH_ATTR = "vyre.role"  # on a skeleton's scratch array (vyre.scratch, memref.alloc)
 SKELETON_ATTR = "vyre.skeleton"  # on a vyre.kernel, from inlining to lowering
 
-U32_LIMIT = 2**32  # item counts, sizes and extents are u32 on the device
-BINDING_LIMIT = 2**31  # bindings are recorded and emitted as i32
+U32_LIMIT = U32_MAX + 1  # item counts, sizes and extents are u32 on the device
+BINDING_LIMIT = BINDING_MAX + 1  # bindings are recorded and emitted as i32
 
 
 def _element_types() -> dict[str, Attribute]:

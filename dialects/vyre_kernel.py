@@ -31,7 +31,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, NoTerminator, OpTrait, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from vyre_xdsl.dialects.constants import BINDING_MAX, U32_MAX
+from vyre_xdsl.dialects.constants import BINDING_MAX, DEFAULT_LANES, U32_MAX
 from vyre_xdsl.dialects.structure import (
     check_dominance,
     check_no_definitions,
@@ -72,7 +72,9 @@ class KernelOp(IRDLOperation):
 
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
 
-    def __init__(self, name: str, item_count: int, workgroup_size: int = 64):
+    def __init__(
+        self, name: str, item_count: int, workgroup_size: int = DEFAULT_LANES
+    ):
         super().__init__(
             properties={
                 "sym_name": StringAttr(name),

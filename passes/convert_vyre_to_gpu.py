@@ -36,6 +36,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import (
     LAUNCH_ATTR,
     SCRATCH_ATTR,
@@ -46,8 +47,6 @@ from vyre_xdsl.dialects.launch import (
 from vyre_xdsl.dtypes import dtype_name
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.skeleton import Captures
-
-WORKGROUP_MEMORY_SPACE = IntegerAttr(3, i64)
 
 
 def _buffer_description(op: vyre.BufferOp) -> BufferAttr:
@@ -116,7 +115,7 @@ class LowerKernel(RewritePattern):
             shape = scratch.result.type.get_shape()
             alloc = memref.AllocOp(
                 [], [], MemRefType(scratch.result.type.element_type, shape,
-                                   memory_space=WORKGROUP_MEMORY_SPACE)
+                                   memory_space=IntegerAttr(WORKGROUP_MEMORY_SPACE, i64))
             )
             alloc.memref.name_hint = scratch.sym_name.data
             if SCRATCH_ATTR in scratch.attributes:  # one of the skeleton's

@@ -25,10 +25,10 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import MIN_POSITIVE
 from vyre_xdsl.ir_builder import IRBuilder
 
 SCORE_FLOOR = -80.0
-MIN_POSITIVE = 1.1754943508222875e-38  # smallest normal f32
 INF = float("inf")
 
 

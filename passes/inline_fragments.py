@@ -56,11 +56,11 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.launch import record_skeleton
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.numerics import partial_weight_scale
 
-F32_MIN = -3.4028234663852886e38  # the most negative finite f32, not -inf
 MAX_TRIPS_ATTR = "vyre.max_trips"  # on a loop over a tile: at most tile_size trips
 CHUNK_LOOP_ATTR = "vyre.dim_chunk"  # on a loop over the dims of one chunk (dim_parts)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vyre_xdsl.dialects.constants import I32_MAX, I32_MIN, U32_MAX
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.trace_backends import _unsupported, function_location
 from vyre_xdsl.traced import Traced, _is_int, where
@@ -31,7 +32,7 @@ class Table:
                 f"and one dimension, got {type(array).__name__}"
                 + (f" of shape {array.shape}" if isinstance(array, np.ndarray) else "")
             )
-        if array.size > 2**32 - 1:
+        if array.size > U32_MAX:
             raise VyreError(f"a captured table of {array.size} elements does not fit u32")
         kind = {"f": "f32", "i": "int", "u": "int", "b": "bool"}.get(array.dtype.kind)
         if kind is None:
@@ -39,7 +40,7 @@ class Table:
                 f"a captured table must hold numbers or booleans, got dtype "
                 f"{array.dtype}; convert it with .astype(np.float32) or np.int32"
             )
-        if kind == "int" and (array.min() < -(2**31) or array.max() > 2**31 - 1):
+        if kind == "int" and (array.min() < I32_MIN or array.max() > I32_MAX):
             raise VyreError("a captured integer table must fit i32 (the kernel's ints)")
         self.array = array
         self.kind = kind

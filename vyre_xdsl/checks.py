@@ -19,9 +19,7 @@ import numpy as np
 
 from vyre_xdsl.errors import VyreError
 
-U32_MAX = 2**32 - 1
-# Lowered kernels record bindings as i32 (docs/lowered-ir.md).
-from vyre_xdsl.dialects.vyre import BINDING_MAX  # noqa: E402
+from vyre_xdsl.dialects.constants import BINDING_MAX, U32_MAX
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -21,7 +21,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl import trace
-from vyre_xdsl.checks import U32_MAX, is_integer
+from vyre_xdsl.checks import is_integer
+from vyre_xdsl.dialects.constants import I32_MAX, U32_MAX
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.dtypes import is_half
@@ -247,7 +248,7 @@ class IRBuilder:
 
         value = self._result(memref.LoadOp.get(_memref(ref), [_index(index, self)]))
         low = self._result(arith.ConstantOp(IntegerAttr(0, i32)))
-        top = self._result(arith.ConstantOp(IntegerAttr(min(high, 2**31 - 1), i32)))
+        top = self._result(arith.ConstantOp(IntegerAttr(min(high, I32_MAX), i32)))
         value = self._result(arith.MaxSIOp(value, low))
         value = self._result(arith.MinSIOp(value, top))
         return self._result(arith.IndexCastOp(value, IndexType()))

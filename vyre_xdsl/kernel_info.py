@@ -18,11 +18,11 @@ import numpy as np
 from xdsl.dialects import gpu
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
+from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
-
 
 
 @dataclass(frozen=True)
@@ -162,10 +162,6 @@ def _at(op, message: str) -> VyreError:
     return error
 
 
-U32_MAX = 2**32 - 1
-I32_MIN = -(2**31)
-
-
 def check_device_ir(func: gpu.FuncOp) -> None:
     """Structural facts every executor relies on but xDSL's verifiers do not
     check (found by fuzzing): integer constants fit the device's 32 bits, and
@@ -234,9 +230,6 @@ def check_device_ir(func: gpu.FuncOp) -> None:
                             f"({', '.join(map(str, want))}); end the region with "
                             f"scf.yield of one value per result",
                         )
-
-
-WORKGROUP_MEMORY_SPACE = 3  # memref memory space of workgroup (shared) memory
 
 
 def workgroup_memory_bytes(func: gpu.FuncOp) -> int:

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from vyre_xdsl.dialects import constants
 from vyre_xdsl.dtypes import check_dtype, numpy_dtype, numpy_name, round_to
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.numerics import partial_weight_scale
@@ -41,11 +42,10 @@ __all__ = [
     "tiled_online_softmax",
 ]
 
-F32_MIN = np.float32(-3.4028235e38)
-MIN_POSITIVE = np.float32(1.17549435e-38)
+F32_MIN = np.float32(constants.F32_MIN)
+MIN_POSITIVE = np.float32(constants.MIN_POSITIVE)
 _ZERO = np.float32(0.0)
 _EXP_FLOOR = np.float32(-80.0)
-_U32_MAX = 2**32 - 1
 
 
 # --------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def _positive(name: str, value) -> int:
         raise VyreError(f"{name} must be an int, got {value!r}")
     if value <= 0:
         raise VyreError(f"{name} must be > 0, got {value}")
-    if value > _U32_MAX:
+    if value > constants.U32_MAX:
         raise VyreError(f"{name} = {value} does not fit in u32")
     return int(value)
 

@@ -33,12 +33,11 @@ from vyre_xdsl.checks import (
     checked_call,
 )
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import DEFAULT_LANES as WORKGROUP_SIZE
 from vyre_xdsl.dtypes import check_dtype, element_type
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder, Value
 from vyre_xdsl.trace import Traced
-
-WORKGROUP_SIZE = 64
 
 
 @dataclass(frozen=True)

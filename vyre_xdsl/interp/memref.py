@@ -20,11 +20,10 @@ from xdsl.dialects import memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.interpreter import impl, register_impls
 
+from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import LaneState, dtype_of, is_uniform
-
-WORKGROUP_MEMORY_SPACE = 3
 
 
 @dataclass(eq=False)

@@ -18,12 +18,11 @@ from xdsl.dialects import memref, vector
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
+from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv.emitter import WORD_BYTES, MemoryObject
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Capability, Decoration, Op, StorageClass
-
-WORKGROUP_SPACE = 3
 
 
 def _static_shape(value: SSAValue, what: str) -> MemRefType:
@@ -92,7 +91,7 @@ def _alloc(e, op: Operation) -> None:
         count *= dim
     b = e.b
     width = 1
-    if _memory_space(ty) == WORKGROUP_SPACE:
+    if _memory_space(ty) == WORKGROUP_MEMORY_SPACE:
         # Read as vectors somewhere: an array of vectors (a Workgroup
         # variable has no second, vector-typed view as a buffer binding has).
         width = vector_read_width(result)
