@@ -24,11 +24,9 @@ vyre-promote-scratch), on the skeleton's workgroup arrays whose role
 with any other access (another lane's slice, an unknown offset, a use that
 is not a load or store) is left as it is.
 
-Measured on the H200 (docs/performance.md), with rows of 128 dims: the
-query row kept here made one head (64 workgroups) 1.3 times faster and 32
-heads (2048 workgroups, where occupancy matters) twice as slow; the
-accumulator kept here was slower in every case.  `default` uses it for the
-query row on small grids only.
+Workgroup memory kept this way costs occupancy, which a small grid does
+not have anyway: `default` uses it for the query row of long rows on small
+grids only (the plan's `interleave`; docs/performance.md says why).
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects.launch import ScratchRole, scratch_role
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.passes.promote_scratch import lane_slice_accesses
+from vyre_xdsl.scratch_forms import lane_slice_accesses
 
 
 def interleave(alloc: memref.AllocOp) -> None:

@@ -41,7 +41,7 @@ from vyre_xdsl.dialects.launch import BufferAccess, launch_of
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of, linear_index
 from vyre_xdsl.loop_bounds import constant_index
-from vyre_xdsl.passes.unroll_jam import UNROLLED_ATTR, transform, unrolled_body
+from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
 
 WORKGROUP_MEMORY_SPACE = 3
 

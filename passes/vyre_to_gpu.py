@@ -15,8 +15,8 @@
            vyre-split-head-dim where the plan says, and `exact` with the
            plan's unroll depth and vyre-interleave-scratch
 
-The passes are taken from the registry (vyre_xdsl.passes.ALL_PASSES) by
-name, with the options the plan gives them.
+The passes are taken by name from the registry (`ALL_PASSES` of
+vyre_xdsl.passes), with the options the plan gives them.
 """
 
 from __future__ import annotations
