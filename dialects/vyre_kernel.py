@@ -116,6 +116,16 @@ class KernelOp(IRDLOperation):
         printer.print_region(self.body, print_entry_block_args=False)
 
     @property
+    def lanes(self) -> int:
+        """Lanes of a workgroup: `workgroup_size` as an int."""
+        return _int(self.workgroup_size)
+
+    @property
+    def items(self) -> int:
+        """Invocations the kernel runs: `item_count` as an int."""
+        return _int(self.item_count)
+
+    @property
     def buffers(self) -> list[BufferOp]:
         return [op for op in self.body.block.ops if isinstance(op, BufferOp)]
 

@@ -113,11 +113,11 @@ class MergeSplitsOp(IRDLOperation):
         kernel = self.parent_op()
         assert isinstance(kernel, KernelOp)
         invocations = shape["item_count"] * shape["head_dim"]
-        if _int(kernel.item_count) != invocations:
+        if kernel.items != invocations:
             raise VerifyException(
                 f"the merge runs one invocation per (item, dim): set the kernel's "
                 f"items to item_count * head_dim = {invocations}, not "
-                f"{_int(kernel.item_count)}"
+                f"{kernel.items}"
             )
 
     @classmethod

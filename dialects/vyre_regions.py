@@ -23,6 +23,14 @@ UPDATE_ARGS = (
 MASK_ARGS = ("item", "lane", "kv_idx")
 PROLOGUE_ARGS = ("item", "lane", "q_scratch", "o_acc")
 EPILOGUE_ARGS = ("item", "lane", "o_acc")
+# The argument names of each region, by region name.
+REGION_ARGS = {
+    "scores": SCORES_ARGS,
+    "update": UPDATE_ARGS,
+    "mask": MASK_ARGS,
+    "prologue": PROLOGUE_ARGS,
+    "epilogue": EPILOGUE_ARGS,
+}
 SHAPE_FIELDS = ("item_count", "seq_len", "head_dim", "tile_size", "tile_count")
 
 # Values of the `tile_classes` table: what a (query block, key tile) pair is.

@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -47,6 +47,7 @@ from vyre_xdsl.dialects.vyre_regions import (
     EPILOGUE_ARGS,
     MASK_ARGS,
     PROLOGUE_ARGS,
+    REGION_ARGS,
     SCORES_ARGS,
     SHAPE_FIELDS,
     TILE_CLASS_NAMES,
@@ -61,7 +62,7 @@ from vyre_xdsl.dialects.vyre_regions import (
 from vyre_xdsl.dialects.vyre_skeleton_operands import verify_partials, verify_sizes
 
 
-def _is_trivial(region: Region) -> bool:
+def is_empty_hook(region: Region) -> bool:
     """A hook region that only yields (printed by omission)."""
     return isinstance(region.block.first_op, YieldOp)
 
@@ -277,12 +278,34 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             i32, [1, 1, 1, 1, 1, 2, len(lse), len(kv_lens)]
         )
 
+    @property
+    def lanes(self) -> int:
+        """Lanes of the enclosing kernel's workgroups (DEFAULT_LANES while
+        the op is detached)."""
+        kernel = self.parent_op()
+        return kernel.lanes if isinstance(kernel, KernelOp) else DEFAULT_LANES
+
     def score_stride(self) -> int:
         """Elements of score_tile per lane: tile_size, or more after
         vyre-retile shrank the tiles (lane l's scores start at l * stride)."""
-        kernel = self.parent_op()
-        lanes = _int(kernel.workgroup_size) if isinstance(kernel, KernelOp) else DEFAULT_LANES
-        return _element_count(self.score_tile.type) // lanes
+        return _element_count(self.score_tile.type) // self.lanes
+
+    def named_regions(self) -> list[tuple[str, Region]]:
+        """(name, region) of each region the op has: scores, update,
+        prologue, epilogue and, where there is one, mask."""
+        named = [("scores", self.scores), ("update", self.update),
+                 ("prologue", self.prologue), ("epilogue", self.epilogue)]
+        return named + ([("mask", self.mask)] if self.mask is not None else [])
+
+    def region_arg(self, region: str, role: str) -> BlockArgument:
+        """The argument `role` (REGION_ARGS[region], e.g. "score_tile") of
+        the region named `region`."""
+        return getattr(self, region).block.args[REGION_ARGS[region].index(role)]
+
+    @property
+    def hooks_empty(self) -> bool:
+        """Whether the prologue and the epilogue only yield."""
+        return is_empty_hook(self.prologue) and is_empty_hook(self.epilogue)
 
     @property
     def splits(self) -> int:
@@ -324,9 +347,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         """`tile_classes` as rows [query block][tile]; every tile partial when
         the attribute is absent (empty tiles only exist with a mask)."""
         shape = self.shape()
-        kernel = self.parent_op()
-        lanes = _int(kernel.workgroup_size) if isinstance(kernel, KernelOp) else DEFAULT_LANES
-        blocks = -(-shape["item_count"] // lanes)
+        blocks = -(-shape["item_count"] // self.lanes)
         tiles = shape["tile_count"]
         if self.tile_classes is None:
             fill = TILE_PARTIAL if self.has_mask else TILE_FULL
@@ -358,15 +379,15 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
         kernel = self.parent_op()
         assert isinstance(kernel, KernelOp)
-        lanes = _int(kernel.workgroup_size)
+        lanes = kernel.lanes
         self._verify_splits(shape, lanes)
         self._verify_dim_parts(shape, lanes)
         invocations = shape["item_count"] * self.lanes_per_item
-        if invocations != _int(kernel.item_count):
+        if invocations != kernel.items:
             if self.lanes_per_item == 1:
                 raise VerifyException(
                     f"'item_count' is {shape['item_count']} but the enclosing kernel "
-                    f"runs {_int(kernel.item_count)} items; make them equal"
+                    f"runs {kernel.items} items; make them equal"
                 )
             field, value = (
                 ("kv_splits", self.splits) if self.splits > 1 else ("dim_parts", self.parts)
@@ -374,7 +395,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             raise VerifyException(
                 f"with {field} {value} the kernel runs item_count * "
                 f"{field} = {invocations} invocations, "
-                f"not {_int(kernel.item_count)}; set the kernel's items to that"
+                f"not {kernel.items}; set the kernel's items to that"
             )
         verify_sizes(self, shape, lanes)
         scores_types, update_types = region_types(
@@ -466,7 +487,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"'dim_parts' is {parts}; it must divide the workgroup size "
                 f"({lanes}), so that an item's parts share a subgroup"
             )
-        if not (_is_trivial(self.prologue) and _is_trivial(self.epilogue)):
+        if not self.hooks_empty:
             raise VerifyException(
                 "'dim_parts' cannot be combined with a prologue or epilogue (the "
                 "hooks see the whole o_acc of an item)"
@@ -482,7 +503,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 "region 'mask' must end with `vyre.yield %keep : i1` (true keeps "
                 "the (item, kv_idx) pair)"
             )
-        score_tile = self.update.block.args[UPDATE_ARGS.index("score_tile")]
+        score_tile = self.region_arg("update", "score_tile")
         if score_tile.first_use is not None:
             raise VerifyException(
                 "with a mask, the update region must read weights through "
@@ -646,7 +667,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             printer.print_list(self.partials, printer.print_operand)
             printer.print_string(")")
         with printer.indented(2):
-            printer._print_new_line()
+            printer.print_string("\n")
             printer.print_string(
                 " ".join(f"{field} {value}" for field, value in self.shape().items())
             )
@@ -664,7 +685,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             if self.items_per_seq is not None:
                 printer.print_string(f" items_per_seq {_int(self.items_per_seq)}")
             printer.print_op_attributes(self.attributes, print_keyword=True)
-            printer._print_new_line()
+            printer.print_string("\n")
             printer.print_string(": (")
             printer.print_list(self.operand_types, printer.print_attribute)
             printer.print_string(")")
@@ -672,10 +693,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         if self.has_mask:
             named.append(("mask", self.mask))
         for hook_name, hook in (("prologue", self.prologue), ("epilogue", self.epilogue)):
-            if not _is_trivial(hook):
+            if not is_empty_hook(hook):
                 named.append((hook_name, hook))
         for region_name, region in named:
-            printer._print_new_line()
+            printer.print_string("\n")
             printer.print_string(f"{region_name}(")
             printer.print_list(
                 region.block.args, lambda arg: printer.print_block_argument(arg, False)

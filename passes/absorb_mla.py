@@ -85,8 +85,8 @@ def _is_seed_skeleton(op: vyre.TiledOnlineSoftmaxOp, mla, values: dict) -> bool:
     ragged = mla.layout.kv_lens
     wanted = SEED_PROPERTIES | ({"items_per_seq"} if ragged else set())
     return (
-        kernel.workgroup_size.value.data == WORKGROUP_SIZE
-        and kernel.item_count.value.data == mla.items
+        kernel.lanes == WORKGROUP_SIZE
+        and kernel.items == mla.items
         and scratch == [(name, (WORKGROUP_SIZE * n,)) for name, n in lane_rows.items()]
         and len(kernel.body.block.ops) == len(values) + len(scratch) + 1
         and set(op.properties) - {SEGMENTS} == wanted
@@ -96,7 +96,7 @@ def _is_seed_skeleton(op: vyre.TiledOnlineSoftmaxOp, mla, values: dict) -> bool:
         and op.q == values["q"] and op.out == values["out"]
         and op.kv_lens == values.get("kv_lens") and op.lse is None and not op.partials
         and not op.has_mask
-        and all(len(hook.block.ops) == 1 for hook in (op.prologue, op.epilogue))
+        and op.hooks_empty
     )
 
 

@@ -94,8 +94,8 @@ class LowerKernel(RewritePattern):
             )
         buffers = sorted(op.buffers, key=lambda b: b.binding.value.data)
         name = op.sym_name.data
-        lanes = op.workgroup_size.value.data
-        items = op.item_count.value.data
+        lanes = op.lanes
+        items = op.items
         func = gpu.FuncOp(
             name,
             ([b.result.type for b in buffers], []),

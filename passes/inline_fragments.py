@@ -123,7 +123,7 @@ def scores_may_be_minus_inf(op: vyre.TiledOnlineSoftmaxOp) -> bool:
     that went through vyre.bounded_score (>= -80, or NaN) cannot, and are
     left without the check; anything else (a score_mod's result, a
     decoder's own score) may, and then a -inf score drops its key."""
-    score_tile = op.scores.block.args[vyre.SCORES_ARGS.index("score_tile")]
+    score_tile = op.region_arg("scores", "score_tile")
     for use in score_tile.uses:
         store = use.operation
         if isinstance(store, memref.StoreOp) and store.memref == score_tile:
@@ -197,7 +197,7 @@ def mark_tile_loops(tile_len: SSAValue, tile_size: int) -> None:
 def update_reads_scores(op: vyre.TiledOnlineSoftmaxOp) -> bool:
     """Whether the update region loads %score_tile itself (then the tile
     must still hold the scores when it runs)."""
-    score_tile = op.update.block.args[vyre.UPDATE_ARGS.index("score_tile")]
+    score_tile = op.region_arg("update", "score_tile")
     return score_tile.first_use is not None
 
 
@@ -466,7 +466,7 @@ class ExpandMergeSplits(RewritePattern):
 
         kernel = op.parent_op()
         assert isinstance(kernel, vyre.KernelOp)
-        if shape["item_count"] * head_dim % kernel.workgroup_size.value.data:
+        if shape["item_count"] * head_dim % kernel.lanes:
             total = b.index(shape["item_count"] * head_dim)
             b.if_then(b.cmpi(invocation, total, "ult"), merge_one)
         else:
@@ -481,9 +481,7 @@ class SkeletonExpansion:
 
     def __init__(self, op: vyre.TiledOnlineSoftmaxOp, b: IRBuilder) -> None:
         self.op, self.shape = op, op.shape()
-        kernel = op.parent_op()
-        assert isinstance(kernel, vyre.KernelOp)
-        self.lanes = kernel.workgroup_size.value.data
+        self.lanes = op.lanes
         self.splits, self.parts = op.splits, op.parts
         in_workgroup = self.splits > 1 and not op.merges_in_kernel
         self.merge = SplitMerge.declare(b, self.lanes, op.v_dim) if in_workgroup else None

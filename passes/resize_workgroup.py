@@ -68,7 +68,7 @@ def resized_classes(table: list[list[int]], lanes: int, size: int, items: int):
 def resize(kernel: vyre.KernelOp, size: int) -> None:
     """Give `kernel` workgroups of `size` lanes (a divisor or a multiple of
     its own)."""
-    lanes = kernel.workgroup_size.value.data
+    lanes = kernel.lanes
     resized: dict[str, MemRefType] = {}
     for scratch in [op for op in kernel.body.walk() if isinstance(op, vyre.ScratchOp)]:
         (count,) = scratch.result.type.get_shape()
@@ -76,15 +76,10 @@ def resize(kernel: vyre.KernelOp, size: int) -> None:
         resized[scratch.sym_name.data] = new_type
         _retype(scratch.result, new_type)
     for skeleton in [op for op in kernel.body.walk() if isinstance(op, vyre.TiledOnlineSoftmaxOp)]:
-        for region, names in (
-            (skeleton.scores, vyre.SCORES_ARGS),
-            (skeleton.update, vyre.UPDATE_ARGS),
-            (skeleton.prologue, vyre.PROLOGUE_ARGS),
-            (skeleton.epilogue, vyre.EPILOGUE_ARGS),
-        ):
+        for region, _ in skeleton.named_regions():
             for name in _SCRATCH_ARGS:
-                if name in names:
-                    arg = region.block.args[names.index(name)]
+                if name in vyre.REGION_ARGS[region]:
+                    arg = skeleton.region_arg(region, name)
                     _retype(arg, resized[scratch_name(skeleton, name)])
         if skeleton.tile_classes is not None:
             items = skeleton.shape()["item_count"]
@@ -121,7 +116,7 @@ class ResizeWorkgroupPass(ModulePass):
         for kernel in [k for k in op.walk() if isinstance(k, vyre.KernelOp)]:
             skeletons = [s for s in kernel.body.walk()
                          if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
-            lanes = kernel.workgroup_size.value.data
+            lanes = kernel.lanes
             if self.size == 0:
                 size = automatic_size(kernel)
                 if size is not None and size != lanes:

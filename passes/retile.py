@@ -94,7 +94,4 @@ class RetilePass(ModulePass):
         recorded = plan_of(skeleton)
         if recorded is not None:
             return recorded.tile_size
-        kernel = skeleton.parent_op()
-        assert isinstance(kernel, vyre.KernelOp)
-        lanes = kernel.workgroup_size.value.data
-        return tuning.tile_size(skeleton, lanes, self.shared_memory_bytes, self.max_parts)
+        return tuning.tile_size(skeleton, skeleton.lanes, self.shared_memory_bytes, self.max_parts)

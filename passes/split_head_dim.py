@@ -79,10 +79,7 @@ from vyre_xdsl.scratch_forms import scratch_name
 
 def qualifying_loops(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> DimLoops | str:
     """The loops to split for `parts` parts, or why `op` cannot be split."""
-    kernel = op.parent_op()
-    assert isinstance(kernel, vyre.KernelOp)
-    lanes = kernel.workgroup_size.value.data
-    problem = split_problem(op, parts, lanes, op.splits, op.merges_in_kernel)
+    problem = split_problem(op, parts, op.lanes, op.splits, op.merges_in_kernel)
     return find_dim_loops(op) if problem is None else problem
 
 
@@ -171,12 +168,9 @@ def _resize_slices(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> None:
         (count,) = scratch.result.type.get_shape()
         new_type = MemRefType(f32, [count // parts])
         values = [scratch.result]
-        for region, names in (
-            (op.scores, vyre.SCORES_ARGS), (op.update, vyre.UPDATE_ARGS),
-            (op.prologue, vyre.PROLOGUE_ARGS), (op.epilogue, vyre.EPILOGUE_ARGS),
-        ):
-            if role in names:
-                values.append(region.block.args[names.index(role)])
+        for region, _ in op.named_regions():
+            if role in vyre.REGION_ARGS[region]:
+                values.append(op.region_arg(region, role))
         for value in values:
             hint = value.name_hint
             Rewriter.replace_value_with_new_type(value, new_type).name_hint = hint
@@ -185,11 +179,11 @@ def _resize_slices(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> None:
 def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
     """Give `op` `dim_parts` `parts` along `found`'s loops."""
     head_dim = op.shape()["head_dim"]
-    for region, names, loops, are_dots in (
-        (op.scores, vyre.SCORES_ARGS, found.dots, True),
-        (op.update, vyre.UPDATE_ARGS, found.updates, False),
+    for name, region, loops, are_dots in (
+        ("scores", op.scores, found.dots, True),
+        ("update", op.update, found.updates, False),
     ):
-        lane = region.block.args[names.index("lane")]
+        lane = op.region_arg(name, "lane")
         part = _part_of(region.block, lane, parts)
         for dim_loop in loops:
             results = _split_loop(dim_loop, lane, part, head_dim, parts)
@@ -202,7 +196,7 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
     _resize_slices(op, parts)
     op.properties["dim_parts"] = IntegerAttr(parts, i64)
     kernel = op.parent_op()
-    invocations = kernel.item_count.value.data * parts  # every split's parts
+    invocations = kernel.items * parts  # every split's parts
     kernel.properties["item_count"] = IntegerAttr(invocations, i64)
 
 
@@ -250,9 +244,7 @@ class SplitHeadDimPass(ModulePass):
         recorded = plan_of(skeleton)
         if recorded is not None:
             return recorded.dim_parts
-        kernel = skeleton.parent_op()
-        assert isinstance(kernel, vyre.KernelOp)
         return tuning.dim_parts(
-            skeleton, kernel.workgroup_size.value.data, skeleton.splits,
+            skeleton, skeleton.lanes, skeleton.splits,
             skeleton.merges_in_kernel, self.max_parts,
         )

@@ -85,7 +85,7 @@ def merge_in_kernel(
     if not out.result.uses:
         Rewriter.erase_op(out)
 
-    merge = vyre.KernelOp(f"{name}_merge", items * head_dim, kernel.workgroup_size.value.data)
+    merge = vyre.KernelOp(f"{name}_merge", items * head_dim, kernel.lanes)
     copies = [p.clone() for p in partials] + [out.clone()]
     merge.body.block.add_ops(copies)
     merge.body.block.add_op(
@@ -127,7 +127,7 @@ class SplitKvPass(ModulePass):
                 continue  # already split
             kernel = skeleton.parent_op()
             assert isinstance(kernel, vyre.KernelOp)
-            lanes = kernel.workgroup_size.value.data
+            lanes = kernel.lanes
             splits, in_kernel = self.splits, self.merge == "kernel"
             if splits == 0:
                 splits, in_kernel = self.chosen(skeleton, lanes)

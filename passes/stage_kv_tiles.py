@@ -280,7 +280,7 @@ class StageKvTilesPass(ModulePass):
     def stage(self, op: vyre.TiledOnlineSoftmaxOp) -> None:
         kernel = op.parent_op()
         assert isinstance(kernel, vyre.KernelOp)
-        lanes = kernel.workgroup_size.value.data
+        lanes = kernel.lanes
         shape = op.shape()
         if (shape["item_count"] * op.lanes_per_item) % lanes:
             return  # some lanes would skip the barriers

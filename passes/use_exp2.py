@@ -59,7 +59,7 @@ class FoldLog2EIntoScores(RewritePattern):
     ) -> None:
         if op.exp2 is not None:
             return
-        score_tile = op.scores.block.args[vyre.SCORES_ARGS.index("score_tile")]
+        score_tile = op.region_arg("scores", "score_tile")
         stores = [
             use.operation
             for use in score_tile.uses

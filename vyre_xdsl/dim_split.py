@@ -173,9 +173,7 @@ def find_dim_loops(op: vyre.TiledOnlineSoftmaxOp) -> DimLoops | str:
     """The loops to split whatever the number of parts, or why `op`'s
     fragments (or hooks) cannot be split."""
     head_dim = op.shape()["head_dim"]
-    if op.prologue.block.first_op is not op.prologue.block.last_op or (
-        op.epilogue.block.first_op is not op.epilogue.block.last_op
-    ):
+    if not op.hooks_empty:
         return "it has a prologue or epilogue (they see an item's whole o_acc)"
     for value in (op.q_scratch, op.o_acc):
         if any(use.operation is not op for use in value.uses):

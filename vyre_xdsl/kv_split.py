@@ -16,7 +16,7 @@ def workgroup_merge_bytes(op: vyre.TiledOnlineSoftmaxOp, lanes: int) -> int:
 
 def has_hooks(op: vyre.TiledOnlineSoftmaxOp) -> bool:
     """Whether the prologue or epilogue does anything (each split runs them)."""
-    return any(len(hook.block.ops) > 1 for hook in (op.prologue, op.epilogue))
+    return not op.hooks_empty
 
 
 def valid_splits(

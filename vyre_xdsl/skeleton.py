@@ -625,9 +625,7 @@ def tile_class_counts(module: ModuleOp) -> dict[str, int]:
         if isinstance(op, vyre.TiledOnlineSoftmaxOp) and op.has_mask and op.tile_classes is None:
             # no table (too large to classify at build time): all partial
             shape = op.shape()
-            kernel = op.parent_op()
-            lanes = kernel.workgroup_size.value.data if kernel is not None else WORKGROUP_SIZE
-            counts["partial"] += -(-shape["item_count"] // lanes) * shape["tile_count"]
+            counts["partial"] += -(-shape["item_count"] // op.lanes) * shape["tile_count"]
         elif isinstance(op, vyre.TiledOnlineSoftmaxOp):
             for row in op.tile_class_table():
                 for c in row:

@@ -51,7 +51,7 @@ def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
     """How many workgroups of GRID_UNIT lanes `op`'s kernel needs (a kernel
     resized to 128 lanes counts as many as before: SMALL_GRID was measured
     in workgroups of 64)."""
-    return -(-_kernel(op).item_count.value.data // GRID_UNIT)
+    return -(-_kernel(op).items // GRID_UNIT)
 
 
 def workgroup_lanes(kernel: vyre.KernelOp) -> int | None:
@@ -235,7 +235,7 @@ def _predict(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile) -> _Predictio
     shared, max_parts = device.shared_memory_bytes, device.max_dim_parts
     found = find_dim_loops(op)
     kernel = _kernel(op)
-    lanes = workgroup_lanes(kernel) or kernel.workgroup_size.value.data
+    lanes = workgroup_lanes(kernel) or kernel.lanes
     shape = op.shape()
     if op.splits > 1:  # split when built: nothing left to choose
         return _Prediction(op, lanes, shape["tile_size"], op.splits, op.merges_in_kernel, found)
@@ -305,7 +305,7 @@ def _scratch_bytes(
         if isinstance(scratch, vyre.ScratchOp) and scratch.sym_name.data in names:
             kernel = scratch.parent_op()
             assert isinstance(kernel, vyre.KernelOp)
-            built = kernel.workgroup_size.value.data
+            built = kernel.lanes
             (count,) = scratch.result.type.get_shape()
             if lanes.get(kernel, built) != built:
                 count = count // built * lanes[kernel]  # as vyre-resize-workgroup
