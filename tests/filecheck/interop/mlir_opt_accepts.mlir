@@ -21,4 +21,4 @@
 // MLA:        gpu.func @mla_decode({{.*}}) kernel
 // MLA:          math.exp
 
-// SEED:         memref.alloc() : memref<1024xf32, 3>
+// SEED:         memref.alloc() {vyre.role = #vyre<scratch_role q_scratch>} : memref<1024xf32, 3>
