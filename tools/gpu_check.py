@@ -23,10 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 import vyre_xdsl as vx
+from vyre_xdsl.compiler import compile_module
 from vyre_xdsl.dtypes import numpy_dtype
-from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.run import prepare_buffers
-from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.vulkan import device_report, execute
 
 # max |ours - reference| / max |reference| that passes: the default level
@@ -201,12 +200,12 @@ def cases(every: bool) -> list[Case]:
 def check(case: Case, rng: np.random.Generator) -> bool:
     started = time.perf_counter()
     try:
-        lowered = vx.lower_to_gpu(case.build(), device="vulkan")
-        info = program_info(lowered)
+        compiled = compile_module(case.build(), device="vulkan", spirv=True)
+        info = compiled.info
         ins = case.inputs(rng)
         arrays = prepare_buffers(info, ins)
         timings: dict = {}
-        execute(emit_spirv_module(lowered, info), info, arrays, timings=timings)
+        execute(compiled.spirv, info, arrays, timings=timings)
     except vx.VyreError as error:
         print(f"FAIL {case.name}: {error}", flush=True)
         return False
