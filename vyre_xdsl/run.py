@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -10,6 +11,9 @@ from xdsl.dialects.builtin import ModuleOp
 from vyre_xdsl.dtypes import numpy_name
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
+
+if TYPE_CHECKING:
+    from vyre_xdsl.compiler import Compiled
 
 BACKENDS = ("interpreter", "vulkan")
 
@@ -131,7 +135,7 @@ def _not_an_input(program: ProgramInfo, name: object) -> str:
 
 
 def run(
-    module: ModuleOp,
+    module: ModuleOp | Compiled,
     inputs: Mapping[str, object],
     backend: str = "interpreter",
     device: str | None = None,
@@ -146,7 +150,7 @@ def run(
     (SPIR-V on the best Vulkan device; `VYRE_VULKAN_DEVICE` picks one).
     A vyre module is lowered for `device` (vx.lower_to_gpu): by default the
     Vulkan device that runs it, and the generic profile for the
-    interpreter."""
+    interpreter; a vyre_xdsl.compiler.Compiled is run as it was compiled."""
     from vyre_xdsl.kernel import compile
 
     with compile(module, backend=backend, device=device) as kernel:
