@@ -37,13 +37,12 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import BufferAccess, launch_of
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of, linear_index
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
-
-WORKGROUP_MEMORY_SPACE = 3
 
 
 def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:

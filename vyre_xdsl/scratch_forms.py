@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.loop_bounds import constant_index, upper_bound
 
@@ -21,9 +22,6 @@ def scratch_name(skeleton: vyre.TiledOnlineSoftmaxOp, role: str) -> str:
     owner = getattr(skeleton, role).owner
     assert isinstance(owner, vyre.ScratchOp)
     return owner.sym_name.data
-
-
-WORKGROUP_MEMORY_SPACE = 3
 
 
 def _is_lane_x(value: SSAValue) -> bool:
