@@ -43,7 +43,7 @@ import numpy as np
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, UnitAttr, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -58,11 +58,10 @@ from xdsl.rewriter import InsertPoint
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.launch import record_skeleton
+from vyre_xdsl.dim_split import loop_over_part_dims
 from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
-
-MAX_TRIPS_ATTR = "vyre.max_trips"  # on a loop over a tile: at most tile_size trips
-CHUNK_LOOP_ATTR = "vyre.dim_chunk"  # on a loop over the dims of one chunk (dim_parts)
 
 
 def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
@@ -149,39 +148,6 @@ def _bounded_below(value: SSAValue) -> bool:
             ):
                 return True
     return False
-
-
-def loop_over_part_dims(
-    b: IRBuilder,
-    head_dim: int,
-    parts: int,
-    part: SSAValue | None,
-    body: Callable[[IRBuilder, SSAValue, SSAValue, list[SSAValue]], list[SSAValue]],
-    iter_args: list[SSAValue] | tuple = (),
-    hint: str = "d",
-) -> list[SSAValue]:
-    """Loop over the dims that `part` owns (vyre.part_dims), in slot order:
-    `body(b, d, slot, carried)` returns the next carried values.  With one
-    part, one loop over every dim (d is the slot); else a loop over the
-    lane's chunks around a loop over a chunk's DIM_CHUNK dims (marked with
-    CHUNK_LOOP_ATTR: vyre-unroll-jam unrolls it first), d an affine form of
-    both indices and `part`."""
-    if part is None:
-        return b.loop(0, head_dim, lambda b, d, carried: body(b, d, d, list(carried)),
-                      iter_args, hint=hint)
-    chunk = vyre.DIM_CHUNK
-    first = b.muli(part, b.index(chunk), "part_offset")
-
-    def over_chunks(b: IRBuilder, c, carried):
-        def over_chunk(b: IRBuilder, e, carried):
-            slot = b.addi(b.muli(c, b.index(chunk)), e, "slot")
-            d = b.addi(b.addi(b.muli(c, b.index(parts * chunk)), first), e, hint)
-            return body(b, d, slot, list(carried))
-
-        return b.loop(0, chunk, over_chunk, carried, hint="e",
-                      attributes={CHUNK_LOOP_ATTR: UnitAttr()})
-
-    return b.loop(0, head_dim // (parts * chunk), over_chunks, iter_args, hint="chunk")
 
 
 def mark_tile_loops(tile_len: SSAValue, tile_size: int) -> None:
