@@ -59,9 +59,10 @@ class VyreOptMain(xDSLOptMain):
             from vyre_xdsl.dialects.vyre import Vyre
 
             self.ctx.register_dialect("vyre", lambda: Vyre)
-        from vyre_xdsl.dialects import gpu_shuffle
+        from vyre_xdsl.dialects import gpu_mma, gpu_shuffle
 
         gpu_shuffle.load_into(self.ctx)
+        gpu_mma.load_into(self.ctx)
 
     def register_all_passes(self):
         super().register_all_passes()

@@ -1,0 +1,358 @@
+"""MLIR's subgroup matrix ops (`gpu.subgroup_mma_*`) and their type
+`!gpu.mma_matrix`, which xDSL 0.74's gpu dialect lacks.  Same names,
+operands, properties and custom syntax as upstream MLIR 22, so lowered IR
+that uses them still goes through `mlir-opt-22`:
+
+    %a = gpu.subgroup_mma_load_matrix %buf[%i, %j] {leadDimension = 16 : index}
+        : memref<16x16xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+    %z = gpu.subgroup_mma_constant_matrix %zero : !gpu.mma_matrix<16x16xf32, "COp">
+    %d = gpu.subgroup_mma_compute %a, %b, %z : !gpu.mma_matrix<16x16xf16, "AOp">,
+        !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
+    gpu.subgroup_mma_store_matrix %d, %out[%i, %j] {leadDimension = 16 : index}
+        : !gpu.mma_matrix<16x16xf32, "COp">, memref<16x16xf32>
+
+A matrix value belongs to the whole subgroup (every lane holds a share the
+program cannot see): D = A * B + C with A MxK ("AOp"), B KxN ("BOp"), C and
+D MxN ("COp").  Loads and stores read the tile at [i, j] of a row-major
+memref whose rows are `leadDimension` elements apart; `transpose` loads
+(stores) the tile's columns from (to) the memref's rows.
+
+Elements are f16 or f32: MLIR 22 also has si8, ui8, i32 and f64 matrices
+(the interpreter and the SPIR-V emitter do not), and no bf16 matrix (its
+verifier rejects `!gpu.mma_matrix<16x16xbf16, "AOp">`).
+
+Loaded into a context with `load_into(ctx)` (vyre_xdsl.make_context and
+vyre-opt do), beside xDSL's own gpu dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    Float16Type,
+    Float32Type,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    VarConstraint,
+    base,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect, Pure
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+
+class MMAOperand(StrEnum):
+    """Which operand of D = A * B + C a matrix is (MLIR's spelling)."""
+
+    A = "AOp"
+    B = "BOp"
+    C = "COp"
+
+
+MMA_OPERANDS = tuple(MMAOperand)
+MMA_ELEMENT_TYPES = (Float16Type, Float32Type)
+
+
+@irdl_attr_definition
+class MMAMatrixType(ParametrizedAttribute, TypeAttribute):
+    """`!gpu.mma_matrix<ROWSxCOLSxELEMENT, "AOp" | "BOp" | "COp">`."""
+
+    name = "gpu.mma_matrix"
+
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
+    operand: StringAttr
+
+    def __init__(self, shape: Sequence[int], element_type: Attribute,
+                 operand: MMAOperand | str):
+        super().__init__(ArrayAttr(IntAttr(d) for d in shape), element_type,
+                         StringAttr(str(operand)))
+
+    def get_shape(self) -> tuple[int, int]:
+        rows, cols = (d.data for d in self.shape)
+        return rows, cols
+
+    @property
+    def use(self) -> MMAOperand:
+        return MMAOperand(self.operand.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[Attribute, ...]:
+        with parser.in_angle_brackets():
+            dims = parser.parse_dimension_list()
+            parser.parse_shape_delimiter()
+            element = parser.parse_type()
+            parser.parse_punctuation(",")
+            operand = parser.parse_str_literal(" matrix operand (AOp, BOp or COp)")
+        return ArrayAttr(IntAttr(d) for d in dims), element, StringAttr(operand)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string("x".join(str(d.data) for d in self.shape) + "x")
+            printer.print_attribute(self.element_type)
+            printer.print_string(f', "{self.operand.data}"')
+
+    def verify(self) -> None:
+        if len(self.shape) != 2 or any(d.data <= 0 for d in self.shape):
+            raise VerifyException(
+                f"!gpu.mma_matrix has 2 positive dimensions (rows x columns), "
+                f"not {[d.data for d in self.shape]}"
+            )
+        if not isinstance(self.element_type, MMA_ELEMENT_TYPES):
+            raise VerifyException(
+                f"!gpu.mma_matrix elements must be f16 or f32 (the types vyre "
+                f"executes; MLIR 22 has no bf16 matrix), not {self.element_type}"
+            )
+        if self.operand.data not in MMA_OPERANDS:
+            raise VerifyException(
+                f'!gpu.mma_matrix operand must be "AOp", "BOp" or "COp", not '
+                f'"{self.operand.data}"'
+            )
+
+
+def _matrix(value: SSAValue, what: str) -> MMAMatrixType:
+    if not isinstance(value.type, MMAMatrixType):
+        raise VerifyException(f"{what} must be a !gpu.mma_matrix, not {value.type}")
+    return value.type
+
+
+def _check_access(memref: SSAValue, indices: Sequence[SSAValue], matrix: MMAMatrixType,
+                  lead_dimension: IntegerAttr, transpose: bool, verb: str) -> None:
+    """What loads and stores share: one index a dimension, the memref's
+    element type, a leading dimension that keeps the tile's rows apart."""
+    memref_type = memref.type
+    assert isinstance(memref_type, MemRefType)
+    rank = memref_type.get_num_dims()
+    preposition = "from" if verb == "loads" else "to"
+    if len(indices) != rank:
+        raise VerifyException(
+            f"takes one index per dimension of {memref_type}: {rank}, not "
+            f"{len(indices)}"
+        )
+    if memref_type.element_type != matrix.element_type:
+        raise VerifyException(
+            f"{verb} an {matrix.element_type} matrix {preposition} a memref of "
+            f"{memref_type.element_type}: the element types must be the same "
+            f"(convert the buffer, or use an {memref_type.element_type} matrix)"
+        )
+    rows, cols = matrix.get_shape()
+    row_length = rows if transpose else cols
+    lead = lead_dimension.value.data
+    if lead < row_length:
+        raise VerifyException(
+            f"leadDimension {lead} is smaller than the {row_length} elements of a "
+            f"stored tile row: the rows would overlap; pass the memref's row "
+            f"length (at least {row_length})"
+        )
+
+
+@irdl_op_definition
+class SubgroupMmaLoadMatrixOp(IRDLOperation):
+    """The tile at `indices` of `srcMemref`, as a matrix of the subgroup."""
+
+    name = "gpu.subgroup_mma_load_matrix"
+
+    srcMemref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType())
+    res = result_def(MMAMatrixType)
+    leadDimension = prop_def(IntegerAttr[IndexType])
+    transpose = opt_prop_def(UnitAttr)
+
+    traits = traits_def(MemoryReadEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$srcMemref `[` $indices `]` attr-dict `:` type($srcMemref) `->` type($res)"
+    )
+
+    def __init__(self, memref: SSAValue, indices: Sequence[SSAValue],
+                 result_type: MMAMatrixType, lead_dimension: int,
+                 transpose: bool = False):
+        properties: dict[str, Attribute] = {
+            "leadDimension": IntegerAttr(lead_dimension, IndexType())}
+        if transpose:
+            properties["transpose"] = UnitAttr()
+        super().__init__(operands=[memref, indices], result_types=[result_type],
+                         properties=properties)
+
+    def verify_(self) -> None:
+        _check_access(self.srcMemref, self.indices, _matrix(self.res, "the result"),
+                      self.leadDimension, self.transpose is not None, "loads")
+
+
+@irdl_op_definition
+class SubgroupMmaStoreMatrixOp(IRDLOperation):
+    """Stores a "COp" matrix to the tile at `indices` of `dstMemref`."""
+
+    name = "gpu.subgroup_mma_store_matrix"
+
+    src = operand_def(MMAMatrixType)
+    dstMemref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType())
+    leadDimension = prop_def(IntegerAttr[IndexType])
+    transpose = opt_prop_def(UnitAttr)
+
+    traits = traits_def(MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$src `,` $dstMemref `[` $indices `]` attr-dict `:` type($src) `,` "
+        "type($dstMemref)"
+    )
+
+    def __init__(self, src: SSAValue, memref: SSAValue, indices: Sequence[SSAValue],
+                 lead_dimension: int, transpose: bool = False):
+        properties: dict[str, Attribute] = {
+            "leadDimension": IntegerAttr(lead_dimension, IndexType())}
+        if transpose:
+            properties["transpose"] = UnitAttr()
+        super().__init__(operands=[src, memref, indices], properties=properties)
+
+    def verify_(self) -> None:
+        matrix = _matrix(self.src, "the stored value")
+        if matrix.use != MMAOperand.C:
+            raise VerifyException(
+                f'stores only "COp" matrices (results of gpu.subgroup_mma_compute), '
+                f'not a "{matrix.use}" one'
+            )
+        _check_access(self.dstMemref, self.indices, matrix, self.leadDimension,
+                      self.transpose is not None, "stores")
+
+
+@irdl_op_definition
+class SubgroupMmaComputeOp(IRDLOperation):
+    """D = A * B + C, each product and sum in the accumulator's type or wider
+    (see interp/mma.py)."""
+
+    name = "gpu.subgroup_mma_compute"
+
+    opA = operand_def(MMAMatrixType)
+    opB = operand_def(MMAMatrixType)
+    # C and the result: one type (MLIR's AllTypesMatch)
+    T: ClassVar = VarConstraint("T", base(MMAMatrixType))
+    opC = operand_def(T)
+    res = result_def(T)
+    a_transpose = opt_prop_def(UnitAttr)
+    b_transpose = opt_prop_def(UnitAttr)
+
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$opA `,` $opB `,` $opC attr-dict `:` type($opA) `,` type($opB) `->` type($res)"
+    )
+
+    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue):
+        super().__init__(operands=[a, b, c], result_types=[c.type])
+
+    def verify_(self) -> None:
+        a, b, c = (_matrix(v, f"operand {n}") for v, n in
+                   ((self.opA, "A"), (self.opB, "B"), (self.opC, "C")))
+        if (a.use, b.use, c.use) != tuple(MMA_OPERANDS):
+            raise VerifyException(
+                f'operands must be in the order AOp, BOp, COp, not {a.use}, {b.use}, '
+                f'{c.use} (load each with the matching !gpu.mma_matrix operand)'
+            )
+        (m, k), (k2, n), (m2, n2) = a.get_shape(), b.get_shape(), c.get_shape()
+        if k != k2 or m != m2 or n != n2:
+            raise VerifyException(
+                f"operand shapes do not satisfy matmul constraints: A is {m}x{k}, "
+                f"B {k2}x{n}, C {m2}x{n2}; A must be MxK, B KxN and C MxN"
+            )
+        if a.element_type != b.element_type:
+            raise VerifyException(
+                f"A and B must have the same element type, not {a.element_type} "
+                f"and {b.element_type}"
+            )
+        for flag in ("a_transpose", "b_transpose"):
+            if getattr(self, flag) is not None:
+                raise VerifyException(
+                    f"{flag} is not supported by vyre's executors: load the "
+                    f"operand with `transpose` instead"
+                )
+
+
+@irdl_op_definition
+class SubgroupMmaConstantMatrixOp(IRDLOperation):
+    """A matrix whose every element is `value`."""
+
+    name = "gpu.subgroup_mma_constant_matrix"
+
+    value = operand_def(Attribute)
+    res = result_def(MMAMatrixType)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, value: SSAValue, result_type: MMAMatrixType,
+                 attributes: dict[str, Attribute] | None = None):
+        super().__init__(operands=[value], result_types=[result_type],
+                         attributes=attributes)
+
+    # `$value attr-dict : type($res)`, the value's type being the elements'
+    # (MLIR's TypesMatchWith, which the declarative format cannot infer)
+    @classmethod
+    def parse(cls, parser: Parser) -> SubgroupMmaConstantMatrixOp:
+        value = parser.parse_unresolved_operand()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        type_pos = parser.pos
+        result_type = parser.parse_type()
+        if not isinstance(result_type, MMAMatrixType):
+            parser.raise_error(f"expected a !gpu.mma_matrix type, not {result_type}",
+                               type_pos)
+        value = parser.resolve_operand(value, result_type.element_type)
+        return cls(value, result_type, attributes)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.value)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.res.type)
+
+    def verify_(self) -> None:
+        matrix = _matrix(self.res, "the result")
+        if self.value.type != matrix.element_type:
+            raise VerifyException(
+                f"the value has type {self.value.type}, the matrix elements "
+                f"{matrix.element_type}: they must be the same"
+            )
+
+
+MMA_OPS = (
+    SubgroupMmaLoadMatrixOp,
+    SubgroupMmaStoreMatrixOp,
+    SubgroupMmaComputeOp,
+    SubgroupMmaConstantMatrixOp,
+)
+
+
+def load_into(ctx: Context) -> None:
+    """Make the subgroup matrix ops and `!gpu.mma_matrix` parseable in
+    `ctx` (once)."""
+    loaded = {op.name for op in ctx.loaded_ops}
+    for op in MMA_OPS:
+        if op.name not in loaded:
+            ctx.load_op(op)
+    if MMAMatrixType.name not in {attr.name for attr in ctx.loaded_attrs}:
+        ctx.load_attr_or_type(MMAMatrixType)
