@@ -24,6 +24,7 @@ from vyre_xdsl.interp.gpu import GpuFunctions
 from vyre_xdsl.interp.lanes import LaneState
 from vyre_xdsl.interp.math import MathFunctions
 from vyre_xdsl.interp.memref import Buffer, MemRefFunctions
+from vyre_xdsl.interp.mma import MmaFunctions
 from vyre_xdsl.interp.scf import ScfFunctions
 from vyre_xdsl.interp.vector import VectorFunctions
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
@@ -34,6 +35,7 @@ FUNCTION_CLASSES: tuple[type[InterpreterFunctions], ...] = (
     MemRefFunctions,
     ScfFunctions,
     GpuFunctions,
+    MmaFunctions,
     VectorFunctions,
 )
 

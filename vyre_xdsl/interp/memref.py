@@ -92,26 +92,29 @@ def out_of_bounds(state: LaneState, op, buf: Buffer, index, mask) -> VyreError:
     )
 
 
+def linear_index(buf: Buffer, indices):
+    """The flat element index of `indices` into `buf` (one index: already
+    flat)."""
+    if len(indices) == 1:
+        return indices[0]
+    if len(indices) != len(buf.shape):
+        raise VyreError(
+            f"{buf.name} has rank {len(buf.shape)} but is indexed with "
+            f"{len(indices)} indices"
+        )
+    flat = None
+    for index, extent in zip(indices, buf.shape):
+        if np.any(np.asarray(index) >= extent):
+            raise VyreError(
+                f"index {np.max(index)} out of bounds for a dimension of "
+                f"size {extent} of {buf.name}"
+            )
+        flat = index if flat is None else flat * np.uint32(extent) + index
+    return flat if flat is not None else np.uint32(0)
+
+
 @register_impls
 class MemRefFunctions(LaneFunctions):
-    def _linear_index(self, buf: Buffer, indices):
-        if len(indices) == 1:
-            return indices[0]
-        if len(indices) != len(buf.shape):
-            raise VyreError(
-                f"{buf.name} has rank {len(buf.shape)} but is indexed with "
-                f"{len(indices)} indices"
-            )
-        flat = None
-        for index, extent in zip(indices, buf.shape):
-            if np.any(np.asarray(index) >= extent):
-                raise VyreError(
-                    f"index {np.max(index)} out of bounds for a dimension of "
-                    f"size {extent} of {buf.name}"
-                )
-            flat = index if flat is None else flat * np.uint32(extent) + index
-        return flat if flat is not None else np.uint32(0)
-
     def _alloc(self, op, args, kind: str):
         type_attr = op.memref.type
         assert isinstance(type_attr, MemRefType)
@@ -154,7 +157,7 @@ class MemRefFunctions(LaneFunctions):
     @impl(memref.LoadOp)
     def run_load(self, interpreter, op: memref.LoadOp, args):
         buf: Buffer = args[0]
-        index = args[1] if len(args) == 2 else self._linear_index(buf, args[1:])
+        index = args[1] if len(args) == 2 else linear_index(buf, args[1:])
         return (gather(self.state, op, buf, index),)
 
     @impl(memref.StoreOp)
@@ -167,7 +170,7 @@ class MemRefFunctions(LaneFunctions):
                 f"access = \"read\" (docs/lowered-ir.md: read buffers are never "
                 f"stored to)"
             )
-        index = args[2] if len(args) == 3 else self._linear_index(buf, args[2:])
+        index = args[2] if len(args) == 3 else linear_index(buf, args[2:])
         state = self.state
         mask = state.mask
         data = buf.data
