@@ -103,6 +103,8 @@ def _dummy(name: str, kinds: list[str]) -> list[str]:
 def test_every_opcode_matches_spirv_as(tmp_path):
     lines, ours = [], []
     for n, (opcode, (name, kinds)) in enumerate(spec.INSTRUCTIONS.items()):
+        if name in spec.NEWER:  # spirv-as 2023.1 predates it (test_mma.py)
+            continue
         dummy = [_unique(line, n) for line in _dummy(name, kinds)]
         lines.extend(dummy)
         ours.extend([None] * (len(dummy) - 1) + [(name, opcode)])
@@ -150,11 +152,13 @@ def _with_parameters(kind: str, value: int) -> str | None:
 
 @needs_as
 def test_every_enumerant_matches_spirv_as(tmp_path):
-    assert set(_CARRIERS) | _NOT_NAMED == set(spec.ENUMS)
+    assert set(_CARRIERS) | _NOT_NAMED == set(spec.ENUMS) - spec.NEWER
     lines, ours = [], []
     for kind, (carrier, index) in _CARRIERS.items():
         table = spec.ENUMS[kind]
         for value, name in table.names.items():
+            if f"{kind}.{name}" in spec.NEWER:
+                continue
             operand = _with_parameters(kind, value)
             if operand is None:
                 continue

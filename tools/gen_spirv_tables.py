@@ -10,6 +10,14 @@ The vendored file keeps the instructions listed in INSTRUCTIONS (opcode and
 operand kinds), every enumerant of the operand kinds in ENUM_KINDS, and all
 of GLSL.std.450, so nothing else needs spirv-headers. To emit a new
 instruction or use a new enum kind, add it below and run the script.
+
+What Debian 12's spirv-headers (1.3.239) predates, SPV_KHR_cooperative_matrix,
+comes from NEWER, an excerpt of a newer Khronos grammar (the NEWER_* names
+below); the vendored file lists those names under "newer" (spirv-as 2023.1
+does not know them: tests check them through MLIR's SPIR-V deserializer).
+To refresh the excerpt from SPIRV-Headers' spirv.core.grammar.json:
+
+    python tools/gen_spirv_tables.py --newer-from PATH/spirv.core.grammar.json
 """
 
 from __future__ import annotations
@@ -59,6 +67,9 @@ INSTRUCTIONS = (
     "OpBranchConditional", "OpReturn", "OpUnreachable",
     "OpGroupNonUniformShuffle", "OpGroupNonUniformShuffleXor",
     "OpGroupNonUniformShuffleUp", "OpGroupNonUniformShuffleDown",
+    "OpCompositeConstruct",
+    "OpTypeCooperativeMatrixKHR", "OpCooperativeMatrixLoadKHR",
+    "OpCooperativeMatrixStoreKHR", "OpCooperativeMatrixMulAddKHR",
 )
 
 # enum operand kinds kept whole (Scope and MemorySemantics are passed as
@@ -68,7 +79,19 @@ ENUM_KINDS = (
     "ExecutionMode", "Capability", "StorageClass", "Decoration", "BuiltIn",
     "Scope", "MemorySemantics", "FunctionControl", "MemoryAccess",
     "LoopControl", "SelectionControl",
+    "CooperativeMatrixUse", "CooperativeMatrixLayout", "CooperativeMatrixOperands",
 )
+
+# taken from NEWER where the installed grammar lacks them
+NEWER = Path(__file__).resolve().parent / "spirv_newer.grammar.json"
+NEWER_INSTRUCTIONS = (
+    "OpTypeCooperativeMatrixKHR", "OpCooperativeMatrixLoadKHR",
+    "OpCooperativeMatrixStoreKHR", "OpCooperativeMatrixMulAddKHR",
+)
+NEWER_ENUM_KINDS = (
+    "CooperativeMatrixUse", "CooperativeMatrixLayout", "CooperativeMatrixOperands",
+)
+NEWER_ENUMERANTS = {"Capability": ("CooperativeMatrixKHR",)}
 
 
 def _operands(operands: list[dict]) -> str:
@@ -90,15 +113,51 @@ def _headers_version() -> str | None:
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
-def tables(grammar_dir: Path = GRAMMAR_DIR) -> dict:
-    """The vendored tables, from the grammars in `grammar_dir`."""
+def newer_excerpt(core: dict) -> dict:
+    """The NEWER_* entries of a (newer) core grammar, as they are there."""
+    kinds = {k["kind"]: k for k in core["operand_kinds"]}
+    return {
+        "comment": "excerpt of a Khronos spirv.core.grammar.json made by "
+                   "tools/gen_spirv_tables.py --newer-from; do not edit",
+        "version": f"{core['major_version']}.{core['minor_version']} "
+                   f"revision {core['revision']}",
+        "instructions": [i for i in core["instructions"]
+                         if i["opname"] in NEWER_INSTRUCTIONS],
+        "operand_kinds": [kinds[kind] for kind in NEWER_ENUM_KINDS] + [
+            {**kinds[kind], "enumerants": [e for e in kinds[kind]["enumerants"]
+                                           if e["enumerant"] in names]}
+            for kind, names in NEWER_ENUMERANTS.items()
+        ],
+    }
+
+
+def tables(grammar_dir: Path = GRAMMAR_DIR, newer_path: Path = NEWER) -> dict:
+    """The vendored tables, from the grammars in `grammar_dir` and, for what
+    they lack, the excerpt `newer_path`."""
     core = json.loads((grammar_dir / CORE).read_text())
     glsl = json.loads((grammar_dir / GLSL).read_text())
+    newer = json.loads(newer_path.read_text())
     known = {i["opname"]: i for i in core["instructions"]}
+    taken: list[str] = []
+    for instruction in newer["instructions"]:
+        if instruction["opname"] not in known:
+            known[instruction["opname"]] = instruction
+            taken.append(instruction["opname"])
     missing = [name for name in INSTRUCTIONS if name not in known]
     if missing:
-        raise SystemExit(f"not in {CORE}: {', '.join(missing)}")
+        raise SystemExit(f"not in {CORE} nor {NEWER.name}: {', '.join(missing)}")
     kinds = {k["kind"]: k for k in core["operand_kinds"]}
+    for kind in newer["operand_kinds"]:
+        if kind["kind"] not in kinds:
+            kinds[kind["kind"]] = kind
+            taken.append(kind["kind"])
+            continue
+        present = {e["enumerant"] for e in kinds[kind["kind"]]["enumerants"]}
+        extra = [e for e in kind["enumerants"] if e["enumerant"] not in present]
+        if extra:
+            kinds[kind["kind"]] = {**kinds[kind["kind"]],
+                                   "enumerants": kinds[kind["kind"]]["enumerants"] + extra}
+            taken.extend(f"{kind['kind']}.{e['enumerant']}" for e in extra)
     enums = {}
     for kind in ENUM_KINDS:
         enumerants, parameters = {}, {}
@@ -116,6 +175,8 @@ def tables(grammar_dir: Path = GRAMMAR_DIR) -> dict:
                     f"revision {core['revision']}",
             "glsl_std_450": f"{glsl['version']} revision {glsl['revision']}",
         },
+        # names from the excerpt (instructions, enum kinds, Kind.Enumerant)
+        "newer": {"grammar": newer["version"], "names": taken},
         "magic_number": _value(core["magic_number"]),
         "instructions": {
             name: [known[name]["opcode"], _operands(known[name].get("operands", []))]
@@ -152,7 +213,13 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=OUTPUT)
     parser.add_argument("--check", action="store_true",
                         help="compare with the output file instead of writing it")
+    parser.add_argument("--newer-from", type=Path, metavar="GRAMMAR.json",
+                        help=f"first rewrite {NEWER.name} from this (newer) "
+                             f"spirv.core.grammar.json of SPIRV-Headers")
     args = parser.parse_args()
+    if args.newer_from is not None:
+        excerpt = newer_excerpt(json.loads(args.newer_from.read_text()))
+        NEWER.write_text(json.dumps(excerpt, indent=1) + "\n")
     if not (args.grammar_dir / CORE).exists():
         print(f"error: no {CORE} in {args.grammar_dir}; install spirv-headers "
               f"(apt-get install spirv-headers) or pass --grammar-dir", file=sys.stderr)

@@ -60,12 +60,17 @@ ENUMS: dict[str, Table] = {
                 parameters=entry["parameters"])
     for kind, entry in _GRAMMAR["operand_kinds"].items()
 }
+# names newer than Debian's spirv-headers (tools/gen_spirv_tables.py: NEWER):
+# instructions, enum kinds and Kind.Enumerant
+NEWER: frozenset[str] = frozenset(_GRAMMAR["newer"]["names"])
 GLSL_STD_450 = "GLSL.std.450"  # the name OpExtInstImport gives the set
 GLSL = Table(f"{GLSL_STD_450} instruction", _GRAMMAR["glsl_std_450"])
 
 AddressingModel = ENUMS["AddressingModel"]
 BuiltIn = ENUMS["BuiltIn"]
 Capability = ENUMS["Capability"]
+CooperativeMatrixLayout = ENUMS["CooperativeMatrixLayout"]
+CooperativeMatrixUse = ENUMS["CooperativeMatrixUse"]
 Decoration = ENUMS["Decoration"]
 ExecutionMode = ENUMS["ExecutionMode"]
 ExecutionModel = ENUMS["ExecutionModel"]
