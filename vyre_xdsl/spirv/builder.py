@@ -226,6 +226,14 @@ class ModuleBuilder:
         return self._type(("pointer", storage_class, pointee), Op.TypePointer,
                           storage_class, pointee)
 
+    def type_cooperative_matrix(self, component: int, scope: int, rows: int,
+                                cols: int, use: int) -> int:
+        """SPV_KHR_cooperative_matrix's matrix type (scope and use: enumerant
+        numbers, held by constants as the instruction wants)."""
+        return self._type(("cooperative_matrix", component, scope, rows, cols, use),
+                          Op.TypeCooperativeMatrixKHR, component,
+                          *(self.constant_uint(v) for v in (scope, rows, cols, use)))
+
     def type_function(self, result: int, *params: int) -> int:
         return self._type(("function", result, params), Op.TypeFunction,
                           result, *params)

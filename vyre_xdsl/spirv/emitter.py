@@ -1,7 +1,7 @@
 """Drives the conversion of a lowered module (docs/lowered-ir.md) to one
 SPIR-V module with an entry point per kernel. The per-op conversions live in
 one module per op family (`arith`, `math`, `memref`, `scf`, `gpu`, `vector`,
-`half`), each a HANDLERS table keyed by op class; this file holds the state
+`half`, `mma`), each a HANDLERS table keyed by op class; this file holds the state
 they share: the module builder and the variables every entry point may use
 (`ProgramEmitter`), and per kernel the SSA value -> id map, the type
 mapping and what its entry point needs (`KernelEmitter`)."""
@@ -42,10 +42,10 @@ WORD_BYTES = 4  # every scalar the emitter declares is one 32-bit word
 def _handlers() -> dict[type[Operation], Handler]:
     """Op class -> conversion, of every op family (imported here: each
     family module imports this one)."""
-    from vyre_xdsl.spirv import arith, gpu, half, math, memref, scf, vector
+    from vyre_xdsl.spirv import arith, gpu, half, math, memref, mma, scf, vector
 
     handlers: dict[type[Operation], Handler] = {}
-    for family in (arith, half, math, memref, scf, gpu, vector):
+    for family in (arith, half, math, memref, scf, gpu, vector, mma):
         handlers.update(family.HANDLERS)
     return handlers
 
@@ -119,6 +119,7 @@ class KernelEmitter:
         self.memories: dict[SSAValue, MemoryObject] = {}
         self.interface: list[int] = []  # Input variables of the entry point
         self.capabilities: set[int] = set()  # beyond the program's
+        self.extensions: set[str] = set()  # beyond the program's
         self.workgroup_bytes = 0
         self.fn: FunctionBuilder | None = None
 
@@ -177,6 +178,11 @@ class KernelEmitter:
         self.capabilities.add(capability)
         self.b.capability(capability)
 
+    def extension(self, name: str) -> None:
+        """Declare extension `name` for the module, needed by this kernel."""
+        self.extensions.add(name)
+        self.b.extension(name)
+
     def glsl(self, number: int, result_type: int, *args: int) -> int:
         std = self.b.ext_inst_import(GLSL_STD_450)
         return self.fn.op(Op.ExtInst, result_type, std, number, *args)
@@ -218,7 +224,7 @@ class KernelEmitter:
         program = self.program
         return EntryPoint(self.info.name, tuple(wg), self.workgroup_bytes,
                           frozenset(program.capabilities) | self.capabilities,
-                          frozenset(program.extensions))
+                          frozenset(program.extensions) | self.extensions)
 
 
 def emit_spirv(module: ModuleOp, *, preserve_nan_inf: bool = False) -> bytes:

@@ -1,0 +1,175 @@
+"""The subgroup matrix ops (dialects/gpu_mma.py) in every executor: the
+interpreter against numpy, the SPIR-V emitter's cooperative matrices
+deserialised and verified by MLIR 22 (Debian's spirv-val predates
+SPV_KHR_cooperative_matrix), and the Vulkan runtime's refusal of a device
+without VK_KHR_cooperative_matrix (lavapipe)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from requirements import MLIR_OPT, needs_mlir_opt, needs_vulkan, requires
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.spirv import emit_spirv_module
+from vyre_xdsl.spirv.spec import Capability
+from vyre_xdsl.tools.mma_kernels import MATMUL_SHAPES, MatmulShape, matmul_kernel
+
+MLIR_TRANSLATE = shutil.which("mlir-translate-22")
+needs_mlir_translate = requires(
+    None if MLIR_TRANSLATE else "mlir-translate-22 not installed (Debian mlir-22-tools)")
+
+NUMPY_DTYPES = {"f16": np.float16, "f32": np.float32}
+# Unit roundoff of the accumulator: a device may add the K products and C
+# in any order, rounding each partial sum (an f16 accumulator too), so an
+# element of out may be off by (K + 1) * u * (|a| |b| + |c|) from the exact
+# value; the interpreter's own error is within it.
+UNIT_ROUNDOFF = {"f16": 2.0**-11, "f32": 2.0**-24}
+
+
+def matmul_inputs(shape: MatmulShape, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    t, acc = NUMPY_DTYPES[shape.inputs], NUMPY_DTYPES[shape.accumulator]
+    return {
+        "a": rng.standard_normal(shape.m * shape.k).astype(t),
+        "b": rng.standard_normal(shape.k * shape.n).astype(t),
+        "c": rng.standard_normal(shape.m * shape.n).astype(acc),
+    }
+
+
+def assert_matmul_close(shape: MatmulShape, ins, out: np.ndarray) -> None:
+    """out = a b + c within the declared tolerance (float64 reference)."""
+    a = ins["a"].astype(np.float64).reshape(shape.m, shape.k)
+    b = ins["b"].astype(np.float64).reshape(shape.k, shape.n)
+    c = ins["c"].astype(np.float64).reshape(shape.m, shape.n)
+    bound = (shape.k + 1) * UNIT_ROUNDOFF[shape.accumulator] * (np.abs(a) @ np.abs(b)
+                                                                 + np.abs(c))
+    error = np.abs(out.astype(np.float64).reshape(shape.m, shape.n) - (a @ b + c))
+    assert out.dtype == NUMPY_DTYPES[shape.accumulator]
+    assert (error <= bound).all(), f"worst error {error.max()}, bound {bound.min()}"
+
+
+@pytest.mark.parametrize("shape", MATMUL_SHAPES, ids=lambda s: s.name)
+def test_interpreter_matmul_matches_numpy(shape):
+    ins = matmul_inputs(shape)
+    out = vx.run(vx.parse_module(matmul_kernel(shape)), ins)["out"]
+    assert_matmul_close(shape, ins, out)
+
+
+def test_tolerance_catches_a_wrong_product():
+    shape = MATMUL_SHAPES[0]
+    ins = matmul_inputs(shape)
+    out = vx.run(vx.parse_module(matmul_kernel(shape)), ins)["out"]
+    out[5] += 1e-3
+    with pytest.raises(AssertionError):
+        assert_matmul_close(shape, ins, out)
+
+
+# out = a * b^T + 1 on each of two subgroups, subgroup s on rows 16s..16s+15
+# of a and out: b read transposed, a constant accumulator, per-subgroup
+# indices from the lane id
+TWO_SUBGROUPS = """builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "tiles"}> ({
+    "gpu.func"() <{function_type = (memref<512xf16>, memref<256xf16>, memref<512xf32>) -> (), kernel}> ({
+    ^bb0(%a: memref<512xf16>, %b: memref<256xf16>, %out: memref<512xf32>):
+      %c0 = arith.constant 0 : index
+      %c32 = arith.constant 32 : index
+      %c256 = arith.constant 256 : index
+      %lane = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %sub = arith.divui %lane, %c32 : index
+      %base = arith.muli %sub, %c256 : index
+      %ma = gpu.subgroup_mma_load_matrix %a[%base] {leadDimension = 16 : index} : memref<512xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+      %mb = gpu.subgroup_mma_load_matrix %b[%c0] {leadDimension = 16 : index, transpose} : memref<256xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
+      %one = arith.constant 1.0 : f32
+      %mc = gpu.subgroup_mma_constant_matrix %one : !gpu.mma_matrix<16x16xf32, "COp">
+      %md = gpu.subgroup_mma_compute %ma, %mb, %mc : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
+      gpu.subgroup_mma_store_matrix %md, %out[%base] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<512xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "tiles", gpu.kernel, vyre.launch = #vyre.launch<items = 64,
+        workgroup = [64, 1, 1], grid = [1, 1, 1],
+        buffers = [
+          #vyre.buffer<name = "a", binding = 0, access = read, shape = [32, 16], dtype = f16>,
+          #vyre.buffer<name = "b", binding = 1, access = read, shape = [16, 16], dtype = f16>,
+          #vyre.buffer<name = "out", binding = 2, access = write, shape = [32, 16], dtype = f32>]>}
+      : () -> ()
+  }) : () -> ()
+}
+"""
+
+
+def _two_subgroup_inputs():
+    rng = np.random.default_rng(1)
+    return {"a": rng.standard_normal(512).astype(np.float16),
+            "b": rng.standard_normal(256).astype(np.float16)}
+
+
+def test_each_subgroup_has_its_own_tile_transposed_b_and_constant_c():
+    ins = _two_subgroup_inputs()
+    out = vx.run(vx.parse_module(TWO_SUBGROUPS), ins)["out"]
+    a = ins["a"].astype(np.float64).reshape(32, 16)
+    b = ins["b"].astype(np.float64).reshape(16, 16)
+    np.testing.assert_allclose(out.reshape(32, 16), a @ b.T + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_lanes_of_a_subgroup_must_agree_on_the_tile():
+    text = TWO_SUBGROUPS.replace("%sub = arith.divui %lane, %c32 : index",
+                                 "%sub = arith.remui %lane, %c32 : index")
+    with pytest.raises(VyreError, match="different indices"):
+        vx.run(vx.parse_module(text), _two_subgroup_inputs())
+
+
+def test_a_tile_beyond_the_buffer_is_refused():
+    text = TWO_SUBGROUPS.replace("%c256 = arith.constant 256 : index",
+                                 "%c256 = arith.constant 400 : index")
+    with pytest.raises(VyreError, match="reaches element"):
+        vx.run(vx.parse_module(text), _two_subgroup_inputs())
+
+
+# -- SPIR-V --------------------------------------------------------------------
+
+def _mlir_verifies_spirv(binary: bytes, tmp_path) -> str:
+    """mlir-translate-22 deserialises `binary` and mlir-opt-22 verifies it;
+    returns MLIR's text of the spirv.module."""
+    path = tmp_path / "k.spv"
+    path.write_bytes(binary)
+    result = subprocess.run([MLIR_TRANSLATE, "--deserialize-spirv", str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    verified = subprocess.run([MLIR_OPT], input=result.stdout, capture_output=True,
+                              text=True)
+    assert verified.returncode == 0, verified.stderr
+    return verified.stdout
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+@pytest.mark.parametrize("shape", MATMUL_SHAPES, ids=lambda s: s.name)
+def test_spirv_cooperative_matrices_verify_in_mlir(shape, tmp_path):
+    spirv = emit_spirv_module(vx.parse_module(matmul_kernel(shape)))
+    entry = spirv.entry("matmul")
+    assert {Capability.CooperativeMatrixKHR, Capability.Float16} <= entry.capabilities
+    assert "SPV_KHR_cooperative_matrix" in entry.extensions
+    text = _mlir_verifies_spirv(spirv.binary, tmp_path)
+    m, n, k, t, acc = shape.m, shape.n, shape.k, shape.inputs, shape.accumulator
+    for expected in (
+        f"!spirv.coopmatrix<{m}x{k}x{t}, Subgroup, MatrixA>",
+        f"!spirv.coopmatrix<{k}x{n}x{t}, Subgroup, MatrixB>",
+        f"-> !spirv.coopmatrix<{m}x{n}x{acc}, Subgroup, MatrixAcc>",
+        "spirv.KHR.CooperativeMatrixMulAdd",
+        "spirv.KHR.CooperativeMatrixStore",
+    ):
+        assert expected in text, expected
+    assert "spirv.KHR.CooperativeMatrixLoad" in text and "<RowMajor>" in text
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_spirv_transposed_load_and_constant_matrix_verify_in_mlir(tmp_path):
+    spirv = emit_spirv_module(vx.parse_module(TWO_SUBGROUPS))
+    text = _mlir_verifies_spirv(spirv.binary, tmp_path)
+    assert "<ColumnMajor>" in text
+    assert "spirv.CompositeConstruct" in text

@@ -1,0 +1,121 @@
+"""The subgroup matrix ops (dialects/gpu_mma.py) as SPV_KHR_cooperative_matrix
+instructions (capability CooperativeMatrixKHR; Vulkan's
+VK_KHR_cooperative_matrix, which the runtime enables where a module needs it):
+
+    !gpu.mma_matrix<RxCxT, U>        OpTypeCooperativeMatrixKHR T Subgroup R C
+                                     (AOp MatrixAKHR, BOp MatrixBKHR,
+                                     COp MatrixAccumulatorKHR)
+    subgroup_mma_load/store_matrix   OpCooperativeMatrixLoad/StoreKHR at the
+                                     tile's first element, RowMajorKHR (with
+                                     `transpose` ColumnMajorKHR), the leading
+                                     dimension as the stride
+    subgroup_mma_compute             OpCooperativeMatrixMulAddKHR
+    subgroup_mma_constant_matrix     OpCompositeConstruct of the one value
+
+An f16 matrix is a matrix of SPIR-V f16 (capability Float16), loaded from
+and stored to the 16-bit elements of an f16 buffer (spirv/half.py) as they
+are: the cooperative-matrix instructions read the array's elements as the
+matrix's component type, the stride counting elements.  An f16 scalar is
+held as its bits in a uint (half.py), so the constant matrix narrows and
+bitcasts it.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import Float16Type, Float32Type
+from xdsl.ir import Attribute, Operation
+
+from vyre_xdsl.dialects.gpu_mma import (
+    MMAMatrixType,
+    MMAOperand,
+    SubgroupMmaComputeOp,
+    SubgroupMmaConstantMatrixOp,
+    SubgroupMmaLoadMatrixOp,
+    SubgroupMmaStoreMatrixOp,
+)
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.spirv.memref import _memory, _pointer
+from vyre_xdsl.spirv.spec import (
+    Capability,
+    CooperativeMatrixLayout,
+    CooperativeMatrixUse,
+    Op,
+    Scope,
+)
+
+COOPERATIVE_MATRIX = "SPV_KHR_cooperative_matrix"
+
+_USE = {
+    MMAOperand.A: CooperativeMatrixUse.MatrixAKHR,
+    MMAOperand.B: CooperativeMatrixUse.MatrixBKHR,
+    MMAOperand.C: CooperativeMatrixUse.MatrixAccumulatorKHR,
+}
+
+
+def _component(e, element: Attribute) -> int:
+    if isinstance(element, Float16Type):
+        e.capability(Capability.Float16)
+        return e.b.type_float(16)
+    if isinstance(element, Float32Type):
+        return e.f32
+    raise VyreError(f"the SPIR-V emitter has no {element} cooperative matrix")
+
+
+def matrix_type(e, matrix: MMAMatrixType) -> int:
+    """The OpTypeCooperativeMatrixKHR of `matrix`, declaring what it needs."""
+    e.capability(Capability.CooperativeMatrixKHR)
+    e.extension(COOPERATIVE_MATRIX)
+    rows, cols = matrix.get_shape()
+    return e.b.type_cooperative_matrix(_component(e, matrix.element_type),
+                                       Scope.Subgroup, rows, cols, _USE[matrix.use])
+
+
+def _tile(e, op: Operation, memref, indices) -> tuple[int, int, int]:
+    """Pointer to the tile's first element, layout and stride ids."""
+    memory = _memory(e, memref, op)
+    if memory.vector_width > 1:
+        raise VyreError(
+            f"'{op.name}': {memref.name_hint or 'its memref'} is also read with "
+            f"vector.load; the emitter loads matrices from arrays of scalars"
+        )
+    pointer = _pointer(e, op, memory, indices)
+    layout = (CooperativeMatrixLayout.ColumnMajorKHR if op.transpose is not None
+              else CooperativeMatrixLayout.RowMajorKHR)
+    b = e.b
+    return pointer, b.constant_uint(layout), b.constant_uint(op.leadDimension.value.data)
+
+
+def _load(e, op: SubgroupMmaLoadMatrixOp) -> None:
+    result_type = matrix_type(e, op.res.type)
+    pointer, layout, stride = _tile(e, op, op.srcMemref, op.indices)
+    e.bind(op.res, e.fn.op(Op.CooperativeMatrixLoadKHR, result_type, pointer,
+                           layout, stride))
+
+
+def _store(e, op: SubgroupMmaStoreMatrixOp) -> None:
+    pointer, layout, stride = _tile(e, op, op.dstMemref, op.indices)
+    e.fn.emit(Op.CooperativeMatrixStoreKHR, pointer, e.value(op.src), layout, stride)
+
+
+def _compute(e, op: SubgroupMmaComputeOp) -> None:
+    result_type = matrix_type(e, op.res.type)
+    e.bind(op.res, e.fn.op(Op.CooperativeMatrixMulAddKHR, result_type,
+                           e.value(op.opA), e.value(op.opB), e.value(op.opC)))
+
+
+def _constant(e, op: SubgroupMmaConstantMatrixOp) -> None:
+    result_type = matrix_type(e, op.res.type)
+    value = e.value(op.value)
+    if isinstance(op.value.type, Float16Type):  # its bits in a uint (half.py)
+        fn = e.fn
+        bits = fn.op(Op.UConvert, e.b.type_int(16, False), value)
+        value = fn.op(Op.Bitcast, e.b.type_float(16), bits)
+    e.bind(op.res, e.fn.op(Op.CompositeConstruct, result_type, value))
+
+
+HANDLERS = {
+    SubgroupMmaLoadMatrixOp: _load,
+    SubgroupMmaStoreMatrixOp: _store,
+    SubgroupMmaComputeOp: _compute,
+    SubgroupMmaConstantMatrixOp: _constant,
+}
