@@ -173,3 +173,25 @@ def test_spirv_transposed_load_and_constant_matrix_verify_in_mlir(tmp_path):
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     assert "<ColumnMajor>" in text
     assert "spirv.CompositeConstruct" in text
+
+
+# -- Vulkan --------------------------------------------------------------------
+
+@needs_vulkan
+@pytest.mark.parametrize("shape", MATMUL_SHAPES[:1], ids=lambda s: s.name)
+def test_vulkan_runs_or_refuses_cooperative_matrices(shape):
+    """On a device with VK_KHR_cooperative_matrix the kernel matches numpy;
+    on one without (lavapipe) the runtime refuses it, naming the device and
+    the feature, before creating anything."""
+    from vyre_xdsl.vulkan import runtime
+
+    ctx = runtime._context(runtime._validation_requested(None))
+    ins = matmul_inputs(shape)
+    module = vx.parse_module(matmul_kernel(shape))
+    if ctx.cooperative_matrix and ctx.float16:
+        assert_matmul_close(shape, ins, vx.run(module, ins, backend="vulkan")["out"])
+        return
+    with pytest.raises(VyreError, match="cooperativeMatrix") as refused:
+        vx.run(module, ins, backend="vulkan")
+    assert ctx.name in str(refused.value)
+    assert "VK_KHR_cooperative_matrix" in str(refused.value)

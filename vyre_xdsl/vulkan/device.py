@@ -34,6 +34,7 @@ VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEVICE_ENV = "VYRE_VULKAN_DEVICE"
 VALIDATION_ENV = "VYRE_VULKAN_VALIDATION"
 FENCE_TIMEOUT_NS = 600 * 10**9
+COOPERATIVE_MATRIX_EXTENSION = "VK_KHR_cooperative_matrix"
 
 _DEVICE_TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU",
                       3: "virtual GPU", 4: "CPU"}
@@ -213,6 +214,7 @@ class _Context:
         self.subgroup = self._subgroup_support()
         self.max_allocation = self._max_allocation()
         self.storage_16bit = self._storage_16bit_support()
+        self.float16, self.cooperative_matrix = self._matrix_support()
 
     def _subgroup_support(self) -> SubgroupSupport:
         vk = self.vk
@@ -251,20 +253,47 @@ class _Context:
         vk.vkGetPhysicalDeviceFeatures2(self.physical, features)
         return bool(found.storageBuffer16BitAccess)
 
+    def _matrix_support(self) -> tuple[bool, bool]:
+        """Whether the device has f16 arithmetic (shaderFloat16, Vulkan 1.2)
+        and cooperative matrices (VK_KHR_cooperative_matrix's
+        cooperativeMatrix): what f16 subgroup matrix ops need (spirv/mma.py)."""
+        vk = self.vk
+        if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 2, 0):
+            return False, False
+        extensions = {e.extensionName for e in
+                      vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
+        # a feature struct of an extension the device lacks is not queried
+        matrix = (vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR()
+                  if COOPERATIVE_MATRIX_EXTENSION in extensions else None)
+        float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=matrix)
+        vk.vkGetPhysicalDeviceFeatures2(self.physical,
+                                        vk.VkPhysicalDeviceFeatures2(pNext=float16))
+        return bool(float16.shaderFloat16), bool(matrix and matrix.cooperativeMatrix)
+
     def _create_device(self) -> None:
         vk = self.vk
         priorities = [1.0]
         queue_info = vk.VkDeviceQueueCreateInfo(
             queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)
         queue_infos = [queue_info]
-        # enable 16-bit storage where the device has it (f16/bf16 buffers)
-        storage_16bit = (
-            vk.VkPhysicalDevice16BitStorageFeatures(storageBuffer16BitAccess=vk.VK_TRUE)
-            if self.storage_16bit else None
+        # enable cooperative matrices, f16 arithmetic and 16-bit storage where
+        # the device has them (subgroup matrix ops, f16/bf16 buffers)
+        features = (
+            vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(cooperativeMatrix=vk.VK_TRUE)
+            if self.cooperative_matrix else None
         )
-        create = vk.VkDeviceCreateInfo(pNext=storage_16bit,
+        if self.float16:
+            features = vk.VkPhysicalDeviceShaderFloat16Int8Features(
+                pNext=features, shaderFloat16=vk.VK_TRUE)
+        if self.storage_16bit:
+            features = vk.VkPhysicalDevice16BitStorageFeatures(
+                pNext=features, storageBuffer16BitAccess=vk.VK_TRUE)
+        extensions = [COOPERATIVE_MATRIX_EXTENSION] if self.cooperative_matrix else []
+        create = vk.VkDeviceCreateInfo(pNext=features,
                                        queueCreateInfoCount=1,
-                                       pQueueCreateInfos=queue_infos)
+                                       pQueueCreateInfos=queue_infos,
+                                       enabledExtensionCount=len(extensions),
+                                       ppEnabledExtensionNames=extensions)
         self.device = vk.vkCreateDevice(self.physical, create, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
 
@@ -378,4 +407,6 @@ def device_report() -> str:
         f"{', '.join(sorted(ctx.subgroup.operations)) if ctx.subgroup.compute else 'none'})\n"
         f"  memory: {'device-local + staging' if ctx.staging else 'host-visible'}\n"
         f"  storageBuffer16BitAccess = {ctx.storage_16bit} (f16 and bf16 buffers)\n"
+        f"  shaderFloat16 = {ctx.float16}, cooperativeMatrix = {ctx.cooperative_matrix} "
+        f"({COOPERATIVE_MATRIX_EXTENSION}: subgroup matrix ops)\n"
     )

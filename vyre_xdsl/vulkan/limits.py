@@ -1,6 +1,7 @@
 """What a Vulkan device allows, checked before anything is created: buffer
 sizes, workgroup memory, workgroup and grid sizes, subgroup operations,
-16-bit storage (f16/bf16 buffers), lavapipe's loop budget. What a module
+16-bit storage (f16/bf16 buffers), cooperative matrices, lavapipe's loop
+budget. What a module
 needs comes from the emitter (spirv.SpirvModule), never from its binary."""
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
 from vyre_xdsl.spirv.module import EntryPoint, SpirvModule
 from vyre_xdsl.spirv.spec import Capability
-from vyre_xdsl.vulkan.device import DEVICE_ENV, _SUBGROUP_CAPABILITIES, _Context
+from vyre_xdsl.vulkan.device import (
+    COOPERATIVE_MATRIX_EXTENSION,
+    DEVICE_ENV,
+    _SUBGROUP_CAPABILITIES,
+    _Context,
+)
 from vyre_xdsl.vulkan.dispatch import _buffer_bytes
 
 # llvmpipe ends each invocation after this many loop iterations in total and
@@ -26,6 +32,7 @@ def _check_limits(ctx: _Context, spirv: SpirvModule, info: KernelInfo | ProgramI
     program = as_program(info)
     _check_subgroup_support(ctx, spirv.capabilities, program)
     _check_16bit_storage(ctx, spirv.capabilities, program)
+    _check_cooperative_matrix(ctx, spirv.capabilities, program)
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
     limits = ctx.limits
@@ -62,6 +69,26 @@ def _check_16bit_storage(ctx: _Context, capabilities: frozenset[int],
         f"kernel with dtype='f32', run it with backend='interpreter', or pick "
         f"another device ({DEVICE_ENV})"
     )
+
+
+def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
+                              program: ProgramInfo) -> None:
+    """Refuse a module with subgroup matrix ops (spirv/mma.py) on a device
+    without cooperative matrices, or with f16 ones without shaderFloat16."""
+    if Capability.CooperativeMatrixKHR not in capabilities:
+        return
+    missing = []
+    if not ctx.cooperative_matrix:
+        missing.append(f"cooperativeMatrix ({COOPERATIVE_MATRIX_EXTENSION})")
+    if Capability.Float16 in capabilities and not ctx.float16:
+        missing.append("shaderFloat16 (f16 matrices)")
+    if missing:
+        raise VyreError(
+            f"{program.label} uses subgroup matrix ops (gpu.subgroup_mma_*), which "
+            f"need the Vulkan feature {' and '.join(missing)}, but Vulkan device "
+            f"{ctx.name!r} lacks it; run it with backend='interpreter' or pick "
+            f"another device ({DEVICE_ENV})"
+        )
 
 
 def _check_subgroup_support(ctx: _Context, capabilities: frozenset[int],
