@@ -8,6 +8,10 @@ status is 1 if any case failed.
 
     bash tools/gpu_check.sh [--all] [--match TEXT]
 
+The `mma` cases run one subgroup's tile product through cooperative
+matrices (tools/mma_kernels.py) against float64, on a device with
+VK_KHR_cooperative_matrix; elsewhere they say they are skipped.
+
 `--all` runs FlashAttention-2 at every head_dim from 1 to 256 and MLA decode
 at every head count from 1 to 128 (rank 512, rope 64), not a sample.
 """
@@ -26,7 +30,8 @@ import vyre_xdsl as vx
 from vyre_xdsl.compiler import compile_module
 from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.run import prepare_buffers
-from vyre_xdsl.vulkan import device_report, execute
+from vyre_xdsl.tools.mma_kernels import MATMUL_SHAPES, MatmulShape, matmul_kernel
+from vyre_xdsl.vulkan import device_report, execute, runtime
 
 # max |ours - reference| / max |reference| that passes: the default level
 # reorders f32 sums (docs/performance.md states its tolerance); a half
@@ -43,6 +48,8 @@ class Case:
     inputs: Callable[[np.random.Generator], dict[str, np.ndarray]]
     reference: Callable[[dict[str, np.ndarray]], np.ndarray]
     dtype: str = "f32"
+    tolerance: float | None = None  # None: TOLERANCE[dtype]
+    cooperative_matrix: bool = False  # needs VK_KHR_cooperative_matrix
 
 
 def dense_attention(q, k, v, causal=False) -> np.ndarray:
@@ -168,6 +175,32 @@ def paged_case(batch, heads, kv_heads, d, length, page, dtype="f32") -> Case:
     return Case(label, build, inputs, reference, dtype)
 
 
+# an accumulator's unit roundoff: a device may round each of the K + 1
+# partial sums of a tile product (tests/test_mma.py), with a margin for
+# max|ref| below the sum of the terms' magnitudes
+MMA_ROUNDOFF = {"f16": 2.0**-11, "f32": 2.0**-24}
+MMA_MARGIN = 4
+
+
+def mma_case(shape: MatmulShape) -> Case:
+    dtypes = {"f16": np.float16, "f32": np.float32}
+
+    def inputs(rng):
+        t, acc = dtypes[shape.inputs], dtypes[shape.accumulator]
+        return {"a": rng.standard_normal(shape.m * shape.k).astype(t),
+                "b": rng.standard_normal(shape.k * shape.n).astype(t),
+                "c": rng.standard_normal(shape.m * shape.n).astype(acc)}
+
+    def reference(ins):
+        a = ins["a"].astype(np.float64).reshape(shape.m, shape.k)
+        b = ins["b"].astype(np.float64).reshape(shape.k, shape.n)
+        return a @ b + ins["c"].astype(np.float64).reshape(shape.m, shape.n)
+
+    tolerance = MMA_MARGIN * (shape.k + 1) * MMA_ROUNDOFF[shape.accumulator]
+    return Case(shape.name, lambda: vx.parse_module(matmul_kernel(shape)), inputs,
+                reference, tolerance=tolerance, cooperative_matrix=True)
+
+
 def cases(every: bool) -> list[Case]:
     found = [
         fa2_case(1, 512, 64, nan_inf=True),
@@ -189,6 +222,7 @@ def cases(every: bool) -> list[Case]:
         mla_case(4096, 16, dtype="bf16"),
         paged_case(8, 32, 8, 128, 4096, 16),
         paged_case(64, 32, 8, 128, 1024, 16, dtype="bf16"),
+        *(mma_case(shape) for shape in MATMUL_SHAPES),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE
     found += [fa2_case(2, 70, d) for d in dims]
@@ -222,7 +256,7 @@ def check(case: Case, rng: np.random.Generator) -> bool:
         if finite.any():
             scale = float(np.abs(want[finite]).max()) or 1.0
             err = max(err, float(np.abs(out[finite] - want[finite]).max()) / scale)
-    ok = nan_ok and err <= TOLERANCE[case.dtype]
+    ok = nan_ok and err <= (case.tolerance or TOLERANCE[case.dtype])
     print(f"{'ok  ' if ok else 'FAIL'} {case.name}: {len(info.kernels)} kernel(s), "
           f"max|err|/max|ref| {err:.2e}, NaN/inf placement {'ok' if nan_ok else 'WRONG'}, "
           f"GPU {timings.get('dispatch_ms', float('nan')):.3f} ms, "
@@ -239,8 +273,16 @@ def main(argv=None) -> int:
     print(device_report(), flush=True)
     rng = np.random.default_rng(0)
     chosen = [c for c in cases(args.all) if args.match in c.name]
+    ctx = runtime._context(runtime._validation_requested(None))
+    skipped = [c for c in chosen if c.cooperative_matrix
+               and not (ctx.cooperative_matrix and ctx.float16)]
+    for case in skipped:
+        print(f"skip {case.name}: skipped: no VK_KHR_cooperative_matrix on {ctx.name}",
+              flush=True)
+    chosen = [c for c in chosen if c not in skipped]
     failed = [c.name for c in chosen if not check(c, rng)]
-    print(f"{len(chosen) - len(failed)} passed, {len(failed)} failed")
+    print(f"{len(chosen) - len(failed)} passed, {len(failed)} failed"
+          + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failed else 0
 
 
