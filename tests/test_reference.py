@@ -198,8 +198,12 @@ def test_recurrence_exists_once():
     assert source.count("positive_denominator(l)") == 1
     assert source.count("def tiled_online_softmax") == 1
     # flash_attention_2 checks its arrays (and splits ragged batches), its
-    # fragments are _flash_attention_2's
-    for decoder in (ref._flash_attention_2, ref.mla_decode):
+    # fragments are _flash_attention_2's; the MLA oracles' are one sequence's
+    from vyre_xdsl import reference_mla
+
+    assert "positive_denominator" not in inspect.getsource(reference_mla)
+    for decoder in (ref._flash_attention_2, reference_mla._seed, reference_mla._absorbed,
+                    reference_mla._program):
         body = inspect.getsource(decoder)
         assert "tiled_online_softmax(" in body
         assert "tile_max" not in body and "positive_denominator" not in body

@@ -9,7 +9,9 @@ bit for bit.
 
 The tiled online-softmax recurrence exists once, in `tiled_online_softmax`; each
 decoder only supplies its two fragments (`compute_tile_scores`,
-`update_o_acc`).
+`update_o_acc`).  FlashAttention-2's oracle is here, MLA decode's (and its
+absorbed forms') in `vyre_xdsl.reference_mla`, reached from here as
+`reference.mla_decode` etc.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -365,15 +366,22 @@ def _with_dtype(*array_names: str):
 # --------------------------------------------------------------------------
 
 
+def _stacked(name: str, value, ndim: int, layouts: str) -> np.ndarray:
+    """An `ndim`-D view of a 2-D to `ndim`-D f32 array (leading axes of 1
+    added), checked as `_matrix` checks a matrix; `layouts` names them."""
+    if isinstance(value, np.ndarray) and 2 < value.ndim <= ndim:
+        flat = _matrix(name, value.reshape(-1, value.shape[-1])
+                       if 0 not in value.shape else value, layouts)
+        return flat.reshape((1,) * (ndim - value.ndim) + value.shape)
+    matrix = _matrix(name, value, layouts)
+    return matrix.reshape((1,) * (ndim - 2) + matrix.shape)
+
+
 def _heads_array(name: str, value, heads_name: str, len_name: str) -> np.ndarray:
     """A [batch, heads, length, head_dim] view of a 2-D, 3-D or 4-D f32 array."""
     layouts = (f"[{len_name}, head_dim], [{heads_name}, {len_name}, head_dim] or "
                f"[batch, {heads_name}, {len_name}, head_dim]")
-    if isinstance(value, np.ndarray) and value.ndim in (3, 4):
-        flat = _matrix(name, value.reshape(-1, value.shape[-1])
-                       if 0 not in value.shape else value, layouts)
-        return flat.reshape((1,) * (4 - value.ndim) + value.shape)
-    return _matrix(name, value, layouts)[None, None]
+    return _stacked(name, value, 4, layouts)
 
 
 @_with_dtype("q", "k", "v")
@@ -421,13 +429,7 @@ def flash_attention_2(
     pages_per_seq]) and `page_size`, k and v are pools [num_pages,
     page_size, num_kv_heads, head_dim] gathered with `gather_pages` (page
     indices clamped to the pool); paged implies kv_lens."""
-    if block_table is not None or page_size is not None:
-        if block_table is None or page_size is None or kv_lens is None:
-            raise VyreError(
-                "a paged cache needs block_table, page_size and kv_lens together"
-            )
-        k = gather_pages(k, block_table, page_size, kv_len, "k")
-        v = gather_pages(v, block_table, page_size, kv_len, "v")
+    k, v = _gathered({"k": k, "v": v}, block_table, page_size, kv_lens, kv_len).values()
     if kv_lens is not None:
         return _ragged_flash_attention_2(
             q, k, v, kv_lens, kv_len, tile_size=tile_size, score_mod=score_mod,
@@ -474,15 +476,18 @@ def gather_pages(
     kv_len: int | None = None, name: str = "pool",
 ) -> np.ndarray:
     """The dense [batch, num_kv_heads, kv_len, head_dim] cache of a paged
-    `pool` [num_pages, page_size, num_kv_heads, head_dim]: key t of sequence
+    `pool` [num_pages, page_size, num_kv_heads, head_dim] (FlashAttention-2's
+    k and v), or the dense [batch, kv_len, width] cache of a pool
+    [num_pages, page_size, width] (MLA's latent caches): key t of sequence
     b is row `block_table[b, t // page_size] * page_size + t % page_size`,
     the page index clamped to [0, num_pages - 1] as the kernel clamps it.
     `kv_len` defaults to the table's pages_per_seq * page_size."""
     page_size = _positive("page_size", page_size)
-    if not isinstance(pool, np.ndarray) or pool.ndim != 4 or 0 in pool.shape:
+    if not isinstance(pool, np.ndarray) or pool.ndim not in (3, 4) or 0 in pool.shape:
         raise VyreError(
             f"{name} must be a paged pool [num_pages, page_size, num_kv_heads, "
-            f"head_dim], got {getattr(pool, 'shape', type(pool).__name__)}"
+            f"head_dim] (or [num_pages, page_size, width]), got "
+            f"{getattr(pool, 'shape', type(pool).__name__)}"
         )
     if pool.shape[1] != page_size:
         raise VyreError(
@@ -500,8 +505,41 @@ def gather_pages(
         )
     t = np.arange(kv_len)
     pages = np.clip(table[:, t // page_size].astype(np.int64), 0, pool.shape[0] - 1)
-    dense = pool[pages, (t % page_size)[None, :]]  # [batch, kv_len, heads, dim]
-    return np.ascontiguousarray(dense.transpose(0, 2, 1, 3)).astype(np.float32)
+    dense = pool[pages, (t % page_size)[None, :]]  # [batch, kv_len, (heads,) dim]
+    if pool.ndim == 4:
+        dense = dense.transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(dense).astype(np.float32)
+
+
+def _gathered(
+    pools: dict[str, np.ndarray], block_table, page_size, kv_lens, kv_len,
+) -> dict[str, np.ndarray]:
+    """The dense caches of `pools` gathered with `gather_pages` where the
+    cache is paged (block_table and page_size given), else `pools`."""
+    if block_table is None and page_size is None:
+        return pools
+    if block_table is None or page_size is None or kv_lens is None:
+        raise VyreError("a paged cache needs block_table, page_size and kv_lens together")
+    return {name: gather_pages(pool, block_table, page_size, kv_len, name)
+            for name, pool in pools.items()}
+
+
+def _lengths(kv_lens, batch: int, rows: int, kv_len: int | None) -> list[int]:
+    """Each sequence's key count: `rows` (the caches' length) without
+    kv_lens; else kv_lens (int32 [batch]) clamped to [0, kv_len] (the
+    kernel's most keys, at most `rows`; `rows` unless given)."""
+    if kv_lens is None:
+        if kv_len is not None:
+            raise VyreError("kv_len is only for kv_lens (the kernel's most keys)")
+        return [rows] * batch
+    kv_len = rows if kv_len is None else _positive("kv_len", kv_len)
+    if kv_len > rows:
+        raise VyreError(f"the caches hold {rows} keys a sequence, fewer than kv_len ({kv_len})")
+    lens = _int_array("kv_lens", kv_lens, 1)
+    if lens.shape != (batch,):
+        raise VyreError(f"kv_lens must have one entry per sequence: shape ({batch},), "
+                        f"got {lens.shape}")
+    return [int(n) for n in np.clip(lens.astype(np.int64), 0, kv_len)]
 
 
 def _int_array(name: str, value, ndim: int) -> np.ndarray:
@@ -540,15 +578,9 @@ def _ragged_flash_attention_2(
         raise VyreError(
             f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({k4.shape[1]})"
         )
-    lens = _int_array("kv_lens", kv_lens, 1)
-    if lens.shape != (batch,):
-        raise VyreError(f"kv_lens must have one entry per sequence: shape ({batch},), "
-                        f"got {lens.shape}")
-    lens = np.clip(lens.astype(np.int64), 0, kv_len)
     v_dim = v4.shape[3]
     outs, lses = [], []
-    for b in range(batch):
-        length = int(lens[b])
+    for b, length in enumerate(_lengths(kv_lens, batch, kv_len, kv_len)):
         result = _flash_attention_2(
             q4[b:b + 1], k4[b:b + 1, :, :length], v4[b:b + 1, :, :length],
             length - seq_len, tile_size, score_mod, mask_mod, kv_splits, dim_parts,
@@ -640,240 +672,16 @@ def _flash_attention_2(
 
 
 # --------------------------------------------------------------------------
-# Decoder 2: MLA decode
+# Decoder 2: MLA decode (vyre_xdsl/reference_mla.py)
 # --------------------------------------------------------------------------
 
-
-class MlaArrays(NamedTuple):
-    """The checked MLA arguments (weights as [rank, head, dim]), their
-    dimensions and the score scale 1/sqrt(head_dim) in f32."""
-
-    q: np.ndarray
-    kv_cache: np.ndarray
-    kr_cache: np.ndarray
-    wk: np.ndarray
-    wv: np.ndarray
-    tile_size: int
-    num_heads: int
-    head_dim: int
-    seq_len: int
-    rank: int
-    rope: int
-    scale: np.float32
+_MLA_ORACLES = ("mla_decode", "mla_decode_absorbed", "mla_decode_program")
 
 
-def _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size) -> MlaArrays:
-    """The MLA arguments checked (f32, 2-D, consistent shapes), or a VyreError."""
-    q = _matrix("q", q, "[num_heads, head_dim]")
-    kv_cache = _matrix("kv_cache", kv_cache, "[seq_len, kv_lora_rank]")
-    kr_cache = _matrix("kr_cache", kr_cache, "[seq_len, qk_rope_head_dim]")
-    w_uk = _matrix("w_uk", w_uk, "[kv_lora_rank, num_heads * head_dim]")
-    w_uv = _matrix("w_uv", w_uv, "[kv_lora_rank, num_heads * head_dim]")
-    tile_size = _positive("tile_size", tile_size)
-    num_heads, head_dim = q.shape
-    seq_len, rank = kv_cache.shape
-    rope = kr_cache.shape[1]
-    if kr_cache.shape[0] != seq_len:
-        raise VyreError(
-            f"kr_cache has {kr_cache.shape[0]} rows but kv_cache has {seq_len}; "
-            f"both are [seq_len, ...]"
-        )
-    if rope > head_dim:
-        raise VyreError(
-            f"qk_rope_head_dim ({rope}, the columns of kr_cache) must be <= "
-            f"head_dim ({head_dim}): the rotary part is added to the first "
-            f"qk_rope_head_dim dims of each key"
-        )
-    for name, w in (("w_uk", w_uk), ("w_uv", w_uv)):
-        if w.shape != (rank, num_heads * head_dim):
-            raise VyreError(
-                f"{name} must have shape [kv_lora_rank, num_heads * head_dim] = "
-                f"{(rank, num_heads * head_dim)}, got {w.shape}"
-            )
-    return MlaArrays(
-        q, kv_cache, kr_cache,
-        w_uk.reshape(rank, num_heads, head_dim), w_uv.reshape(rank, num_heads, head_dim),
-        tile_size, num_heads, head_dim, seq_len, rank, rope,
-        np.float32(1.0) / np.sqrt(np.float32(head_dim)),
-    )
+def __getattr__(name: str):
+    # reference_mla builds on this module: imported on first use
+    if name in _MLA_ORACLES:
+        from vyre_xdsl import reference_mla
 
-
-@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
-def mla_decode(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-) -> np.ndarray:
-    """MLA decode of SEMANTICS.md: q f32[H, D], kv_cache f32[S, R],
-    kr_cache f32[S, P], w_uk/w_uv f32[R, H*D] -> out f32[H, D]."""
-    (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
-     scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-
-    def decompress(w: np.ndarray, t: int) -> np.ndarray:
-        """sum over r in order of w[r, head, dim] * kv_cache[t, r]: [H, D]."""
-        acc = np.zeros((num_heads, head_dim), dtype=np.float32)
-        for r in range(rank):
-            acc = acc + w[r] * kv_cache[t, r]
-        return acc
-
-    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
-        s = np.empty((tile_len, num_heads), dtype=np.float32)
-        for j in range(tile_len):
-            t = tile_start + j
-            k_val = decompress(wk, t)
-            k_val[:, :rope] = k_val[:, :rope] + kr_cache[t][None, :]
-            dot = np.zeros(num_heads, dtype=np.float32)
-            for dim in range(head_dim):
-                dot = dot + q[:, dim] * k_val[:, dim]
-            s[j] = bounded_score(dot * scale)
-        return s
-
-    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
-        o_acc = o_acc * rescale[:, None]
-        for j in range(tile_len):
-            v_val = decompress(wv, tile_start + j)
-            o_acc = o_acc + weight(j)[:, None] * v_val
-        return o_acc
-
-    return tiled_online_softmax(
-        num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc
-    )
-
-
-def _latent_scores(
-    q_lat, q, kv_cache, kr_cache, rope: int, scale, dim_parts: int = 1
-) -> ScoresFragment:
-    """The absorbed forms' scores: bounded_score((sum over r of q_lat[:, r]
-    * kv_cache[t, r] + sum over dim < rope of q[:, dim] * kr_cache[t, dim])
-    * scale), in that order (the sum over r split into `dim_parts`)."""
-    num_heads, rank = q_lat.shape
-
-    def compute_tile_scores(tile_start: int, tile_len: int) -> np.ndarray:
-        s = np.empty((tile_len, num_heads), dtype=np.float32)
-        for j in range(tile_len):
-            t = tile_start + j
-            dot = _dot_over_parts(lambda r, t=t: q_lat[:, r] * kv_cache[t, r], rank,
-                                  dim_parts, (num_heads,))
-            for dim in range(rope):
-                dot = dot + q[:, dim] * kr_cache[t, dim]
-            s[j] = bounded_score(dot * scale)
-        return s
-
-    return compute_tile_scores
-
-
-def _latent_weighted_sum(kv_cache, weight, tile_start: int, tile_len: int) -> np.ndarray:
-    """sum over j of weight(j) * kv_cache[tile_start + j], in order: [H, R]."""
-    weighted = np.zeros((len(weight(0)), kv_cache.shape[1]), dtype=np.float32)
-    for j in range(tile_len):
-        weighted = weighted + weight(j)[:, None] * kv_cache[tile_start + j][None, :]
-    return weighted
-
-
-def _absorb_query(q: np.ndarray, wk: np.ndarray) -> np.ndarray:
-    """q_lat[h, r] = sum over dim (in order) of q[h, dim] * wk[r, h, dim]."""
-    num_heads, head_dim = q.shape
-    q_lat = np.zeros((num_heads, wk.shape[0]), dtype=np.float32)
-    with np.errstate(all="ignore"):
-        for dim in range(head_dim):
-            q_lat = q_lat + q[:, dim, None] * wk[:, :, dim].T
-    return q_lat
-
-
-def _project(wv: np.ndarray, o_lat: np.ndarray) -> np.ndarray:
-    """out[h, d] = sum over r (in order) of wv[r, h, d] * o_lat[h, r]."""
-    out = np.zeros(wv.shape[1:], dtype=np.float32)
-    with np.errstate(all="ignore"):
-        for r in range(wv.shape[0]):
-            out = out + wv[r] * o_lat[:, r, None]
-    return out
-
-
-@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
-def mla_decode_absorbed(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-    kv_splits: int = 1,
-) -> np.ndarray:
-    """MLA decode with W_uk and W_uv absorbed, in the order of operations of
-    `vyre_xdsl.decoders.mla_decode_absorbed` (what vyre-absorb-mla makes of
-    `mla_decode`): the same arguments and result as `mla_decode`, equal to
-    it up to the rounding of reordered sums, and bit-exact with the kernel.
-
-    Per head: q_lat[r] = sum over dim of q[dim] * w_uk[r, head, dim] and
-    o_lat = 0 before the first tile; a key's score is
-    bounded_score((sum over r of q_lat[r] * kv_cache[t, r] + sum over
-    dim < rope of q[dim] * kr_cache[t, dim]) * scale); the update sets
-    o_lat[r] = rescale * o_lat[r] + (sum over j of weight(j) * kv_cache[t, r]),
-    and after the last tile o_acc[dim] = sum over r of w_uv[r, head, dim] *
-    o_lat[r].  `kv_splits` gives the order of a kernel split by
-    vyre-split-kv."""
-    (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
-     scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-    q_lat = _absorb_query(q, wk)  # the prologue
-    latent = {}  # o_lat, set by the prologue
-
-    def zero_latent() -> None:
-        latent["o"] = np.zeros((num_heads, rank), dtype=np.float32)
-
-    compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale)
-
-    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
-        weighted = _latent_weighted_sum(kv_cache, weight, tile_start, tile_len)
-        latent["o"] = rescale[:, None] * latent["o"] + weighted
-        return o_acc
-
-    def project_output(o_acc):
-        return _project(wv, latent["o"])
-
-    return tiled_online_softmax(
-        num_heads, head_dim, seq_len, tile_size, compute_tile_scores, update_o_acc,
-        epilogue=project_output, prologue=zero_latent, kv_splits=kv_splits,
-    )
-
-
-@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
-def mla_decode_program(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-    kv_splits: int = 1,
-    dim_parts: int = 1,
-) -> np.ndarray:
-    """MLA decode in the order of operations of the three-kernel program
-    `vyre_xdsl.decoders.mla_decode_program` (what vyre-absorb-mla{kernels=3}
-    makes of `mla_decode`): the same arguments and result as `mla_decode`,
-    equal to it up to the rounding of reordered sums, and bit-exact with
-    the kernels.
-
-    q_lat[h, r] = sum over dim of q[h, dim] * w_uk[r, h, dim]; the skeleton
-    over the latent cache gives o_lat (rows of kv_lora_rank, normalised);
-    out[h, d] = sum over r of w_uv[r, h, d] * o_lat[h, r].  `kv_splits`
-    gives the order of a kernel split by vyre-split-kv (merged in workgroup
-    memory or by a kernel: the same order), `dim_parts` that of its latent
-    rows split by vyre-split-head-dim."""
-    (q, kv_cache, kr_cache, wk, wv, tile_size, num_heads, head_dim, seq_len, rank, rope,
-     scale) = _mla_arrays(q, kv_cache, kr_cache, w_uk, w_uv, tile_size)
-    dim_parts = _dim_parts(dim_parts, rank)
-    q_lat = _absorb_query(q, wk)
-    compute_tile_scores = _latent_scores(q_lat, q, kv_cache, kr_cache, rope, scale, dim_parts)
-
-    def update_o_acc(o_acc, weight, rescale, tile_start, tile_len):
-        weighted = _latent_weighted_sum(kv_cache, weight, tile_start, tile_len)
-        return rescale[:, None] * o_acc + weighted
-
-    o_lat = tiled_online_softmax(
-        num_heads, rank, seq_len, tile_size, compute_tile_scores, update_o_acc,
-        kv_splits=kv_splits,
-    )
-    return _project(wv, o_lat)
+        return getattr(reference_mla, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
