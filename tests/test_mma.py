@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
-from requirements import MLIR_OPT, needs_mlir_opt, needs_vulkan, requires
+from requirements import (
+    MLIR_OPT,
+    assert_mlir_opt_accepts,
+    needs_mlir_opt,
+    needs_vulkan,
+    requires,
+)
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
@@ -195,3 +201,64 @@ def test_vulkan_runs_or_refuses_cooperative_matrices(shape):
         vx.run(module, ins, backend="vulkan")
     assert ctx.name in str(refused.value)
     assert "VK_KHR_cooperative_matrix" in str(refused.value)
+
+
+# out = a * b, K = 64 in four steps of 16: the accumulator is carried by
+# an scf.for, as a tiled product over keys carries it
+K_LOOP = """builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "kloop"}> ({
+    "gpu.func"() <{function_type = (memref<1024xf16>, memref<1024xf16>, memref<256xf32>) -> (), kernel}> ({
+    ^bb0(%a: memref<1024xf16>, %b: memref<1024xf16>, %out: memref<256xf32>):
+      %c0 = arith.constant 0 : index
+      %c16 = arith.constant 16 : index
+      %c64 = arith.constant 64 : index
+      %zero = arith.constant 0.0 : f32
+      %init = gpu.subgroup_mma_constant_matrix %zero : !gpu.mma_matrix<16x16xf32, "COp">
+      %acc = scf.for %k = %c0 to %c64 step %c16 iter_args(%m = %init) -> (!gpu.mma_matrix<16x16xf32, "COp">) {
+        %ma = gpu.subgroup_mma_load_matrix %a[%k] {leadDimension = 64 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+        %row = arith.muli %k, %c16 : index
+        %mb = gpu.subgroup_mma_load_matrix %b[%row] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
+        %md = gpu.subgroup_mma_compute %ma, %mb, %m : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
+        scf.yield %md : !gpu.mma_matrix<16x16xf32, "COp">
+      }
+      gpu.subgroup_mma_store_matrix %acc, %out[%c0] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<256xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "kloop", gpu.kernel, vyre.launch = #vyre.launch<items = 32,
+        workgroup = [32, 1, 1], grid = [1, 1, 1],
+        buffers = [
+          #vyre.buffer<name = "a", binding = 0, access = read, shape = [16, 64], dtype = f16>,
+          #vyre.buffer<name = "b", binding = 1, access = read, shape = [64, 16], dtype = f16>,
+          #vyre.buffer<name = "out", binding = 2, access = write, shape = [16, 16], dtype = f32>]>}
+      : () -> ()
+  }) : () -> ()
+}
+"""
+
+
+def test_interpreter_carries_the_accumulator_through_scf_for():
+    rng = np.random.default_rng(2)
+    ins = {"a": rng.standard_normal(1024).astype(np.float16),
+           "b": rng.standard_normal(1024).astype(np.float16)}
+    out = vx.run(vx.parse_module(K_LOOP), ins)["out"]
+    a = ins["a"].astype(np.float64).reshape(16, 64)
+    b = ins["b"].astype(np.float64).reshape(64, 16)
+    bound = 65 * UNIT_ROUNDOFF["f32"] * (np.abs(a) @ np.abs(b))
+    assert (np.abs(out.reshape(16, 16) - a @ b) <= bound).all()
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_spirv_loop_carried_matrix_verifies_in_mlir(tmp_path):
+    text = _mlir_verifies_spirv(emit_spirv_module(vx.parse_module(K_LOOP)).binary,
+                                tmp_path)
+    assert "spirv.mlir.loop -> !spirv.coopmatrix<16x16xf32, Subgroup, MatrixAcc>" in text
+    assert text.count("spirv.KHR.CooperativeMatrixMulAdd") == 1
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("text", [*(matmul_kernel(s) for s in MATMUL_SHAPES),
+                                  TWO_SUBGROUPS, K_LOOP],
+                         ids=[*(s.name for s in MATMUL_SHAPES), "two_subgroups", "k_loop"])
+def test_mlir_opt_accepts_the_kernels(text):
+    printed = assert_mlir_opt_accepts(vx.parse_module(text))
+    assert "gpu.subgroup_mma_compute" in printed

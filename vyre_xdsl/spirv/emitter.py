@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from vyre_xdsl.dialects.gpu_mma import MMAMatrixType
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, program_info
 from vyre_xdsl.spirv.builder import FunctionBuilder, ModuleBuilder
@@ -147,6 +148,10 @@ class KernelEmitter:
                 return self.uint
         if isinstance(attr, Float32Type):
             return self.f32
+        if isinstance(attr, MMAMatrixType):  # a loop-carried matrix, say
+            from vyre_xdsl.spirv.mma import matrix_type
+
+            return matrix_type(self, attr)
         if isinstance(attr, Float16Type | BFloat16Type):
             raise VyreError(
                 f"the SPIR-V emitter supports {attr} values only as loads and stores "
