@@ -66,6 +66,7 @@ SEGMENTS = "operandSegmentSizes"
 
 
 def _buffers(kernel: vyre.KernelOp) -> list[tuple]:
+    """(name, binding, access, shape, dtype) of the kernel's buffers, in order."""
     return [(b.sym_name.data, b.binding.value.data, b.access.data, b.logical_shape,
              dtype_name(b.result.type.element_type)) for b in kernel.buffers]
 
@@ -112,7 +113,7 @@ def seed_mla(kernel: vyre.KernelOp) -> dict[str, object] | None:
         return None
     (op,) = skeletons
     buffers = _buffers(kernel)
-    dtype = next((b[4] for b in buffers if b[0] == "q"), None)
+    dtype = {name: dtype for name, *_, dtype in buffers}.get("q")  # the builder's
     arguments = {**record.arguments(), "tile_size": op.shape()["tile_size"], "dtype": dtype}
     try:
         mla = check_mla(**arguments)
