@@ -169,6 +169,14 @@ def _check_access(memref: SSAValue, indices: Sequence[SSAValue], matrix: MMAMatr
         )
 
 
+def _access_properties(lead_dimension: int, transpose: bool) -> dict[str, Attribute]:
+    properties: dict[str, Attribute] = {
+        "leadDimension": IntegerAttr(lead_dimension, IndexType())}
+    if transpose:
+        properties["transpose"] = UnitAttr()
+    return properties
+
+
 @irdl_op_definition
 class SubgroupMmaLoadMatrixOp(IRDLOperation):
     """The tile at `indices` of `srcMemref`, as a matrix of the subgroup."""
@@ -190,12 +198,8 @@ class SubgroupMmaLoadMatrixOp(IRDLOperation):
     def __init__(self, memref: SSAValue, indices: Sequence[SSAValue],
                  result_type: MMAMatrixType, lead_dimension: int,
                  transpose: bool = False):
-        properties: dict[str, Attribute] = {
-            "leadDimension": IntegerAttr(lead_dimension, IndexType())}
-        if transpose:
-            properties["transpose"] = UnitAttr()
         super().__init__(operands=[memref, indices], result_types=[result_type],
-                         properties=properties)
+                         properties=_access_properties(lead_dimension, transpose))
 
     def verify_(self) -> None:
         _check_access(self.srcMemref, self.indices, _matrix(self.res, "the result"),
@@ -223,18 +227,15 @@ class SubgroupMmaStoreMatrixOp(IRDLOperation):
 
     def __init__(self, src: SSAValue, memref: SSAValue, indices: Sequence[SSAValue],
                  lead_dimension: int, transpose: bool = False):
-        properties: dict[str, Attribute] = {
-            "leadDimension": IntegerAttr(lead_dimension, IndexType())}
-        if transpose:
-            properties["transpose"] = UnitAttr()
-        super().__init__(operands=[src, memref, indices], properties=properties)
+        super().__init__(operands=[src, memref, indices],
+                         properties=_access_properties(lead_dimension, transpose))
 
     def verify_(self) -> None:
         matrix = _matrix(self.src, "the stored value")
         if matrix.use != MMAOperand.C:
             raise VerifyException(
-                f'stores only "COp" matrices (results of gpu.subgroup_mma_compute), '
-                f'not a "{matrix.use}" one'
+                f'stores only "COp" matrices (results of gpu.subgroup_mma_compute); '
+                f'this one is "{matrix.use}"'
             )
         _check_access(self.dstMemref, self.indices, matrix, self.leadDimension,
                       self.transpose is not None, "stores")

@@ -48,7 +48,7 @@ func.func @store_a(%m: memref<16x16xf16>, %i: index) {
   gpu.subgroup_mma_store_matrix %a, %m[%i, %i] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "AOp">, memref<16x16xf16>
   func.return
 }
-// CHECK: {{.*}}gpu_mma_errors.mlir:48:3: error: 'gpu.subgroup_mma_store_matrix' op stores only "COp" matrices (results of gpu.subgroup_mma_compute), not a "AOp" one
+// CHECK: {{.*}}gpu_mma_errors.mlir:48:3: error: 'gpu.subgroup_mma_store_matrix' op stores only "COp" matrices (results of gpu.subgroup_mma_compute); this one is "AOp"
 
 // -----
 
