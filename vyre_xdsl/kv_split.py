@@ -14,11 +14,6 @@ def workgroup_merge_bytes(op: vyre.TiledOnlineSoftmaxOp, lanes: int) -> int:
     return 4 * lanes * (op.v_dim + 2)
 
 
-def has_hooks(op: vyre.TiledOnlineSoftmaxOp) -> bool:
-    """Whether the prologue or epilogue does anything (each split runs them)."""
-    return not op.hooks_empty
-
-
 def valid_splits(
     op: vyre.TiledOnlineSoftmaxOp,
     lanes: int,

@@ -25,7 +25,7 @@ from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.plan import PLAN_ATTR, MergeKind, PlanAttr
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
-from vyre_xdsl.kv_split import has_hooks, valid_splits, workgroup_merge_bytes
+from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
 
 # Rows of at most SHORT_ROWS dims fit an invocation's registers with their
 # accumulator; longer rows go over lanes (dim_parts) or shorter tiles.
@@ -74,7 +74,7 @@ def merges_in_kernel(
     splits each, or a merge in the workgroup would not fit
     `shared_memory_bytes`; and no hooks for every split to repeat, no mask
     (which is never split) and no log-sum-exp."""
-    if op.has_mask or has_hooks(op) or op.lse is not None:
+    if op.has_mask or not op.hooks_empty or op.lse is not None:  # every split runs hooks
         return False
     items = op.shape()["item_count"]
     if items >= target:
