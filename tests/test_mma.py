@@ -6,6 +6,7 @@ without VK_KHR_cooperative_matrix (lavapipe)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -262,3 +263,54 @@ def test_spirv_loop_carried_matrix_verifies_in_mlir(tmp_path):
 def test_mlir_opt_accepts_the_kernels(text):
     printed = assert_mlir_opt_accepts(vx.parse_module(text))
     assert "gpu.subgroup_mma_compute" in printed
+
+
+# -- MLIR's own lowering as a cross-check of the emitter ----------------------
+
+TARGET_ENV = (
+    "#spirv.target_env<#spirv.vce<v1.6, [Shader, CooperativeMatrixKHR, Float16, "
+    "StorageBuffer16BitAccess], [SPV_KHR_storage_buffer_storage_class, "
+    "SPV_KHR_cooperative_matrix]>, #spirv.resource_limits<>>"
+)
+
+
+def _matrix_instructions(spirv_text: str) -> list[tuple[str, ...]]:
+    """Each cooperative-matrix instruction: its name, layout and matrix
+    types (pointers and SSA names differ between the two lowerings)."""
+    found = []
+    for line in spirv_text.splitlines():
+        op = re.search(r"spirv\.(KHR\.CooperativeMatrix\w+|CompositeConstruct)", line)
+        if op is None or "coopmatrix" not in line:
+            continue
+        layout = re.findall(r"<(RowMajor|ColumnMajor)>", line)
+        found.append((op.group(1), *layout, *re.findall(r"!spirv\.coopmatrix<[^>]*>", line)))
+    return found
+
+
+def _mlir_lowering(text: str, workgroup: int) -> str:
+    """MLIR 22's convert-gpu-to-spirv of the lowered kernel `text`."""
+    printed = assert_mlir_opt_accepts(vx.parse_module(text))
+    printed = re.sub(r"(gpu\.module @\w+) \{",
+                     rf"\1 attributes {{spirv.target_env = {TARGET_ENV}}} {{", printed)
+    printed = printed.replace(
+        "kernel attributes {",
+        f"kernel attributes {{spirv.entry_point_abi = "
+        f"#spirv.entry_point_abi<workgroup_size = [{workgroup}, 1, 1]>, ")
+    result = subprocess.run([MLIR_OPT, "--allow-unregistered-dialect",
+                             "--convert-gpu-to-spirv"], input=printed,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+@pytest.mark.parametrize("name", ["matmul", "two_subgroups", "k_loop"])
+def test_emitter_agrees_with_mlirs_convert_gpu_to_spirv(name, tmp_path):
+    text, workgroup = {"matmul": (matmul_kernel(MATMUL_SHAPES[0]), 32),
+                       "two_subgroups": (TWO_SUBGROUPS, 64),
+                       "k_loop": (K_LOOP, 32)}[name]
+    ours = _matrix_instructions(
+        _mlir_verifies_spirv(emit_spirv_module(vx.parse_module(text)).binary, tmp_path))
+    theirs = _matrix_instructions(_mlir_lowering(text, workgroup))
+    assert ours and ours == theirs
