@@ -314,3 +314,18 @@ def test_emitter_agrees_with_mlirs_convert_gpu_to_spirv(name, tmp_path):
         _mlir_verifies_spirv(emit_spirv_module(vx.parse_module(text)).binary, tmp_path))
     theirs = _matrix_instructions(_mlir_lowering(text, workgroup))
     assert ours and ours == theirs
+
+
+def test_a_matrix_merged_after_divergent_lanes_is_refused():
+    # lanes below 16 run one more K step than the others
+    text = K_LOOP.replace(
+        "%acc = scf.for %k = %c0 to %c64 step %c16",
+        '%lane = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index\n'
+        "      %lt = arith.cmpi ult, %lane, %c16 : index\n"
+        "      %end = arith.select %lt, %c64, %c16 : index\n"
+        "      %acc = scf.for %k = %c0 to %end step %c16")
+    rng = np.random.default_rng(3)
+    ins = {"a": rng.standard_normal(1024).astype(np.float16),
+           "b": rng.standard_normal(1024).astype(np.float16)}
+    with pytest.raises(VyreError, match="merged lane by lane"):
+        vx.run(vx.parse_module(text), ins)

@@ -41,6 +41,15 @@ class SubgroupMatrices:
 
     tiles: np.ndarray
 
+    def __array__(self, *args, **kwargs):
+        # what scf.if/scf.for do to merge the values of lanes that diverged
+        raise VyreError(
+            "a !gpu.mma_matrix value is merged lane by lane after lanes took "
+            "different paths through scf.if/scf.for; the matrix ops are "
+            "collective, so branch and loop around them uniformly over the "
+            "subgroup"
+        )
+
 
 def _tile_offsets(rows: int, cols: int, lead: int, transpose: bool) -> np.ndarray:
     """Element (r, c)'s offset from the tile's first element in memory."""
