@@ -22,7 +22,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import MIN_POSITIVE
@@ -52,7 +51,7 @@ def nan_passes(b: IRBuilder, v: SSAValue, otherwise: SSAValue) -> SSAValue:
 class ExpandBoundedScore(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.BoundedScoreOp, rewriter: PatternRewriter):
-        b = IRBuilder(InsertPoint.before(op))
+        b = IRBuilder(rewriter)
         v = op.input
         rewriter.replace(op, [], [nan_passes(b, v, finite_or(b, v, SCORE_FLOOR))])
 
@@ -60,7 +59,7 @@ class ExpandBoundedScore(RewritePattern):
 class ExpandBoundedExpArg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.BoundedExpArgOp, rewriter: PatternRewriter):
-        b = IRBuilder(InsertPoint.before(op))
+        b = IRBuilder(rewriter)
         v = op.input
         finite = finite_or(b, v, SCORE_FLOOR)
         zero, floor = b.f32(0.0), b.f32(SCORE_FLOOR)
@@ -75,7 +74,7 @@ class ExpandPositiveDenominator(RewritePattern):
     def match_and_rewrite(
         self, op: vyre.PositiveDenominatorOp, rewriter: PatternRewriter
     ):
-        b = IRBuilder(InsertPoint.before(op))
+        b = IRBuilder(rewriter)
         v = op.input
         tiny = b.f32(MIN_POSITIVE)
         usable = b.andi(is_finite(b, v), b.cmpf(v, tiny, "ogt"))
@@ -85,7 +84,7 @@ class ExpandPositiveDenominator(RewritePattern):
 class ExpandFlushTiny(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.FlushTinyOp, rewriter: PatternRewriter):
-        b = IRBuilder(InsertPoint.before(op))
+        b = IRBuilder(rewriter)
         v = op.input
         # ole is false on NaN, so NaN passes through untouched.
         tiny = b.cmpf(b.absf(v), b.f32(MIN_POSITIVE), "ole")

@@ -104,14 +104,18 @@ def _carried(values, expected, what: str) -> list[SSAValue]:
 
 
 class IRBuilder:
-    """Emit ops at an insertion point."""
+    """Emit ops through an xDSL `Builder`: one given (a pattern's
+    `PatternRewriter` is one, so the rewriter sees every op inserted), or a
+    plain one at an insertion point."""
 
-    def __init__(self, insertion_point: InsertPoint) -> None:
-        self.builder = Builder(insertion_point)
+    def __init__(self, where: InsertPoint | Builder) -> None:
+        self.builder = where if isinstance(where, Builder) else Builder(where)
 
     def at(self, insertion_point: InsertPoint) -> Self:
         """This builder (with whatever context a subclass carries) emitting
-        at another insertion point: nested loop bodies use it."""
+        at another insertion point: nested loop bodies use it.  Their blocks
+        are not in the IR yet, so a plain Builder fills them; the loop that
+        holds them goes through this builder."""
         nested = copy.copy(self)
         nested.builder = Builder(insertion_point)
         return nested
