@@ -23,12 +23,16 @@ vyre-opt do), beside xDSL's own gpu dialect.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import Float32Type, IntegerType, i1, i32
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
+    AnyAttr,
     IRDLOperation,
+    VarConstraint,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -36,8 +40,6 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
@@ -50,9 +52,6 @@ class ShuffleMode(StrEnum):
     UP = "up"
     DOWN = "down"
     IDX = "idx"
-
-
-SHUFFLE_MODES = tuple(ShuffleMode)
 
 
 @irdl_attr_definition
@@ -71,14 +70,17 @@ class ShuffleOp(IRDLOperation):
 
     name = "gpu.shuffle"
 
-    value = operand_def(Attribute)
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    value = operand_def(T)
     offset = operand_def(i32)
     width = operand_def(i32)
-    result = result_def(Attribute)
+    result = result_def(T)
     valid = result_def(i1)
     mode = prop_def(ShuffleModeAttr)
 
     traits = traits_def(Pure())
+
+    assembly_format = "$mode $value `,` $offset `,` $width attr-dict `:` type($value)"
 
     def __init__(
         self,
@@ -99,38 +101,6 @@ class ShuffleOp(IRDLOperation):
         value_type = self.value.type
         if not (isinstance(value_type, Float32Type) or value_type == IntegerType(32)):
             raise VerifyException(f"shuffles an f32 or i32 value, not {value_type}")
-        if self.result.type != value_type:
-            raise VerifyException(
-                f"result type {self.result.type} must be the value's type {value_type}"
-            )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> ShuffleOp:
-        mode_pos = parser.pos
-        mode = parser.parse_identifier(" shuffle mode")
-        if mode not in SHUFFLE_MODES:
-            parser.raise_error(
-                f"shuffle mode must be one of {', '.join(SHUFFLE_MODES)}", mode_pos
-            )
-        value = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        offset = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        width = parser.parse_unresolved_operand()
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        value_type = parser.parse_type()
-        value, offset, width = parser.resolve_operands(
-            [value, offset, width], [value_type, i32, i32], parser.pos
-        )
-        return cls(value, offset, width, ShuffleMode(mode), attributes)
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.mode.data} ")
-        printer.print_list((self.value, self.offset, self.width), printer.print_operand)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.value.type)
 
 
 def load_into(ctx: Context) -> None:

@@ -5,9 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, bf16, f16, f32, i32
-from xdsl.ir import Attribute, SSAValue
+from typing import ClassVar
+
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, bf16, f16, f32, i32, i64
+from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.irdl import IRDLOperation
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    RegionVariable,
+    irdl_custom_directive,
+)
 from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from vyre_xdsl.dialects.constants import I64_MAX, I64_MIN, U32_MAX
@@ -120,3 +132,76 @@ def _check_i32_vector(value: SSAValue, role: str) -> MemRefType:
         )
     return memref
 
+
+
+@irdl_custom_directive
+class Int64(CustomDirective):
+    """An i64 property as a bare integer literal.  Out of range, it is a
+    ParseError at the literal that names the op and field: the declarative
+    format's own integers leave the range check to IntegerAttr, whose plain
+    error plain xDSL parsing (xdsl-opt) reports without a location."""
+
+    value: AttributeVariable
+    LOW: ClassVar[int] = I64_MIN
+
+    def what(self, state: ParsingState) -> str:
+        op = state.op_type.name.split(".")[-1]
+        return f"{op} {self.value.name.replace('_', ' ')}"
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        value = parse_int_in_range(parser, self.what(state), self.LOW)
+        self.value.set(state, IntegerAttr(value, i64))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.value.get(op)
+        assert isinstance(attr, IntegerAttr)
+        printer.print_string(str(attr.value.data))
+
+
+@irdl_custom_directive
+class NonNegativeInt64(Int64):
+    """An i64 property that must not be negative (a binding)."""
+
+    value: AttributeVariable
+    LOW: ClassVar[int] = 0
+
+
+@irdl_custom_directive
+class Shape(CustomDirective):
+    """A DenseArrayBase of i64 as `[4, 2]`, each entry >= 0."""
+
+    value: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        op = state.op_type.name.split(".")[-1]
+        dims = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE,
+            lambda: parse_int_in_range(parser, f"{op} shape entry", 0),
+        )
+        self.value.set(state, DenseArrayBase.from_list(i64, dims))
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        attr = self.value.get(op)
+        assert isinstance(attr, DenseArrayBase)
+        printer.print_string(f"[{', '.join(str(int(d)) for d in attr.get_values())}]")
+
+
+@irdl_custom_directive
+class SingleBlockBody(CustomDirective):
+    """A region of one block with no arguments, where `{ }` parses as one
+    empty block (the declarative format's region variable parses it as no
+    block, which a single-block region refuses)."""
+
+    body: RegionVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        region = parser.parse_region()
+        if not region.blocks:
+            region.add_block(Block())
+        self.body.set(state, region)
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        printer.print_region(self.body.get(op), print_entry_block_args=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
     DenseArrayBase,
     IntegerAttr,
     MemRefType,
@@ -26,12 +27,11 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, NoTerminator, OpTrait, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
 from vyre_xdsl.dialects.constants import BINDING_MAX, DEFAULT_LANES, U32_MAX
+from vyre_xdsl.dialects.launch import BufferAccess, BufferAccessAttr
 from vyre_xdsl.dialects.structure import (
     check_dominance,
     check_no_definitions,
@@ -39,14 +39,16 @@ from vyre_xdsl.dialects.structure import (
     check_shared_buffers,
 )
 from vyre_xdsl.dialects.vyre_checks import (
-    ACCESS_MODES,
+    Int64,
+    NonNegativeInt64,
+    Shape,
+    SingleBlockBody,
     _check_buffer_vector,
     _check_f32_vector,
     _check_i32_vector,
     _element_count,
     _int,
     check_u32_product,
-    parse_int_in_range,
 )
 
 
@@ -66,11 +68,18 @@ class KernelOp(IRDLOperation):
     name = "vyre.kernel"
 
     sym_name = prop_def(SymbolNameConstraint())
-    item_count = prop_def(IntegerAttr)
-    workgroup_size = prop_def(IntegerAttr)
+    item_count = prop_def(IntegerAttr[I64])
+    workgroup_size = prop_def(IntegerAttr[I64])
     body = region_def("single_block")
 
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
+
+    assembly_format = (
+        "$sym_name `items` custom<Int64>($item_count) "
+        "`workgroup_size` custom<Int64>($workgroup_size) attr-dict-with-keyword "
+        "custom<SingleBlockBody>($body)"
+    )
+    custom_directives = (Int64, SingleBlockBody)
 
     def __init__(
         self, name: str, item_count: int, workgroup_size: int = DEFAULT_LANES
@@ -83,37 +92,6 @@ class KernelOp(IRDLOperation):
             },
             regions=[Region(Block())],
         )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> KernelOp:
-        name = parser.parse_symbol_name()
-        parser.parse_keyword("items")
-        item_count = parse_int_in_range(parser, "the kernel's item count")
-        parser.parse_keyword("workgroup_size")
-        workgroup_size = parse_int_in_range(parser, "the kernel's workgroup_size")
-        attributes = parser.parse_optional_attr_dict_with_keyword()
-        body = parser.parse_region()
-        if not body.blocks:
-            body.add_block(Block())
-        return cls.create(
-            properties={
-                "sym_name": name,
-                "item_count": IntegerAttr(item_count, i64),
-                "workgroup_size": IntegerAttr(workgroup_size, i64),
-            },
-            attributes=attributes.data if attributes else {},
-            regions=[body],
-        )
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_symbol_name(self.sym_name.data)
-        printer.print_string(
-            f" items {_int(self.item_count)} workgroup_size {_int(self.workgroup_size)}"
-        )
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
 
     @property
     def lanes(self) -> int:
@@ -216,12 +194,18 @@ class BufferOp(IRDLOperation):
     name = "vyre.buffer"
 
     sym_name = prop_def(StringAttr)
-    binding = prop_def(IntegerAttr)
-    access = prop_def(StringAttr)
-    shape = prop_def(DenseArrayBase)
+    binding = prop_def(IntegerAttr[I64])
+    access = prop_def(BufferAccessAttr)
+    shape = prop_def(DenseArrayBase[I64])
     result = result_def(MemRefType)
 
     traits = traits_def(HasParent(KernelOp))
+
+    assembly_format = (
+        "$sym_name `binding` custom<NonNegativeInt64>($binding) $access "
+        "custom<Shape>($shape) attr-dict `:` type($result)"
+    )
+    custom_directives = (NonNegativeInt64, Shape)
 
     def __init__(
         self, name: str, binding: int, access: str, shape: Sequence[int],
@@ -234,7 +218,7 @@ class BufferOp(IRDLOperation):
             properties={
                 "sym_name": StringAttr(name),
                 "binding": IntegerAttr(binding, i64),
-                "access": StringAttr(access),
+                "access": BufferAccessAttr(BufferAccess(access)),
                 "shape": DenseArrayBase.from_list(i64, list(shape)),
             },
             result_types=[MemRefType(element_type, [count])],
@@ -261,12 +245,6 @@ class BufferOp(IRDLOperation):
                 )
         else:
             memref = _check_buffer_vector(self.result, f"buffer '{name}'")
-        if self.access.data not in ACCESS_MODES:
-            raise VerifyException(
-                f"buffer '{name}' has access \"{self.access.data}\"; use \"read\" "
-                f"for an input, \"write\" for an output or \"temp\" for a buffer "
-                f"that passes values between kernels"
-            )
         if _int(self.binding) < 0:
             raise VerifyException(f"buffer '{name}' has a negative binding")
         if _int(self.binding) > BINDING_MAX:
@@ -289,41 +267,6 @@ class BufferOp(IRDLOperation):
                 f"buffer '{name}' has shape {list(shape)} ({count} elements) but "
                 f"type {memref}; make the memref hold exactly {count} {memref.element_type}"
             )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> BufferOp:
-        name = parser.parse_str_literal(" for the buffer name")
-        parser.parse_keyword("binding", " after the buffer name")
-        binding = parse_int_in_range(parser, "the buffer binding", 0)
-        access = parser.parse_keyword_in(ACCESS_MODES, " for the buffer access")
-        shape = parser.parse_comma_separated_list(
-            parser.Delimiter.SQUARE,
-            lambda: parse_int_in_range(parser, "a buffer shape entry", 0),
-        )
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        result_type = parser.parse_type()
-        op = cls.create(
-            properties={
-                "sym_name": StringAttr(name),
-                "binding": IntegerAttr(binding, i64),
-                "access": StringAttr(access),
-                "shape": DenseArrayBase.from_list(i64, shape),
-            },
-            attributes=attrs,
-            result_types=[result_type],
-        )
-        return op
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.sym_name.data)
-        printer.print_string(f" binding {_int(self.binding)} {self.access.data} [")
-        printer.print_string(", ".join(str(d) for d in self.logical_shape))
-        printer.print_string("]")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.result.type)
 
 
 @irdl_op_definition

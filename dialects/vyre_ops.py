@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, UnitAttr, f32, i64
+from xdsl.dialects.builtin import (
+    I64,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    UnitAttr,
+    f32,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     AnyAttr,
@@ -19,18 +27,16 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.parser import Parser, UnresolvedOperand
-from xdsl.printer import Printer
 from xdsl.traits import HasParent, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from vyre_xdsl.dialects.constants import U32_MAX
 from vyre_xdsl.dialects.vyre_checks import (
+    Int64,
     _check_buffer_vector,
     _check_f32_vector,
     _element_count,
     _int,
-    parse_int_in_range,
 )
 from vyre_xdsl.dialects.vyre_kernel import BufferOp, KernelOp, Skeleton
 
@@ -60,12 +66,20 @@ class MergeSplitsOp(IRDLOperation):
     l = operand_def(MemRefType)  # noqa: E741 - the recurrence's name
     o = operand_def(MemRefType)
     out = operand_def(MemRefType)
-    item_count = prop_def(IntegerAttr)
-    splits = prop_def(IntegerAttr)
-    head_dim = prop_def(IntegerAttr)
+    item_count = prop_def(IntegerAttr[I64])
+    splits = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
     exp2 = opt_prop_def(UnitAttr)
 
     traits = traits_def(HasParent(KernelOp), Skeleton())
+
+    assembly_format = (
+        "`m` `(` $m `)` `l` `(` $l `)` `o` `(` $o `)` `out` `(` $out `)` "
+        "`item_count` custom<Int64>($item_count) `splits` custom<Int64>($splits) "
+        "`head_dim` custom<Int64>($head_dim) (`exp2` $exp2^)? attr-dict-with-keyword "
+        "`:` `(` type($m) `,` type($l) `,` type($o) `,` type($out) `)`"
+    )
+    custom_directives = (Int64,)
 
     def __init__(
         self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue, *,  # noqa: E741
@@ -119,48 +133,6 @@ class MergeSplitsOp(IRDLOperation):
                 f"items to item_count * head_dim = {invocations}, not "
                 f"{kernel.items}"
             )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> MergeSplitsOp:
-        operands: list[UnresolvedOperand] = []
-        for keyword in ("m", "l", "o", "out"):
-            parser.parse_keyword(keyword)
-            parser.parse_punctuation("(")
-            operands.append(parser.parse_unresolved_operand())
-            parser.parse_punctuation(")")
-        properties: dict[str, Attribute] = {}
-        for field in MERGE_FIELDS:
-            parser.parse_keyword(field)
-            properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
-        if parser.parse_optional_keyword("exp2"):
-            properties["exp2"] = UnitAttr()
-        attributes = parser.parse_optional_attr_dict_with_keyword()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(
-            parser.Delimiter.PAREN, parser.parse_type
-        )
-        if len(types) != 4:
-            parser.raise_error("expected four operand types (m, l, o, out)")
-        return cls.create(
-            operands=parser.resolve_operands(operands, types, parser.pos),
-            properties=properties,
-            attributes=attributes.data if attributes else {},
-        )
-
-    def print(self, printer: Printer) -> None:
-        for keyword, value in zip(("m", "l", "o", "out"), self.operands, strict=True):
-            printer.print_string(f" {keyword}(")
-            printer.print_operand(value)
-            printer.print_string(")")
-        printer.print_string(
-            "".join(f" {field} {value}" for field, value in self.shape().items())
-        )
-        if self.exp2 is not None:
-            printer.print_string(" exp2")
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" : (")
-        printer.print_list(self.operand_types, printer.print_attribute)
-        printer.print_string(")")
 
 
 # --------------------------------------------------------------------------

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
+    I8,
     DenseArrayBase,
     IndexType,
     IntegerAttr,
@@ -14,9 +16,9 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     f32,
     i1,
-    i8,
     i32,
     i64,
+    i8,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.irdl import (
@@ -172,26 +174,26 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     # each sequence's key count at run time (i32), if ragged
     kv_lens = opt_operand_def(MemRefType)
 
-    item_count = prop_def(IntegerAttr)
-    seq_len = prop_def(IntegerAttr)
-    head_dim = prop_def(IntegerAttr)
-    tile_size = prop_def(IntegerAttr)
-    tile_count = prop_def(IntegerAttr)
+    item_count = prop_def(IntegerAttr[I64])
+    seq_len = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    tile_size = prop_def(IntegerAttr[I64])
+    tile_count = prop_def(IntegerAttr[I64])
 
-    tile_classes = opt_prop_def(DenseArrayBase)
+    tile_classes = opt_prop_def(DenseArrayBase[I8])
     # Scores are in log2 units (log2(e) folded into them): the recurrence
     # uses exp2 (set by vyre-use-exp2).
     exp2 = opt_prop_def(UnitAttr)
     # Each item's tiles are split over this many consecutive lanes, whose
     # partial results are merged (set by vyre-split-kv).
-    kv_splits = opt_prop_def(IntegerAttr)
+    kv_splits = opt_prop_def(IntegerAttr[I64])
     # Each item's head dims are split over this many consecutive lanes (set
     # by vyre-split-head-dim).
-    dim_parts = opt_prop_def(IntegerAttr)
+    dim_parts = opt_prop_def(IntegerAttr[I64])
     # The width of the value rows (o_acc, out) where it is not head_dim.
-    v_head_dim = opt_prop_def(IntegerAttr)
+    v_head_dim = opt_prop_def(IntegerAttr[I64])
     # Items per sequence, with kv_lens: item i's key count is kv_lens[i / N].
-    items_per_seq = opt_prop_def(IntegerAttr)
+    items_per_seq = opt_prop_def(IntegerAttr[I64])
 
     scores = region_def("single_block")
     update = region_def("single_block")

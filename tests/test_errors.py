@@ -131,9 +131,9 @@ def _parse_plain(body: str):
     ('%q = vyre.buffer "q" binding -1 read [4, 2] : memref<8xf32>',
      "buffer binding must not be negative"),
     ('%q = vyre.buffer binding 0 read [4, 2] : memref<8xf32>',
-     "string literal expected for the buffer name"),
+     "attribute expected"),
     ('%q = vyre.buffer "q" binding 0 rw [4, 2] : memref<8xf32>',
-     "Expected one of 'read', 'temp', 'write' for the buffer access"),
+     "Expected `read`, `write`, or `temp`."),
 ])
 def test_vyre_buffer_bad_literals_are_parse_errors_in_plain_xdsl(body, message):
     from xdsl.utils.exceptions import ParseError

@@ -23,7 +23,7 @@ func.func @result_type(%x: f32, %o: i32, %w: i32) {
   %r, %v = "gpu.shuffle"(%x, %o, %w) <{mode = #gpu<shuffle_mode xor>}> : (f32, i32, i32) -> (i32, i1)
   func.return
 }
-// CHECK: {{.*}}gpu_shuffle_errors.mlir:23:3: error: 'gpu.shuffle' op result type i32 must be the value's type f32
+// CHECK: {{.*}}gpu_shuffle_errors.mlir:23:3: error: 'gpu.shuffle' op result 'result' at position 0 does not verify
 
 // -----
 
@@ -39,7 +39,7 @@ func.func @syntax(%x: f32, %o: i32, %w: i32) {
   %r, %v = gpu.shuffle sideways %x, %o, %w : f32
   func.return
 }
-// CHECK: {{.*}}gpu_shuffle_errors.mlir:39:24: error: shuffle mode must be one of xor, up, down, idx
+// CHECK: {{.*}}gpu_shuffle_errors.mlir:39:24: error: Expected `xor`, `up`, `down`, or `idx`.
 
 // -----
 

@@ -515,13 +515,13 @@ builtin.module {
 
 // -----
 
-// Buffers are read or written (generic form).
+// The access is a #vyre<access ...> enum: read, write or temp (generic form).
 builtin.module {
   vyre.kernel @k items 1 workgroup_size 64 {
     %q = "vyre.buffer"() <{sym_name = "q", binding = 0 : i64, access = "readwrite", shape = array<i64: 8>}> : () -> memref<8xf32>
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:521:5: error: 'vyre.buffer' op buffer 'q' has access "readwrite"; use "read" for an input, "write" for an output or "temp" for a buffer that passes values between kernels
+// CHECK: {{.*}}verify_errors.mlir:521:5: error: 'vyre.buffer' op "readwrite" should be of base attribute vyre.access
 
 // -----
 
@@ -577,7 +577,7 @@ builtin.module {
 // Bindings are not negative (generic form).
 builtin.module {
   vyre.kernel @k items 1 workgroup_size 64 {
-    %q = "vyre.buffer"() <{sym_name = "q", binding = -1 : i64, access = "read", shape = array<i64: 8>}> : () -> memref<8xf32>
+    %q = "vyre.buffer"() <{sym_name = "q", binding = -1 : i64, access = #vyre<access read>, shape = array<i64: 8>}> : () -> memref<8xf32>
   }
 }
 // CHECK: {{.*}}verify_errors.mlir:580:5: error: 'vyre.buffer' op buffer 'q' has a negative binding
