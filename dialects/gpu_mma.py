@@ -42,7 +42,14 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    ParametrizedAttribute,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -340,11 +347,123 @@ class SubgroupMmaConstantMatrixOp(IRDLOperation):
             )
 
 
+class MMAElementwise(StrEnum):
+    """MLIR's `gpu::MMAElementwiseOp`: what subgroup_mma_elementwise does."""
+
+    ADDF = "addf"
+    MULF = "mulf"
+    SUBF = "subf"
+    MAXF = "maxf"
+    MINF = "minf"
+    DIVF = "divf"
+    ADDI = "addi"
+    MULI = "muli"
+    SUBI = "subi"
+    DIVS = "divs"
+    DIVU = "divu"
+    NEGATEF = "negatef"
+    NEGATES = "negates"
+    EXTF = "extf"
+
+
+# what vyre executes: SPV_KHR_cooperative_matrix's arithmetic on whole
+# matrices (no per-element max or min), on float matrices
+ELEMENTWISE_ARITY = {
+    MMAElementwise.ADDF: 2,
+    MMAElementwise.SUBF: 2,
+    MMAElementwise.MULF: 2,
+    MMAElementwise.DIVF: 2,
+    MMAElementwise.NEGATEF: 1,
+}
+
+
+@irdl_attr_definition
+class MMAElementwiseAttr(EnumAttribute[MMAElementwise], SpacedOpaqueSyntaxAttribute):
+    """`#gpu<mma_element_wise addf>`, as MLIR 22 wants it in the properties."""
+
+    name = "gpu.mma_element_wise"
+
+
+@irdl_op_definition
+class SubgroupMmaElementwiseOp(IRDLOperation):
+    """`gpu.subgroup_mma_elementwise KIND %args : (T, ...) -> T`: an
+    element-wise operation on whole matrices."""
+
+    name = "gpu.subgroup_mma_elementwise"
+
+    args = var_operand_def(MMAMatrixType)
+    res = result_def(MMAMatrixType)
+    opType = prop_def(MMAElementwiseAttr)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, kind: MMAElementwise | str, args: Sequence[SSAValue],
+                 result_type: Attribute | None = None,
+                 attributes: dict[str, Attribute] | None = None):
+        super().__init__(
+            operands=[args],
+            result_types=[args[0].type if result_type is None else result_type],
+            properties={"opType": MMAElementwiseAttr(MMAElementwise(kind))},
+            attributes=attributes,
+        )
+
+    def verify_(self) -> None:
+        kind = self.opType.data
+        arity = ELEMENTWISE_ARITY.get(kind)
+        if arity is None:
+            raise VerifyException(
+                f"vyre executes subgroup_mma_elementwise "
+                f"{', '.join(ELEMENTWISE_ARITY)} only (float arithmetic on whole "
+                f"cooperative matrices), not {kind}: store the matrix and compute "
+                f"on its elements"
+            )
+        if len(self.args) != arity:
+            raise VerifyException(
+                f"{kind} takes {arity} matrix operand(s), not {len(self.args)}"
+            )
+        for arg in self.args:
+            if arg.type != self.res.type:
+                raise VerifyException(
+                    f"{kind}'s operands and result have one type: an operand is "
+                    f"{arg.type}, the result {self.res.type}"
+                )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SubgroupMmaElementwiseOp:
+        kind_pos = parser.pos
+        kind = parser.parse_identifier(" element-wise operation")
+        if kind not in tuple(MMAElementwise):
+            parser.raise_error(
+                f"element-wise operation must be one of "
+                f"{', '.join(MMAElementwise)}", kind_pos)
+        args = parser.parse_comma_separated_list(
+            parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types_pos = parser.pos
+        function = parser.parse_function_type()
+        if len(function.inputs) != len(args) or len(function.outputs) != 1:
+            parser.raise_error(
+                f"expected ({', '.join(['type'] * len(args))}) -> type", types_pos)
+        resolved = parser.resolve_operands(args, function.inputs.data, types_pos)
+        return cls(kind, resolved, function.outputs.data[0], attributes)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f"  {self.opType.data} ")  # MLIR's two spaces
+        printer.print_list(self.args, printer.print_operand)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : (")
+        printer.print_list((a.type for a in self.args), printer.print_attribute)
+        printer.print_string(") -> ")
+        printer.print_attribute(self.res.type)
+
+
 MMA_OPS = (
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
+    SubgroupMmaElementwiseOp,
 )
 
 
@@ -355,5 +474,7 @@ def load_into(ctx: Context) -> None:
     for op in MMA_OPS:
         if op.name not in loaded:
             ctx.load_op(op)
-    if MMAMatrixType.name not in {attr.name for attr in ctx.loaded_attrs}:
-        ctx.load_attr_or_type(MMAMatrixType)
+    loaded = {attr.name for attr in ctx.loaded_attrs}
+    for attr in (MMAMatrixType, MMAElementwiseAttr):
+        if attr.name not in loaded:
+            ctx.load_attr_or_type(attr)

@@ -67,7 +67,7 @@ INSTRUCTIONS = (
     "OpBranchConditional", "OpReturn", "OpUnreachable",
     "OpGroupNonUniformShuffle", "OpGroupNonUniformShuffleXor",
     "OpGroupNonUniformShuffleUp", "OpGroupNonUniformShuffleDown",
-    "OpCompositeConstruct",
+    "OpCompositeConstruct", "OpMatrixTimesScalar",
     "OpTypeCooperativeMatrixKHR", "OpCooperativeMatrixLoadKHR",
     "OpCooperativeMatrixStoreKHR", "OpCooperativeMatrixMulAddKHR",
 )

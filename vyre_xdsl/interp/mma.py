@@ -23,9 +23,11 @@ import numpy as np
 from xdsl.interpreter import impl, register_impls
 
 from vyre_xdsl.dialects.gpu_mma import (
+    MMAElementwise,
     MMAMatrixType,
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
+    SubgroupMmaElementwiseOp,
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
@@ -33,6 +35,18 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import dtype_of
 from vyre_xdsl.interp.memref import Buffer, linear_index
+
+
+# an f16 operation computed in f32 and rounded once is the f16 operation
+# (f32 holds the exact sum and product of two f16s, and has the 2p + 2 bits
+# that keep a quotient's double rounding exact)
+_ELEMENTWISE = {
+    MMAElementwise.ADDF: np.add,
+    MMAElementwise.SUBF: np.subtract,
+    MMAElementwise.MULF: np.multiply,
+    MMAElementwise.DIVF: np.divide,
+    MMAElementwise.NEGATEF: np.negative,
+}
 
 
 @dataclass(eq=False)
@@ -150,3 +164,8 @@ class MmaFunctions(LaneFunctions):
         for s, element in self._per_subgroup(op, value, "values").items():
             tiles[s] = element
         return (SubgroupMatrices(tiles),)
+
+    @impl(SubgroupMmaElementwiseOp)
+    def run_elementwise(self, interpreter, op: SubgroupMmaElementwiseOp, args):
+        result = _ELEMENTWISE[op.opType.data](*(m.tiles.astype(np.float32) for m in args))
+        return (SubgroupMatrices(result.astype(dtype_of(op.res.type.element_type))),)

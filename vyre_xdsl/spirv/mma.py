@@ -11,6 +11,9 @@ VK_KHR_cooperative_matrix, which the runtime enables where a module needs it):
                                      dimension as the stride
     subgroup_mma_compute             OpCooperativeMatrixMulAddKHR
     subgroup_mma_constant_matrix     OpCompositeConstruct of the one value
+    subgroup_mma_elementwise         OpFAdd, OpFSub, OpFMul, OpFDiv, OpFNegate
+                                     on the matrices; mulf by a constant
+                                     matrix OpMatrixTimesScalar
 
 An f16 matrix is a matrix of SPIR-V f16 (capability Float16), loaded from
 and stored to the 16-bit elements of an f16 buffer (spirv/half.py) as they
@@ -26,10 +29,12 @@ from xdsl.dialects.builtin import Float16Type, Float32Type
 from xdsl.ir import Attribute, Operation
 
 from vyre_xdsl.dialects.gpu_mma import (
+    MMAElementwise,
     MMAMatrixType,
     MMAOperand,
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
+    SubgroupMmaElementwiseOp,
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
@@ -103,14 +108,43 @@ def _compute(e, op: SubgroupMmaComputeOp) -> None:
                            e.value(op.opA), e.value(op.opB), e.value(op.opC)))
 
 
-def _constant(e, op: SubgroupMmaConstantMatrixOp) -> None:
-    result_type = matrix_type(e, op.res.type)
+def _component_value(e, op: SubgroupMmaConstantMatrixOp) -> int:
+    """The constant matrix's one value, as a scalar of its component type."""
     value = e.value(op.value)
     if isinstance(op.value.type, Float16Type):  # its bits in a uint (half.py)
         fn = e.fn
         bits = fn.op(Op.UConvert, e.b.type_int(16, False), value)
         value = fn.op(Op.Bitcast, e.b.type_float(16), bits)
-    e.bind(op.res, e.fn.op(Op.CompositeConstruct, result_type, value))
+    return value
+
+
+def _constant(e, op: SubgroupMmaConstantMatrixOp) -> None:
+    result_type = matrix_type(e, op.res.type)
+    e.bind(op.res, e.fn.op(Op.CompositeConstruct, result_type, _component_value(e, op)))
+
+
+_ELEMENTWISE = {
+    MMAElementwise.ADDF: Op.FAdd,
+    MMAElementwise.SUBF: Op.FSub,
+    MMAElementwise.MULF: Op.FMul,
+    MMAElementwise.DIVF: Op.FDiv,
+    MMAElementwise.NEGATEF: Op.FNegate,
+}
+
+
+def _elementwise(e, op: SubgroupMmaElementwiseOp) -> None:
+    result_type = matrix_type(e, op.res.type)
+    kind = op.opType.data
+    if kind == MMAElementwise.MULF:
+        # a product with a constant matrix scales by its value (as MLIR's
+        # convert-gpu-to-spirv does): no second matrix to read
+        for matrix, scale in (op.args, op.args[::-1]):
+            if isinstance(scale.owner, SubgroupMmaConstantMatrixOp):
+                e.bind(op.res, e.fn.op(Op.MatrixTimesScalar, result_type,
+                                       e.value(matrix), _component_value(e, scale.owner)))
+                return
+    e.bind(op.res, e.fn.op(_ELEMENTWISE[kind], result_type,
+                           *(e.value(arg) for arg in op.args)))
 
 
 HANDLERS = {
@@ -118,4 +152,5 @@ HANDLERS = {
     SubgroupMmaStoreMatrixOp: _store,
     SubgroupMmaComputeOp: _compute,
     SubgroupMmaConstantMatrixOp: _constant,
+    SubgroupMmaElementwiseOp: _elementwise,
 }

@@ -5,14 +5,16 @@
 
 // The subgroup matrix ops (dialects/gpu_mma.py) print as MLIR 22 prints
 // them, and MLIR 22 accepts them, in custom and in generic form: a lowered
-// kernel that computes out = a * b^T + 1 on one 32-lane subgroup (b read
-// transposed, the accumulator a constant matrix), f16 inputs, f32 output.
+// kernel that computes out = (a * b^T + 1) * 1 on one 32-lane subgroup (b
+// read transposed, the accumulator a constant matrix, an element-wise
+// product), f16 inputs, f32 output.
 // MLIR:       gpu.func @matmul(%{{.*}}: memref<256xf16>, %{{.*}}: memref<256xf16>, %{{.*}}: memref<256xf32>) kernel
 // CHECK:        %[[A:[0-9a-z_]+]] = gpu.subgroup_mma_load_matrix %{{.*}}[%[[C0:[0-9a-z_]+]]] {leadDimension = 16 : index} : memref<256xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
 // CHECK-NEXT:   %[[B:[0-9a-z_]+]] = gpu.subgroup_mma_load_matrix %{{.*}}[%[[C0]]] {leadDimension = 16 : index, transpose} : memref<256xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
 // CHECK:        %[[C:[0-9a-z_]+]] = gpu.subgroup_mma_constant_matrix %{{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
 // CHECK-NEXT:   %[[D:[0-9a-z_]+]] = gpu.subgroup_mma_compute %[[A]], %[[B]], %[[C]] : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
-// CHECK-NEXT:   gpu.subgroup_mma_store_matrix %[[D]], %{{.*}}[%[[C0]]] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<256xf32>
+// CHECK-NEXT:   %[[E:[0-9a-z_]+]] = gpu.subgroup_mma_elementwise  mulf %[[D]], %[[C]] : (!gpu.mma_matrix<16x16xf32, "COp">, !gpu.mma_matrix<16x16xf32, "COp">) -> !gpu.mma_matrix<16x16xf32, "COp">
+// CHECK-NEXT:   gpu.subgroup_mma_store_matrix %[[E]], %{{.*}}[%[[C0]]] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<256xf32>
 // MLIR:         gpu.return
 builtin.module attributes {gpu.container_module} {
   "gpu.module"() <{sym_name = "matmul"}> ({
@@ -24,7 +26,8 @@ builtin.module attributes {gpu.container_module} {
       %one = arith.constant 1.0 : f32
       %mc = gpu.subgroup_mma_constant_matrix %one : !gpu.mma_matrix<16x16xf32, "COp">
       %md = gpu.subgroup_mma_compute %ma, %mb, %mc : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
-      gpu.subgroup_mma_store_matrix %md, %out[%c0] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<256xf32>
+      %me = gpu.subgroup_mma_elementwise mulf %md, %mc : (!gpu.mma_matrix<16x16xf32, "COp">, !gpu.mma_matrix<16x16xf32, "COp">) -> !gpu.mma_matrix<16x16xf32, "COp">
+      gpu.subgroup_mma_store_matrix %me, %out[%c0] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<256xf32>
       "gpu.return"() : () -> ()
     }) {sym_name = "matmul", gpu.kernel, vyre.launch = #vyre.launch<items = 32,
         workgroup = [32, 1, 1], grid = [1, 1, 1],

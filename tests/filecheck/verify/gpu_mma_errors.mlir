@@ -115,5 +115,37 @@ func.func @shape_rank(%x: f32) {
 }
 // CHECK: {{.*}}gpu_mma_errors.mlir:113:3: error: !gpu.mma_matrix has 2 positive dimensions (rows x columns), not [16, 16, 16]
 
+// -----
+
+func.func @maxf(%a: !gpu.mma_matrix<16x16xf32, "COp">) {
+  %m = gpu.subgroup_mma_elementwise maxf %a, %a : (!gpu.mma_matrix<16x16xf32, "COp">, !gpu.mma_matrix<16x16xf32, "COp">) -> !gpu.mma_matrix<16x16xf32, "COp">
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:121:3: error: 'gpu.subgroup_mma_elementwise' op vyre executes subgroup_mma_elementwise addf, subf, mulf, divf, negatef only (float arithmetic on whole cooperative matrices), not maxf: store the matrix and compute on its elements
+
+// -----
+
+func.func @arity(%a: !gpu.mma_matrix<16x16xf32, "COp">) {
+  %m = gpu.subgroup_mma_elementwise addf %a : (!gpu.mma_matrix<16x16xf32, "COp">) -> !gpu.mma_matrix<16x16xf32, "COp">
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:129:3: error: 'gpu.subgroup_mma_elementwise' op addf takes 2 matrix operand(s), not 1
+
+// -----
+
+func.func @mixed_types(%a: !gpu.mma_matrix<16x16xf32, "COp">, %h: !gpu.mma_matrix<16x16xf16, "COp">) {
+  %m = gpu.subgroup_mma_elementwise addf %a, %h : (!gpu.mma_matrix<16x16xf32, "COp">, !gpu.mma_matrix<16x16xf16, "COp">) -> !gpu.mma_matrix<16x16xf32, "COp">
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:137:3: error: 'gpu.subgroup_mma_elementwise' op addf's operands and result have one type: an operand is !gpu.mma_matrix<16x16xf16, "COp">, the result !gpu.mma_matrix<16x16xf32, "COp">
+
+// -----
+
+func.func @unknown_kind(%a: !gpu.mma_matrix<16x16xf32, "COp">) {
+  %m = gpu.subgroup_mma_elementwise powf %a, %a : (!gpu.mma_matrix<16x16xf32, "COp">, !gpu.mma_matrix<16x16xf32, "COp">) -> !gpu.mma_matrix<16x16xf32, "COp">
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:145:37: error: element-wise operation must be one of addf, mulf, subf, maxf, minf, divf, addi, muli, subi, divs, divu, negatef, negates, extf
+
 // EXIT: error:
 // EXIT-NOT: Traceback
