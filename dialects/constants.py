@@ -18,6 +18,9 @@ F32_MAX = 3.4028234663852886e38
 F32_MIN = -F32_MAX
 # The smallest normal f32 (2^-126): the stability helpers' floor.
 MIN_POSITIVE = 1.1754943508222875e-38
+# What vyre.bounded_score makes of -inf scores and vyre.bounded_exp_arg's
+# lower bound: exp(-80) is still a normal f32.
+SCORE_FLOOR = -80.0
 
 # The memref memory space of workgroup (shared) memory, as in MLIR's GPU
 # dialect and SPIR-V's Workgroup storage class.

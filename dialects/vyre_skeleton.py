@@ -552,6 +552,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
 
     # -- custom syntax -----------------------------------------------------
+    # Not an assembly_format: the regions' argument lists are untyped (their
+    # types follow from the scratch operands), a hook that only yields is
+    # left out and rebuilt, and the fields wrap onto their own lines.
 
     @classmethod
     def parse(cls, parser: Parser) -> TiledOnlineSoftmaxOp:

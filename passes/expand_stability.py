@@ -24,10 +24,9 @@ from xdsl.pattern_rewriter import (
 )
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import MIN_POSITIVE
+from vyre_xdsl.dialects.constants import MIN_POSITIVE, SCORE_FLOOR
 from vyre_xdsl.ir_builder import IRBuilder
 
-SCORE_FLOOR = -80.0
 INF = float("inf")
 
 

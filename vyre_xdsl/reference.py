@@ -46,7 +46,7 @@ __all__ = [
 F32_MIN = np.float32(constants.F32_MIN)
 MIN_POSITIVE = np.float32(constants.MIN_POSITIVE)
 _ZERO = np.float32(0.0)
-_EXP_FLOOR = np.float32(-80.0)
+_EXP_FLOOR = np.float32(constants.SCORE_FLOOR)
 
 
 # --------------------------------------------------------------------------
