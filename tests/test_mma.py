@@ -24,7 +24,13 @@ from requirements import (
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
-from vyre_xdsl.tools.mma_kernels import MATMUL_SHAPES, MatmulShape, matmul_kernel
+from vyre_xdsl.tools.mma_kernels import (
+    MATMUL_SHAPES,
+    MatmulShape,
+    TileBuffer,
+    lowered_kernel,
+    matmul_kernel,
+)
 
 MLIR_TRANSLATE = shutil.which("mlir-translate-22")
 needs_mlir_translate = requires(
@@ -79,10 +85,11 @@ def test_tolerance_catches_a_wrong_product():
 # out = a * b^T + 1 on each of two subgroups, subgroup s on rows 16s..16s+15
 # of a and out: b read transposed, a constant accumulator, per-subgroup
 # indices from the lane id
-TWO_SUBGROUPS = """builtin.module attributes {gpu.container_module} {
-  "gpu.module"() <{sym_name = "tiles"}> ({
-    "gpu.func"() <{function_type = (memref<512xf16>, memref<256xf16>, memref<512xf32>) -> (), kernel}> ({
-    ^bb0(%a: memref<512xf16>, %b: memref<256xf16>, %out: memref<512xf32>):
+TWO_SUBGROUPS = lowered_kernel("tiles", (
+    TileBuffer("a", "read", (32, 16), "f16"),
+    TileBuffer("b", "read", (16, 16), "f16"),
+    TileBuffer("out", "write", (32, 16), "f32"),
+), """
       %c0 = arith.constant 0 : index
       %c32 = arith.constant 32 : index
       %c256 = arith.constant 256 : index
@@ -95,17 +102,7 @@ TWO_SUBGROUPS = """builtin.module attributes {gpu.container_module} {
       %mc = gpu.subgroup_mma_constant_matrix %one : !gpu.mma_matrix<16x16xf32, "COp">
       %md = gpu.subgroup_mma_compute %ma, %mb, %mc : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
       gpu.subgroup_mma_store_matrix %md, %out[%base] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<512xf32>
-      "gpu.return"() : () -> ()
-    }) {sym_name = "tiles", gpu.kernel, vyre.launch = #vyre.launch<items = 64,
-        workgroup = [64, 1, 1], grid = [1, 1, 1],
-        buffers = [
-          #vyre.buffer<name = "a", binding = 0, access = read, shape = [32, 16], dtype = f16>,
-          #vyre.buffer<name = "b", binding = 1, access = read, shape = [16, 16], dtype = f16>,
-          #vyre.buffer<name = "out", binding = 2, access = write, shape = [32, 16], dtype = f32>]>}
-      : () -> ()
-  }) : () -> ()
-}
-"""
+""", lanes=64)
 
 
 def _two_subgroup_inputs():
@@ -206,10 +203,11 @@ def test_vulkan_runs_or_refuses_cooperative_matrices(shape):
 
 # out = a * b, K = 64 in four steps of 16: the accumulator is carried by
 # an scf.for, as a tiled product over keys carries it
-K_LOOP = """builtin.module attributes {gpu.container_module} {
-  "gpu.module"() <{sym_name = "kloop"}> ({
-    "gpu.func"() <{function_type = (memref<1024xf16>, memref<1024xf16>, memref<256xf32>) -> (), kernel}> ({
-    ^bb0(%a: memref<1024xf16>, %b: memref<1024xf16>, %out: memref<256xf32>):
+K_LOOP = lowered_kernel("kloop", (
+    TileBuffer("a", "read", (16, 64), "f16"),
+    TileBuffer("b", "read", (64, 16), "f16"),
+    TileBuffer("out", "write", (16, 16), "f32"),
+), """
       %c0 = arith.constant 0 : index
       %c16 = arith.constant 16 : index
       %c64 = arith.constant 64 : index
@@ -223,17 +221,7 @@ K_LOOP = """builtin.module attributes {gpu.container_module} {
         scf.yield %md : !gpu.mma_matrix<16x16xf32, "COp">
       }
       gpu.subgroup_mma_store_matrix %acc, %out[%c0] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf32, "COp">, memref<256xf32>
-      "gpu.return"() : () -> ()
-    }) {sym_name = "kloop", gpu.kernel, vyre.launch = #vyre.launch<items = 32,
-        workgroup = [32, 1, 1], grid = [1, 1, 1],
-        buffers = [
-          #vyre.buffer<name = "a", binding = 0, access = read, shape = [16, 64], dtype = f16>,
-          #vyre.buffer<name = "b", binding = 1, access = read, shape = [64, 16], dtype = f16>,
-          #vyre.buffer<name = "out", binding = 2, access = write, shape = [16, 16], dtype = f32>]>}
-      : () -> ()
-  }) : () -> ()
-}
-"""
+""")
 
 
 def test_interpreter_carries_the_accumulator_through_scf_for():

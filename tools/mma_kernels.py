@@ -37,40 +37,61 @@ MATMUL_SHAPES = (
 )
 
 
+@dataclass(frozen=True)
+class TileBuffer:
+    """A kernel argument: a flat memref of `shape`'s elements, as in every
+    lowered kernel (the shape is the buffer's)."""
+
+    name: str
+    access: str  # "read" or "write"
+    shape: tuple[int, int]
+    dtype: str  # "f16" or "f32"
+
+    @property
+    def memref(self) -> str:
+        return f"memref<{self.shape[0] * self.shape[1]}x{self.dtype}>"
+
+
+def lowered_kernel(name: str, buffers: tuple[TileBuffer, ...], body: str,
+                   lanes: int = SUBGROUP_LANES) -> str:
+    """The lowered module of kernel @name (text): one workgroup of `lanes`,
+    `body` (ops on %NAME of each buffer) then gpu.return."""
+    body = body.strip("\n")
+    types = ", ".join(b.memref for b in buffers)
+    args = ", ".join(f"%{b.name}: {b.memref}" for b in buffers)
+    entries = ",\n          ".join(
+        f'#vyre.buffer<name = "{b.name}", binding = {i}, access = {b.access}, '
+        f"shape = [{b.shape[0]}, {b.shape[1]}], dtype = {b.dtype}>"
+        for i, b in enumerate(buffers))
+    return f"""builtin.module attributes {{gpu.container_module}} {{
+  "gpu.module"() <{{sym_name = "{name}"}}> ({{
+    "gpu.func"() <{{function_type = ({types}) -> (), kernel}}> ({{
+    ^bb0({args}):
+{body}
+      "gpu.return"() : () -> ()
+    }}) {{sym_name = "{name}", gpu.kernel, vyre.launch = #vyre.launch<items = {lanes},
+        workgroup = [{lanes}, 1, 1], grid = [1, 1, 1],
+        buffers = [
+          {entries}]>}} : () -> ()
+  }}) : () -> ()
+}}
+"""
+
+
 def matmul_kernel(shape: MatmulShape) -> str:
     """The lowered module of `shape`'s kernel @matmul (text)."""
     m, n, k, t, acc = shape.m, shape.n, shape.k, shape.inputs, shape.accumulator
-    # flat buffers as in every lowered kernel; the shape is the buffer's
-    a, b, c = f"memref<{m * k}x{t}>", f"memref<{k * n}x{t}>", f"memref<{m * n}x{acc}>"
+    buffers = (TileBuffer("a", "read", (m, k), t), TileBuffer("b", "read", (k, n), t),
+               TileBuffer("c", "read", (m, n), acc), TileBuffer("out", "write", (m, n), acc))
+    a, b, c, _ = (buffer.memref for buffer in buffers)
     ma = f'!gpu.mma_matrix<{m}x{k}x{t}, "AOp">'
     mb = f'!gpu.mma_matrix<{k}x{n}x{t}, "BOp">'
     mc = f'!gpu.mma_matrix<{m}x{n}x{acc}, "COp">'
-
-    def buffer(name: str, binding: int, access: str, rows: int, cols: int, dtype: str):
-        return (f'#vyre.buffer<name = "{name}", binding = {binding}, access = {access}, '
-                f"shape = [{rows}, {cols}], dtype = {dtype}>")
-
-    buffers = ",\n          ".join((
-        buffer("a", 0, "read", m, k, t),
-        buffer("b", 1, "read", k, n, t),
-        buffer("c", 2, "read", m, n, acc),
-        buffer("out", 3, "write", m, n, acc),
-    ))
-    return f"""builtin.module attributes {{gpu.container_module}} {{
-  "gpu.module"() <{{sym_name = "matmul"}}> ({{
-    "gpu.func"() <{{function_type = ({a}, {b}, {c}, {c}) -> (), kernel}}> ({{
-    ^bb0(%a: {a}, %b: {b}, %c: {c}, %out: {c}):
+    return lowered_kernel("matmul", buffers, f"""
       %c0 = arith.constant 0 : index
       %ma = gpu.subgroup_mma_load_matrix %a[%c0] {{leadDimension = {k} : index}} : {a} -> {ma}
       %mb = gpu.subgroup_mma_load_matrix %b[%c0] {{leadDimension = {n} : index}} : {b} -> {mb}
       %mc = gpu.subgroup_mma_load_matrix %c[%c0] {{leadDimension = {n} : index}} : {c} -> {mc}
       %md = gpu.subgroup_mma_compute %ma, %mb, %mc : {ma}, {mb} -> {mc}
       gpu.subgroup_mma_store_matrix %md, %out[%c0] {{leadDimension = {n} : index}} : {mc}, {c}
-      "gpu.return"() : () -> ()
-    }}) {{sym_name = "matmul", gpu.kernel, vyre.launch = #vyre.launch<items = {SUBGROUP_LANES},
-        workgroup = [{SUBGROUP_LANES}, 1, 1], grid = [1, 1, 1],
-        buffers = [
-          {buffers}]>}} : () -> ()
-  }}) : () -> ()
-}}
-"""
+""")
