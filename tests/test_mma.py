@@ -155,11 +155,13 @@ def _mlir_verifies_spirv(binary: bytes, tmp_path) -> str:
 def test_spirv_cooperative_matrices_verify_in_mlir(shape, tmp_path):
     spirv = emit_spirv_module(vx.parse_module(matmul_kernel(shape)))
     entry = spirv.entry("matmul")
-    assert {Capability.CooperativeMatrixKHR, Capability.Float16} <= entry.capabilities
-    assert "SPV_KHR_cooperative_matrix" in entry.extensions
+    assert {Capability.CooperativeMatrixKHR, Capability.Float16,
+            Capability.VulkanMemoryModel} <= entry.capabilities
+    assert {"SPV_KHR_cooperative_matrix", "SPV_KHR_vulkan_memory_model"} <= entry.extensions
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     m, n, k, t, acc = shape.m, shape.n, shape.k, shape.inputs, shape.accumulator
     for expected in (
+        "spirv.module Logical Vulkan",
         f"!spirv.coopmatrix<{m}x{k}x{t}, Subgroup, MatrixA>",
         f"!spirv.coopmatrix<{k}x{n}x{t}, Subgroup, MatrixB>",
         f"-> !spirv.coopmatrix<{m}x{n}x{acc}, Subgroup, MatrixAcc>",
@@ -192,7 +194,7 @@ def test_vulkan_runs_or_refuses_cooperative_matrices(shape):
     ctx = runtime._context(runtime._validation_requested(None))
     ins = matmul_inputs(shape)
     module = vx.parse_module(matmul_kernel(shape))
-    if ctx.cooperative_matrix and ctx.float16:
+    if ctx.cooperative_matrix and ctx.float16 and ctx.memory_model:
         assert_matmul_close(shape, ins, vx.run(module, ins, backend="vulkan")["out"])
         return
     with pytest.raises(VyreError, match="cooperativeMatrix") as refused:

@@ -275,7 +275,7 @@ def main(argv=None) -> int:
     chosen = [c for c in cases(args.all) if args.match in c.name]
     ctx = runtime._context(runtime._validation_requested(None))
     skipped = [c for c in chosen if c.cooperative_matrix
-               and not (ctx.cooperative_matrix and ctx.float16)]
+               and not (ctx.cooperative_matrix and ctx.float16 and ctx.memory_model)]
     for case in skipped:
         print(f"skip {case.name}: skipped: no VK_KHR_cooperative_matrix on {ctx.name}",
               flush=True)

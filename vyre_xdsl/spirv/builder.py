@@ -124,6 +124,9 @@ class ModuleBuilder:
     def bound(self) -> int:
         return self._next_id
 
+    def set_memory_model(self, model: int) -> None:
+        self.memory_model = Instruction([Op.MemoryModel, AddressingModel.Logical, model])
+
     def capability(self, cap: int) -> None:
         if cap not in self._caps:
             self._caps.add(cap)

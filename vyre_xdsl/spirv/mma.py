@@ -1,6 +1,7 @@
 """The subgroup matrix ops (dialects/gpu_mma.py) as SPV_KHR_cooperative_matrix
-instructions (capability CooperativeMatrixKHR; Vulkan's
-VK_KHR_cooperative_matrix, which the runtime enables where a module needs it):
+instructions (capability CooperativeMatrixKHR, and the Vulkan memory model
+that the extension requires; Vulkan's VK_KHR_cooperative_matrix and
+vulkanMemoryModel, which the runtime enables where the device has them):
 
     !gpu.mma_matrix<RxCxT, U>        OpTypeCooperativeMatrixKHR T Subgroup R C
                                      (AOp MatrixAKHR, BOp MatrixBKHR,
@@ -44,11 +45,13 @@ from vyre_xdsl.spirv.spec import (
     Capability,
     CooperativeMatrixLayout,
     CooperativeMatrixUse,
+    MemoryModel,
     Op,
     Scope,
 )
 
 COOPERATIVE_MATRIX = "SPV_KHR_cooperative_matrix"
+VULKAN_MEMORY_MODEL = "SPV_KHR_vulkan_memory_model"
 
 _USE = {
     MMAOperand.A: CooperativeMatrixUse.MatrixAKHR,
@@ -70,6 +73,13 @@ def matrix_type(e, matrix: MMAMatrixType) -> int:
     """The OpTypeCooperativeMatrixKHR of `matrix`, declaring what it needs."""
     e.capability(Capability.CooperativeMatrixKHR)
     e.extension(COOPERATIVE_MATRIX)
+    # SPV_KHR_cooperative_matrix in a Shader module requires the Vulkan
+    # memory model (an extension before SPIR-V 1.5); the module's one
+    # barrier, OpControlBarrier AcquireRelease|WorkgroupMemory, means the
+    # same there
+    e.capability(Capability.VulkanMemoryModel)
+    e.extension(VULKAN_MEMORY_MODEL)
+    e.b.set_memory_model(MemoryModel.Vulkan)
     rows, cols = matrix.get_shape()
     return e.b.type_cooperative_matrix(_component(e, matrix.element_type),
                                        Scope.Subgroup, rows, cols, _USE[matrix.use])

@@ -214,7 +214,7 @@ class _Context:
         self.subgroup = self._subgroup_support()
         self.max_allocation = self._max_allocation()
         self.storage_16bit = self._storage_16bit_support()
-        self.float16, self.cooperative_matrix = self._matrix_support()
+        self.float16, self.memory_model, self.cooperative_matrix = self._matrix_support()
 
     def _subgroup_support(self) -> SubgroupSupport:
         vk = self.vk
@@ -253,22 +253,25 @@ class _Context:
         vk.vkGetPhysicalDeviceFeatures2(self.physical, features)
         return bool(found.storageBuffer16BitAccess)
 
-    def _matrix_support(self) -> tuple[bool, bool]:
-        """Whether the device has f16 arithmetic (shaderFloat16, Vulkan 1.2)
-        and cooperative matrices (VK_KHR_cooperative_matrix's
-        cooperativeMatrix): what f16 subgroup matrix ops need (spirv/mma.py)."""
+    def _matrix_support(self) -> tuple[bool, bool, bool]:
+        """Whether the device has f16 arithmetic (shaderFloat16), the Vulkan
+        memory model (vulkanMemoryModel; both Vulkan 1.2) and cooperative
+        matrices (VK_KHR_cooperative_matrix's cooperativeMatrix): what f16
+        subgroup matrix ops need (spirv/mma.py)."""
         vk = self.vk
         if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 2, 0):
-            return False, False
+            return False, False, False
         extensions = {e.extensionName for e in
                       vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
         # a feature struct of an extension the device lacks is not queried
         matrix = (vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR()
                   if COOPERATIVE_MATRIX_EXTENSION in extensions else None)
-        float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=matrix)
+        model = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=matrix)
+        float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=model)
         vk.vkGetPhysicalDeviceFeatures2(self.physical,
                                         vk.VkPhysicalDeviceFeatures2(pNext=float16))
-        return bool(float16.shaderFloat16), bool(matrix and matrix.cooperativeMatrix)
+        return (bool(float16.shaderFloat16), bool(model.vulkanMemoryModel),
+                bool(matrix and matrix.cooperativeMatrix))
 
     def _create_device(self) -> None:
         vk = self.vk
@@ -276,12 +279,16 @@ class _Context:
         queue_info = vk.VkDeviceQueueCreateInfo(
             queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=priorities)
         queue_infos = [queue_info]
-        # enable cooperative matrices, f16 arithmetic and 16-bit storage where
-        # the device has them (subgroup matrix ops, f16/bf16 buffers)
+        # enable cooperative matrices, the Vulkan memory model, f16 arithmetic
+        # and 16-bit storage where the device has them (subgroup matrix ops,
+        # f16/bf16 buffers)
         features = (
             vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR(cooperativeMatrix=vk.VK_TRUE)
             if self.cooperative_matrix else None
         )
+        if self.memory_model:
+            features = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(
+                pNext=features, vulkanMemoryModel=vk.VK_TRUE)
         if self.float16:
             features = vk.VkPhysicalDeviceShaderFloat16Int8Features(
                 pNext=features, shaderFloat16=vk.VK_TRUE)
@@ -407,6 +414,7 @@ def device_report() -> str:
         f"{', '.join(sorted(ctx.subgroup.operations)) if ctx.subgroup.compute else 'none'})\n"
         f"  memory: {'device-local + staging' if ctx.staging else 'host-visible'}\n"
         f"  storageBuffer16BitAccess = {ctx.storage_16bit} (f16 and bf16 buffers)\n"
-        f"  shaderFloat16 = {ctx.float16}, cooperativeMatrix = {ctx.cooperative_matrix} "
-        f"({COOPERATIVE_MATRIX_EXTENSION}: subgroup matrix ops)\n"
+        f"  shaderFloat16 = {ctx.float16}, vulkanMemoryModel = {ctx.memory_model}, "
+        f"cooperativeMatrix = {ctx.cooperative_matrix} ({COOPERATIVE_MATRIX_EXTENSION}): "
+        f"subgroup matrix ops\n"
     )

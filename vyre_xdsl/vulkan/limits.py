@@ -74,7 +74,8 @@ def _check_16bit_storage(ctx: _Context, capabilities: frozenset[int],
 def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
                               program: ProgramInfo) -> None:
     """Refuse a module with subgroup matrix ops (spirv/mma.py) on a device
-    without cooperative matrices, or with f16 ones without shaderFloat16."""
+    without cooperative matrices or the Vulkan memory model, or with f16
+    ones without shaderFloat16."""
     if Capability.CooperativeMatrixKHR not in capabilities:
         return
     missing = []
@@ -82,6 +83,8 @@ def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
         missing.append(f"cooperativeMatrix ({COOPERATIVE_MATRIX_EXTENSION})")
     if Capability.Float16 in capabilities and not ctx.float16:
         missing.append("shaderFloat16 (f16 matrices)")
+    if Capability.VulkanMemoryModel in capabilities and not ctx.memory_model:
+        missing.append("vulkanMemoryModel (which cooperative matrices require)")
     if missing:
         raise VyreError(
             f"{program.label} uses subgroup matrix ops (gpu.subgroup_mma_*), which "
