@@ -10,6 +10,8 @@ batched, ragged or paged cache) and the fragments they have in common.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -156,10 +158,21 @@ class Mla:
 
 
 def check_mla(
-    seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size,
-    dtype, batch, kv_lens, page_size, num_pages,
+    seq_len: int,
+    num_heads: int,
+    head_dim: int,
+    kv_lora_rank: int,
+    qk_rope_head_dim: int,
+    tile_size: int = 64,
+    *,
+    dtype: str = "f32",
+    batch: int = 1,
+    kv_lens: bool | None = None,
+    page_size: int | None = None,
+    num_pages: int | None = None,
 ) -> Mla:
-    """The builders' arguments checked, or a VyreError naming the bad one."""
+    """The builders' arguments checked, or a VyreError naming the bad one.
+    Its parameters are every form's (`_builder`)."""
     dtype = check_dtype(dtype)
     kv_lens, page_size, num_pages = check_paging(
         kv_lens, page_size, num_pages,
@@ -210,20 +223,27 @@ def _dot(b: IRBuilder, count, left, right, hint: str, init=None) -> SSAValue:
     return b.loop(0, count, step, [start], hint=hint)[0]
 
 
-def mla_decode(
-    seq_len: int,
-    num_heads: int,
-    head_dim: int,
-    kv_lora_rank: int,
-    qk_rope_head_dim: int,
-    tile_size: int = 64,
-    *,
-    dtype: str = "f32",
-    batch: int = 1,
-    kv_lens: bool | None = None,
-    page_size: int | None = None,
-    num_pages: int | None = None,
-) -> ModuleOp:
+def _builder(form: Callable[..., ModuleOp]) -> Callable[..., ModuleOp]:
+    """The public builder of an MLA form: `check_mla`'s arguments (the same
+    for every form) checked into an `Mla`, which `form` builds from; the
+    form's own keyword-only options (the program's `name`) follow them."""
+    checked = inspect.signature(check_mla).parameters
+    own = list(inspect.signature(form).parameters.values())[1:]
+
+    @functools.wraps(form)
+    def builder(*args, **kwargs) -> ModuleOp:
+        options = {p.name: kwargs.pop(p.name) for p in own if p.name in kwargs}
+        return form(check_mla(*args, **kwargs), **options)
+
+    del builder.__wrapped__
+    builder.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*checked.values(), *own], return_annotation=ModuleOp
+    )
+    return builder
+
+
+@_builder
+def mla_decode(mla: Mla) -> ModuleOp:
     """Multi-head latent attention decode of one new token, one head per item:
     K and V are decompressed on the fly from the latent `kv_cache` through
     `w_uk`/`w_uv`; the first `qk_rope_head_dim` key dims add `kr_cache`.
@@ -244,8 +264,6 @@ def mla_decode(
 
     The kernel records its shape as `vyre.mla = #vyre.mla<...>`, which
     vyre-absorb-mla reads to rewrite it."""
-    mla = check_mla(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
-                    tile_size, dtype, batch, kv_lens, page_size, num_pages)
     head_dim, rank, rope = mla.head_dim, mla.kv_lora_rank, mla.qk_rope_head_dim
     scale = f32_scale(head_dim)
 
@@ -383,20 +401,8 @@ def _latent_update(mla: Mla, accumulator, index_of, weight_first: bool) -> Fragm
     return update
 
 
-def mla_decode_absorbed(
-    seq_len: int,
-    num_heads: int,
-    head_dim: int,
-    kv_lora_rank: int,
-    qk_rope_head_dim: int,
-    tile_size: int = 64,
-    *,
-    dtype: str = "f32",
-    batch: int = 1,
-    kv_lens: bool | None = None,
-    page_size: int | None = None,
-    num_pages: int | None = None,
-) -> ModuleOp:
+@_builder
+def mla_decode_absorbed(mla: Mla) -> ModuleOp:
     """MLA decode with `w_uk` and `w_uv` absorbed: what `vyre-absorb-mla`
     turns `mla_decode` into.  The same attention, with the sums reordered
     (so within a tolerance of `mla_decode`, not bit-identical):
@@ -416,8 +422,6 @@ def mla_decode_absorbed(
     through `w_uv` into `o_acc`, which the skeleton then divides by the
     softmax denominator.  `reference.mla_decode_absorbed` is its oracle, op
     for op.  The other arguments are `mla_decode`'s."""
-    mla = check_mla(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
-                    tile_size, dtype, batch, kv_lens, page_size, num_pages)
     for latent in ("q_lat", "o_lat"):
         check_u32_size(
             f"scratch {latent}", workgroup_size=WORKGROUP_SIZE, kv_lora_rank=mla.kv_lora_rank
@@ -473,21 +477,8 @@ def mla_decode_absorbed(
     )
 
 
-def mla_decode_program(
-    seq_len: int,
-    num_heads: int,
-    head_dim: int,
-    kv_lora_rank: int,
-    qk_rope_head_dim: int,
-    tile_size: int = 64,
-    *,
-    name: str = "mla_decode",
-    dtype: str = "f32",
-    batch: int = 1,
-    kv_lens: bool | None = None,
-    page_size: int | None = None,
-    num_pages: int | None = None,
-) -> ModuleOp:
+@_builder
+def mla_decode_program(mla: Mla, *, name: str = "mla_decode") -> ModuleOp:
     """MLA decode with `w_uk` and `w_uv` absorbed once per head, as a
     program of three kernels (what `vyre-absorb-mla{kernels=3}` turns
     `mla_decode` into), run in this order:
@@ -511,8 +502,6 @@ def mla_decode_program(
     where every lane of a workgroup of one head's splits reads the same
     row; the skeleton's own copy of it (q_scratch) goes unread.  q_lat and
     o_lat stay f32; the other arguments are `mla_decode`'s."""
-    mla = check_mla(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim,
-                    tile_size, dtype, batch, kv_lens, page_size, num_pages)
     check_u32_size("scratch o_acc", workgroup_size=WORKGROUP_SIZE,
                    kv_lora_rank=mla.kv_lora_rank)
     head_dim, rank = mla.head_dim, mla.kv_lora_rank
