@@ -11,6 +11,8 @@ table as the kernel reads them.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -53,7 +55,17 @@ class MlaArrays(NamedTuple):
 
 
 def _sequences(
-    q, kv_cache, kr_cache, w_uk, w_uv, tile_size, kv_lens, block_table, page_size, kv_len,
+    q: np.ndarray,
+    kv_cache: np.ndarray,
+    kr_cache: np.ndarray,
+    w_uk: np.ndarray,
+    w_uv: np.ndarray,
+    tile_size: int = 64,
+    *,
+    kv_lens: np.ndarray | None = None,
+    block_table: np.ndarray | None = None,
+    page_size: int | None = None,
+    kv_len: int | None = None,
 ) -> list[MlaArrays]:
     """The arguments checked (f32, consistent shapes) and split into their
     sequences, or a VyreError.  q is [num_heads, head_dim] or [batch,
@@ -104,10 +116,6 @@ def _sequences(
     ]
 
 
-def _each(form: Callable[..., np.ndarray], q, *arrays, serving: dict, **options):
-    """`form` (one sequence's oracle) over every sequence, out shaped like q."""
-    outs = [form(a, **options) for a in _sequences(q, *arrays, **serving)]
-    return np.stack(outs).reshape(np.shape(q))
 
 
 SERVING_DOC = """
@@ -123,9 +131,28 @@ SERVING_DOC = """
     kv_lens."""
 
 
-def _serving_doc(fn):
-    fn.__doc__ += SERVING_DOC
-    return fn
+def _oracle(form: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """The public oracle of `form` (one sequence's, MlaArrays first): every
+    form takes `_sequences`' arguments, with its own options (kv_splits,
+    dim_parts) after tile_size, and runs over every sequence, out shaped
+    like q; `_with_dtype` adds `dtype`."""
+    shared = list(inspect.signature(_sequences).parameters.values())
+    own = list(inspect.signature(form).parameters.values())[1:]
+    signature = inspect.Signature([*shared[:6], *own, *shared[6:]], return_annotation=np.ndarray)
+
+    @functools.wraps(form)
+    def oracle(*args, **kwargs) -> np.ndarray:
+        arguments = signature.bind(*args, **kwargs)
+        arguments.apply_defaults()
+        checked = dict(arguments.arguments)
+        options = {p.name: checked.pop(p.name) for p in own}
+        outs = [form(a, **options) for a in _sequences(**checked)]
+        return np.stack(outs).reshape(np.shape(checked["q"]))
+
+    del oracle.__wrapped__
+    oracle.__signature__ = signature  # type: ignore[attr-defined]
+    oracle.__doc__ += SERVING_DOC
+    return _with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")(oracle)
 
 
 # The oracles of one sequence ------------------------------------------------
@@ -248,44 +275,15 @@ def _program(a: MlaArrays, kv_splits: int, dim_parts: int) -> np.ndarray:
 # The public oracles ------------------------------------------------------------
 
 
-@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
-@_serving_doc
-def mla_decode(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-    *,
-    kv_lens: np.ndarray | None = None,
-    block_table: np.ndarray | None = None,
-    page_size: int | None = None,
-    kv_len: int | None = None,
-) -> np.ndarray:
+@_oracle
+def mla_decode(a: MlaArrays) -> np.ndarray:
     """MLA decode of SEMANTICS.md: q f32[H, D], kv_cache f32[S, R],
     kr_cache f32[S, P], w_uk/w_uv f32[R, H*D] -> out f32[H, D]."""
-    return _each(_seed, q, kv_cache, kr_cache, w_uk, w_uv, tile_size,
-                 serving=dict(kv_lens=kv_lens, block_table=block_table,
-                              page_size=page_size, kv_len=kv_len))
+    return _seed(a)
 
 
-@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
-@_serving_doc
-def mla_decode_absorbed(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-    kv_splits: int = 1,
-    *,
-    kv_lens: np.ndarray | None = None,
-    block_table: np.ndarray | None = None,
-    page_size: int | None = None,
-    kv_len: int | None = None,
-) -> np.ndarray:
+@_oracle
+def mla_decode_absorbed(a: MlaArrays, kv_splits: int = 1) -> np.ndarray:
     """MLA decode with W_uk and W_uv absorbed, in the order of operations of
     `vyre_xdsl.mla.mla_decode_absorbed` (what vyre-absorb-mla makes of
     `mla_decode`): the same arguments and result as `mla_decode`, equal to
@@ -299,29 +297,11 @@ def mla_decode_absorbed(
     and after the last tile o_acc[dim] = sum over r of w_uv[r, head, dim] *
     o_lat[r].  `kv_splits` gives the order of a kernel split by
     vyre-split-kv."""
-    return _each(_absorbed, q, kv_cache, kr_cache, w_uk, w_uv, tile_size,
-                 serving=dict(kv_lens=kv_lens, block_table=block_table,
-                              page_size=page_size, kv_len=kv_len),
-                 kv_splits=kv_splits)
+    return _absorbed(a, kv_splits)
 
 
-@_with_dtype("q", "kv_cache", "kr_cache", "w_uk", "w_uv")
-@_serving_doc
-def mla_decode_program(
-    q: np.ndarray,
-    kv_cache: np.ndarray,
-    kr_cache: np.ndarray,
-    w_uk: np.ndarray,
-    w_uv: np.ndarray,
-    tile_size: int = 64,
-    kv_splits: int = 1,
-    dim_parts: int = 1,
-    *,
-    kv_lens: np.ndarray | None = None,
-    block_table: np.ndarray | None = None,
-    page_size: int | None = None,
-    kv_len: int | None = None,
-) -> np.ndarray:
+@_oracle
+def mla_decode_program(a: MlaArrays, kv_splits: int = 1, dim_parts: int = 1) -> np.ndarray:
     """MLA decode in the order of operations of the three-kernel program
     `vyre_xdsl.mla.mla_decode_program` (what vyre-absorb-mla{kernels=3}
     makes of `mla_decode`): the same arguments and result as `mla_decode`,
@@ -334,7 +314,5 @@ def mla_decode_program(
     gives the order of a kernel split by vyre-split-kv (merged in workgroup
     memory or by a kernel: the same order), `dim_parts` that of its latent
     rows split by vyre-split-head-dim."""
-    return _each(_program, q, kv_cache, kr_cache, w_uk, w_uv, tile_size,
-                 serving=dict(kv_lens=kv_lens, block_table=block_table,
-                              page_size=page_size, kv_len=kv_len),
-                 kv_splits=kv_splits, dim_parts=dim_parts)
+    return _program(a, kv_splits, dim_parts)
+
