@@ -17,51 +17,43 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import as_program, kernel_info, program_info
 from vyre_xdsl.spirv import disassemble
 
+def _staging_kernel(name: str, workgroup_size: int, buffers: str, staged: str, body: str) -> str:
+    """A kernel over 8 items whose in-range lanes stage `staged`[item]
+    through `workgroup_size` floats of workgroup memory, then run `body`
+    on it (%staged)."""
+    return f"""
+  vyre.kernel @{name} items 8 workgroup_size {workgroup_size} {{{buffers}
+    %stage = vyre.scratch "stage" : memref<{workgroup_size}xf32>
+    %item = vyre.item_index
+    %lane = vyre.lane_index
+    %n = arith.constant 8 : index
+    %in_range = arith.cmpi ult, %item, %n : index
+    scf.if %in_range {{
+      %in = memref.load {staged}[%item] : memref<8xf32>
+      memref.store %in, %stage[%lane] : memref<{workgroup_size}xf32>
+      %staged = memref.load %stage[%lane] : memref<{workgroup_size}xf32>{body}
+    }}
+  }}"""
+
+
 # @scale accumulates 2*q into tmp (so it relies on tmp starting at zero) and
 # stages q through 4 floats of workgroup memory; @shift, a later dispatch
 # with another workgroup size, reads tmp and writes out = tmp + q, staging
 # through 8 floats of its own workgroup memory.
-PROGRAM = """
-builtin.module {
-  vyre.kernel @scale items 8 workgroup_size 4 {
-    %q = vyre.buffer "q" binding 0 read [8] : memref<8xf32>
-    %tmp = vyre.buffer "tmp" binding 2 temp [2, 4] : memref<8xf32>
-    %stage = vyre.scratch "stage" : memref<4xf32>
-    %item = vyre.item_index
-    %lane = vyre.lane_index
-    %n = arith.constant 8 : index
-    %in_range = arith.cmpi ult, %item, %n : index
-    scf.if %in_range {
-      %x = memref.load %q[%item] : memref<8xf32>
-      memref.store %x, %stage[%lane] : memref<4xf32>
-      %staged = memref.load %stage[%lane] : memref<4xf32>
+Q_BUFFER = '\n    %q = vyre.buffer "q" binding 0 read [8] : memref<8xf32>'
+TMP_BUFFER = '\n    %tmp = vyre.buffer "tmp" binding 2 temp [2, 4] : memref<8xf32>'
+PROGRAM = "builtin.module {" + _staging_kernel("scale", 4, Q_BUFFER + TMP_BUFFER, "%q", """
       %two = arith.constant 2.0 : f32
       %doubled = arith.mulf %staged, %two : f32
       %old = memref.load %tmp[%item] : memref<8xf32>
       %sum = arith.addf %old, %doubled : f32
-      memref.store %sum, %tmp[%item] : memref<8xf32>
-    }
-  }
-  vyre.kernel @shift items 8 workgroup_size 8 {
-    %q = vyre.buffer "q" binding 0 read [8] : memref<8xf32>
-    %out = vyre.buffer "out" binding 1 write [8] : memref<8xf32>
-    %tmp = vyre.buffer "tmp" binding 2 temp [2, 4] : memref<8xf32>
-    %stage = vyre.scratch "stage" : memref<8xf32>
-    %item = vyre.item_index
-    %lane = vyre.lane_index
-    %n = arith.constant 8 : index
-    %in_range = arith.cmpi ult, %item, %n : index
-    scf.if %in_range {
-      %t = memref.load %tmp[%item] : memref<8xf32>
-      memref.store %t, %stage[%lane] : memref<8xf32>
-      %staged = memref.load %stage[%lane] : memref<8xf32>
+      memref.store %sum, %tmp[%item] : memref<8xf32>""") + _staging_kernel(
+    "shift", 8,
+    Q_BUFFER + '\n    %out = vyre.buffer "out" binding 1 write [8] : memref<8xf32>' + TMP_BUFFER,
+    "%tmp", """
       %x = memref.load %q[%item] : memref<8xf32>
       %y = arith.addf %staged, %x : f32
-      memref.store %y, %out[%item] : memref<8xf32>
-    }
-  }
-}
-"""
+      memref.store %y, %out[%item] : memref<8xf32>""") + "\n}\n"
 
 # exactly representable, so 2*q + q has one right answer on every device
 Q = (np.arange(8, dtype=np.float32) - 3.5) * np.float32(0.25)
