@@ -140,32 +140,33 @@ class MergeSplitsOp(IRDLOperation):
 # --------------------------------------------------------------------------
 
 
+class InvocationIndexOp(IRDLOperation):
+    """An index of this invocation along x (`HINT` names its value)."""
+
+    HINT: ClassVar[str]
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+        self.result.name_hint = self.HINT
+
+
 @irdl_op_definition
-class ItemIndexOp(IRDLOperation):
+class ItemIndexOp(InvocationIndexOp):
     """The global invocation index along x: the item this lane computes."""
 
     name = "vyre.item_index"
-    result = result_def(IndexType)
-    traits = traits_def(Pure())
-    assembly_format = "attr-dict"
-
-    def __init__(self) -> None:
-        super().__init__(result_types=[IndexType()])
-        self.result.name_hint = "item"
+    HINT: ClassVar[str] = "item"
 
 
 @irdl_op_definition
-class LaneIndexOp(IRDLOperation):
+class LaneIndexOp(InvocationIndexOp):
     """The lane index within the workgroup along x."""
 
     name = "vyre.lane_index"
-    result = result_def(IndexType)
-    traits = traits_def(Pure())
-    assembly_format = "attr-dict"
-
-    def __init__(self) -> None:
-        super().__init__(result_types=[IndexType()])
-        self.result.name_hint = "lane"
+    HINT: ClassVar[str] = "lane"
 
 
 # --------------------------------------------------------------------------
