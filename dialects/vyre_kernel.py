@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, Region
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -267,6 +267,18 @@ class BufferOp(IRDLOperation):
                 f"buffer '{name}' has shape {list(shape)} ({count} elements) but "
                 f"type {memref}; make the memref hold exactly {count} {memref.element_type}"
             )
+
+
+def buffer_operand(
+    value: SSAValue, what: str, access: tuple[str, ...], note: str = ""
+) -> BufferOp:
+    """The vyre.buffer behind the operand `what`, if its access is one of
+    `access`; else a VerifyException (`note` says why)."""
+    owner = value.owner
+    if not isinstance(owner, BufferOp) or owner.access.data not in access:
+        wanted = " or ".join(f'"{a}"' for a in access)
+        raise VerifyException(f"{what} must be a vyre.buffer with access {wanted}{note}")
+    return owner
 
 
 @irdl_op_definition

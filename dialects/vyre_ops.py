@@ -38,7 +38,7 @@ from vyre_xdsl.dialects.vyre_checks import (
     _element_count,
     _int,
 )
-from vyre_xdsl.dialects.vyre_kernel import BufferOp, KernelOp, Skeleton
+from vyre_xdsl.dialects.vyre_kernel import KernelOp, Skeleton, buffer_operand
 
 
 MERGE_FIELDS = ("item_count", "splits", "head_dim")
@@ -109,12 +109,7 @@ class MergeSplitsOp(IRDLOperation):
             ("o", self.o, ("temp",), rows * shape["head_dim"]),
             ("out", self.out, ("write", "temp"), shape["item_count"] * shape["head_dim"]),
         ):
-            owner = value.owner
-            if not isinstance(owner, BufferOp) or owner.access.data not in access:
-                wanted = " or ".join(f'"{a}"' for a in access)
-                raise VerifyException(
-                    f"operand '{role}' must be a vyre.buffer with access {wanted}"
-                )
+            owner = buffer_operand(value, f"operand '{role}'", access)
             check = _check_buffer_vector if role == "out" else _check_f32_vector
             got = _element_count(check(value, f"operand '{role}'"))
             if got != count:

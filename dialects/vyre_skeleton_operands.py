@@ -16,7 +16,7 @@ from vyre_xdsl.dialects.vyre_checks import (
     _int,
     check_u32_product,
 )
-from vyre_xdsl.dialects.vyre_kernel import BufferOp, ScratchOp
+from vyre_xdsl.dialects.vyre_kernel import BufferOp, ScratchOp, buffer_operand
 
 if TYPE_CHECKING:
     from vyre_xdsl.dialects.vyre_skeleton import TiledOnlineSoftmaxOp
@@ -30,12 +30,8 @@ def verify_partials(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
         )
     wanted = shape["item_count"] * op.splits
     for role, value in zip(("m", "l"), op.partials, strict=True):
-        owner = value.owner
-        if not isinstance(owner, BufferOp) or owner.access.data != "temp":
-            raise VerifyException(
-                f"partials operand '{role}' must be a vyre.buffer with access "
-                f"\"temp\" (a later kernel merges it)"
-            )
+        owner = buffer_operand(value, f"partials operand '{role}'", ("temp",),
+                               " (a later kernel merges it)")
         count = _element_count(_check_f32_vector(value, f"partials operand '{role}'"))
         if count != wanted:
             raise VerifyException(
@@ -107,11 +103,7 @@ def verify_sizes(op: TiledOnlineSoftmaxOp, shape: dict[str, int], lanes: int) ->
 
 def verify_lse(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
     assert op.lse is not None
-    owner = op.lse.owner
-    if not isinstance(owner, BufferOp) or owner.access.data != "write":
-        raise VerifyException(
-            "operand 'lse' must be a vyre.buffer with access \"write\""
-        )
+    owner = buffer_operand(op.lse, "operand 'lse'", ("write",))
     count = _element_count(_check_f32_vector(op.lse, "operand 'lse'"))
     if count != shape["item_count"]:
         raise VerifyException(
@@ -145,11 +137,7 @@ def verify_kv_lens(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
             f"'items_per_seq' is {per_seq}; it must be > 0 and divide item_count "
             f"({shape['item_count']}): every sequence has as many items"
         )
-    owner = op.kv_lens.owner
-    if not isinstance(owner, BufferOp) or owner.access.data != "read":
-        raise VerifyException(
-            "operand 'kv_lens' must be a vyre.buffer with access \"read\""
-        )
+    owner = buffer_operand(op.kv_lens, "operand 'kv_lens'", ("read",))
     count = _element_count(_check_i32_vector(op.kv_lens, "operand 'kv_lens'"))
     sequences = shape["item_count"] // per_seq
     if count != sequences:
