@@ -281,6 +281,22 @@ def buffer_operand(
     return owner
 
 
+def sized_buffer_operand(
+    value: SSAValue, role: str, access: tuple[str, ...], count: int, needs: str,
+    prefix: str = "", note: str = "", vector=_check_f32_vector,
+) -> BufferOp:
+    """`buffer_operand`, of `count` elements (`needs` says why that many)."""
+    what = f"{prefix}operand '{role}'"
+    owner = buffer_operand(value, what, access, note)
+    got = _element_count(vector(value, what))
+    if got != count:
+        raise VerifyException(
+            f"{prefix}buffer '{owner.sym_name.data}' ({role}) holds {got} f32 but "
+            f"{needs}; size it memref<{count}xf32>"
+        )
+    return owner
+
+
 @irdl_op_definition
 class ScratchOp(IRDLOperation):
     """A workgroup scratch array: one per workgroup, shared by its lanes.

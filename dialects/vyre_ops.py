@@ -35,10 +35,9 @@ from vyre_xdsl.dialects.vyre_checks import (
     Int64,
     _check_buffer_vector,
     _check_f32_vector,
-    _element_count,
     _int,
 )
-from vyre_xdsl.dialects.vyre_kernel import KernelOp, Skeleton, buffer_operand
+from vyre_xdsl.dialects.vyre_kernel import KernelOp, Skeleton, sized_buffer_operand
 
 
 MERGE_FIELDS = ("item_count", "splits", "head_dim")
@@ -109,16 +108,12 @@ class MergeSplitsOp(IRDLOperation):
             ("o", self.o, ("temp",), rows * shape["head_dim"]),
             ("out", self.out, ("write", "temp"), shape["item_count"] * shape["head_dim"]),
         ):
-            owner = buffer_operand(value, f"operand '{role}'", access)
-            check = _check_buffer_vector if role == "out" else _check_f32_vector
-            got = _element_count(check(value, f"operand '{role}'"))
-            if got != count:
-                raise VerifyException(
-                    f"buffer '{owner.sym_name.data}' ({role}) holds {got} f32 but the "
-                    f"merge of {shape['item_count']} items x {shape['splits']} splits "
-                    f"x {shape['head_dim']} dims needs {count}; size it "
-                    f"memref<{count}xf32>"
-                )
+            sized_buffer_operand(
+                value, role, access, count,
+                f"the merge of {shape['item_count']} items x {shape['splits']} splits "
+                f"x {shape['head_dim']} dims needs {count}",
+                vector=_check_buffer_vector if role == "out" else _check_f32_vector,
+            )
         kernel = self.parent_op()
         assert isinstance(kernel, KernelOp)
         invocations = shape["item_count"] * shape["head_dim"]

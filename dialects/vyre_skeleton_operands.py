@@ -16,7 +16,12 @@ from vyre_xdsl.dialects.vyre_checks import (
     _int,
     check_u32_product,
 )
-from vyre_xdsl.dialects.vyre_kernel import BufferOp, ScratchOp, buffer_operand
+from vyre_xdsl.dialects.vyre_kernel import (
+    BufferOp,
+    ScratchOp,
+    buffer_operand,
+    sized_buffer_operand,
+)
 
 if TYPE_CHECKING:
     from vyre_xdsl.dialects.vyre_skeleton import TiledOnlineSoftmaxOp
@@ -30,15 +35,9 @@ def verify_partials(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
         )
     wanted = shape["item_count"] * op.splits
     for role, value in zip(("m", "l"), op.partials, strict=True):
-        owner = buffer_operand(value, f"partials operand '{role}'", ("temp",),
-                               " (a later kernel merges it)")
-        count = _element_count(_check_f32_vector(value, f"partials operand '{role}'"))
-        if count != wanted:
-            raise VerifyException(
-                f"partials buffer '{owner.sym_name.data}' ({role}) holds {count} "
-                f"f32 but item_count * kv_splits = {wanted}; size it "
-                f"memref<{wanted}xf32>"
-            )
+        sized_buffer_operand(value, role, ("temp",), wanted,
+                             f"item_count * kv_splits = {wanted}", prefix="partials ",
+                             note=" (a later kernel merges it)")
 
 def verify_sizes(op: TiledOnlineSoftmaxOp, shape: dict[str, int], lanes: int) -> None:
     v_name = "head_dim" if op.v_head_dim is None else "v_head_dim"
@@ -103,14 +102,8 @@ def verify_sizes(op: TiledOnlineSoftmaxOp, shape: dict[str, int], lanes: int) ->
 
 def verify_lse(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
     assert op.lse is not None
-    owner = buffer_operand(op.lse, "operand 'lse'", ("write",))
-    count = _element_count(_check_f32_vector(op.lse, "operand 'lse'"))
-    if count != shape["item_count"]:
-        raise VerifyException(
-            f"buffer '{owner.sym_name.data}' (lse) holds {count} f32 but there "
-            f"are {shape['item_count']} items, one log-sum-exp each; size it "
-            f"memref<{shape['item_count']}xf32>"
-        )
+    sized_buffer_operand(op.lse, "lse", ("write",), shape["item_count"],
+                         f"there are {shape['item_count']} items, one log-sum-exp each")
     if op.merges_in_kernel:
         raise VerifyException(
             "'lse' cannot be combined with partials(%m, %l): the kernel that "
