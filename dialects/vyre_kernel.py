@@ -283,16 +283,17 @@ def buffer_operand(
 
 def sized_buffer_operand(
     value: SSAValue, role: str, access: tuple[str, ...], count: int, needs: str,
-    prefix: str = "", note: str = "", vector=_check_f32_vector,
+    prefix: str = "", note: str = "", vector=_check_f32_vector, element: str = "f32",
 ) -> BufferOp:
-    """`buffer_operand`, of `count` elements (`needs` says why that many)."""
+    """`buffer_operand`, of `count` elements (`needs` says why that many),
+    checked by `vector` (`_check_f32_vector`, or one for `element`)."""
     what = f"{prefix}operand '{role}'"
     owner = buffer_operand(value, what, access, note)
     got = _element_count(vector(value, what))
     if got != count:
         raise VerifyException(
-            f"{prefix}buffer '{owner.sym_name.data}' ({role}) holds {got} f32 but "
-            f"{needs}; size it memref<{count}xf32>"
+            f"{prefix}buffer '{owner.sym_name.data}' ({role}) holds {got} {element} but "
+            f"{needs}; size it memref<{count}x{element}>"
         )
     return owner
 

@@ -19,7 +19,6 @@ from vyre_xdsl.dialects.vyre_checks import (
 from vyre_xdsl.dialects.vyre_kernel import (
     BufferOp,
     ScratchOp,
-    buffer_operand,
     sized_buffer_operand,
 )
 
@@ -130,15 +129,12 @@ def verify_kv_lens(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
             f"'items_per_seq' is {per_seq}; it must be > 0 and divide item_count "
             f"({shape['item_count']}): every sequence has as many items"
         )
-    owner = buffer_operand(op.kv_lens, "operand 'kv_lens'", ("read",))
-    count = _element_count(_check_i32_vector(op.kv_lens, "operand 'kv_lens'"))
     sequences = shape["item_count"] // per_seq
-    if count != sequences:
-        raise VerifyException(
-            f"buffer '{owner.sym_name.data}' (kv_lens) holds {count} i32 but there "
-            f"are item_count / items_per_seq = {sequences} sequences, one key "
-            f"count each; size it memref<{sequences}xi32>"
-        )
+    sized_buffer_operand(
+        op.kv_lens, "kv_lens", ("read",), sequences,
+        f"there are item_count / items_per_seq = {sequences} sequences, one key count each",
+        vector=_check_i32_vector, element="i32",
+    )
     if op.tile_classes is not None:
         raise VerifyException(
             "'tile_classes' cannot be combined with kv_lens: the key count is "
