@@ -518,21 +518,24 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode") -> ModuleOp:
     def uses(*names: str) -> list[Buffer]:
         return [buffers[n] for n in names]
 
-    def absorb_query(b: IRBuilder, v: dict[str, SSAValue], item: SSAValue) -> None:
-        row, head, r = mla.split_item(b, item, rank, "r")
-        q_r = mla.absorbed_query(
-            b, v["w_uk"], lambda b, dim: b.load(v["q"], b.flat_index(row, head_dim, dim)),
-            head, r,
-        )
-        b.store(q_r, v["q_lat"], item)
+    def through_weights(dot, weights: str, source: str, source_width: int, dest: str,
+                        dest_width: int, hint: str):
+        """The item (row, column) of `dest` = `dot` of `weights` with row
+        `source`[row] (absorb_query and project)."""
 
-    def project(b: IRBuilder, v: dict[str, SSAValue], item: SSAValue) -> None:
-        row, head, d = mla.split_item(b, item, head_dim, "d")
-        out = mla.projected(
-            b, v["w_uv"], lambda b, r: b.load(v["o_lat"], b.flat_index(row, rank, r)),
-            head, d,
-        )
-        b.store(out, v["out"], item)
+        def body(b: IRBuilder, v: dict[str, SSAValue], item: SSAValue) -> None:
+            row, head, column = mla.split_item(b, item, dest_width, hint)
+            value = dot(
+                b, v[weights],
+                lambda b, i: b.load(v[source], b.flat_index(row, source_width, i)),
+                head, column,
+            )
+            b.store(value, v[dest], item)
+
+        return body
+
+    absorb_query = through_weights(mla.absorbed_query, "w_uk", "q", head_dim, "q_lat", rank, "r")
+    project = through_weights(mla.projected, "w_uv", "o_lat", rank, "out", head_dim, "d")
 
     (attention,) = mla.skeleton(
         name,
