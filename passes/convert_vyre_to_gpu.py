@@ -27,9 +27,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -46,6 +44,7 @@ from vyre_xdsl.dialects.launch import (
 )
 from vyre_xdsl.dtypes import dtype_name
 from vyre_xdsl.errors import pass_error
+from vyre_xdsl.passes.walk import walk_once
 from vyre_xdsl.skeleton import Captures
 
 
@@ -137,10 +136,7 @@ class ConvertVyreToGpuPass(ModulePass):
     name = "convert-vyre-to-gpu"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([LowerItemIndex(), LowerLaneIndex()]),
-            apply_recursively=False,
-        ).rewrite_module(op)
-        PatternRewriteWalker(LowerKernel(), apply_recursively=False).rewrite_module(op)
+        walk_once(op, LowerItemIndex(), LowerLaneIndex())
+        walk_once(op, LowerKernel())
         if any(isinstance(inner, gpu.ModuleOp) for inner in op.body.block.ops):
             op.attributes["gpu.container_module"] = UnitAttr()

@@ -16,9 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -26,6 +24,7 @@ from xdsl.pattern_rewriter import (
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import MIN_POSITIVE, SCORE_FLOOR
 from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.passes.walk import walk_once
 
 INF = float("inf")
 
@@ -98,14 +97,10 @@ class ExpandStabilityPass(ModulePass):
     name = "vyre-expand-stability"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier(
-                [
-                    ExpandBoundedScore(),
-                    ExpandBoundedExpArg(),
-                    ExpandPositiveDenominator(),
-                    ExpandFlushTiny(),
-                ]
-            ),
-            apply_recursively=False,
-        ).rewrite_module(op)
+        walk_once(
+            op,
+            ExpandBoundedScore(),
+            ExpandBoundedExpArg(),
+            ExpandPositiveDenominator(),
+            ExpandFlushTiny(),
+        )

@@ -47,9 +47,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -62,6 +60,7 @@ from vyre_xdsl.dim_split import loop_over_part_dims
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.passes.walk import walk_once
 
 
 def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
@@ -734,7 +733,4 @@ class InlineFragmentsPass(ModulePass):
     name = "vyre-inline-fragments"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([ExpandSkeleton(), ExpandMergeSplits()]),
-            apply_recursively=False,
-        ).rewrite_module(op)
+        walk_once(op, ExpandSkeleton(), ExpandMergeSplits())
