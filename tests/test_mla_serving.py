@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
+from helpers import assert_bad_paged_inputs_refused
 from requirements import needs_vulkan
 from test_absorb_mla import assert_near_seed
 from test_fuzz_numeric import assert_close
@@ -288,18 +289,7 @@ def test_bad_builder_arguments_are_refused(builder, kwargs, match):
 
 def test_bad_run_time_inputs_are_refused():
     case = CASES["paged_b3"]
-    m = module(case)
-    ins = inputs(case)
-    for name, bad, match in [
-        ("kv_lens", ins["kv_lens"].astype(np.float32), r"'kv_lens' has dtype float32"),
-        ("kv_lens", ins["kv_lens"].astype(np.int64), r"'kv_lens' has dtype int64"),
-        ("kv_lens", np.zeros(4, np.int32), r"'kv_lens' has 4 elements"),
-        ("block_table", ins["block_table"][:, :2].copy(), r"'block_table' has 6 elements"),
-    ]:
-        with pytest.raises(VyreError, match=match):
-            vx.run(m, dict(ins, **{name: bad}))
-    with pytest.raises(VyreError, match="missing input 'kv_lens'"):
-        vx.run(m, {n: a for n, a in ins.items() if n != "kv_lens"})
+    assert_bad_paged_inputs_refused(module(case), inputs(case))
 
 
 def test_bad_oracle_arguments_are_refused():
