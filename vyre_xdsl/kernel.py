@@ -66,7 +66,27 @@ def compile(
     return Kernel(backend, compiled, impl)
 
 
-class Kernel:
+class _Released:
+    """Released (`_release`) at the end of a `with` block, or when
+    collected."""
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._release()
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:
+            pass  # at interpreter exit the device may be gone already
+
+
+class Kernel(_Released):
     """A compiled kernel (or program of kernels): `kernel(**arrays) -> dict`.
 
     Inputs are checked as vx.run checks them (every `read` buffer, the
@@ -228,20 +248,10 @@ class Kernel:
         self._arrays.clear()
         impl.close()
 
-    def __enter__(self) -> Kernel:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass  # at interpreter exit the device may be gone already
+    _release = close
 
 
-class DeviceArray:
+class DeviceArray(_Released):
     """An input array kept on the device by the kernel that uploaded it
     (`kernel.upload(name, array)`); pass it as that input instead of the
     array (`kernel(q=q, k=k_dev)`), as often as needed.
@@ -337,17 +347,7 @@ class DeviceArray:
         if impl is not None:
             impl.free(data)
 
-    def __enter__(self) -> DeviceArray:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.free()
-
-    def __del__(self) -> None:
-        try:
-            self.free()
-        except Exception:
-            pass
+    _release = free
 
 
 def _merge(inputs: object, arrays: dict[str, object]) -> Mapping[str, object]:
