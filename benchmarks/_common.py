@@ -18,7 +18,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -76,8 +76,8 @@ def best_path(times: dict[str, float | None]) -> tuple[str | None, float | None]
 
 
 class AgainstTorch:
-    """`best` and `ratio` of a row with `torch_ms` (path -> median ms, None:
-    n/a) and `ours_ms`."""
+    """`best`, `ratio`, work `rate` and `as_json` of a row with `torch_ms`
+    (path -> median ms, None: n/a), `ours_ms` and a `RATE`."""
 
     @property
     def best(self) -> tuple[str | None, float | None]:
@@ -88,6 +88,22 @@ class AgainstTorch:
         """Our speed relative to PyTorch's best path (> 1: we are faster)."""
         best_ms = self.best[1]
         return best_ms / self.ours_ms if self.ours_ms and best_ms else None
+
+    # (unit, the field with a run's work, work per ms in one unit): a rate
+    RATE: tuple[str, str, float]
+
+    def rate(self, ms: float | None) -> float | None:
+        """The work rate of a run of `ms`, in the row's unit."""
+        unit, work, per_unit = self.RATE
+        return getattr(self, work) / ms / per_unit if ms else None
+
+    def as_json(self) -> dict:
+        name, best_ms = self.best
+        unit = self.RATE[0]
+        return dict(asdict(self), best_path=name, best_ms=best_ms, ratio=self.ratio,
+                    **{f"ours_{unit}": self.rate(self.ours_ms),
+                       f"best_{unit}": self.rate(best_ms)})
+
 
 def fmt(value, spec: str) -> str:
     """format(value, spec), or '-' as wide as the spec's width."""

@@ -171,20 +171,9 @@ class Row(AgainstTorch):
     note: str = ""
     ours_each_ms: list[float] = field(default_factory=list)
 
-    @property
-    def ours_tflops(self) -> float | None:
-        return self.flops / self.ours_ms / 1e9 if self.ours_ms else None
-
-    @property
-    def best_tflops(self) -> float | None:
-        best_ms = self.best[1]
-        return self.flops / best_ms / 1e9 if best_ms else None
-
-    def as_json(self) -> dict:
-        name, best_ms = self.best
-        return dict(asdict(self), best_path=name, best_ms=best_ms,
-                    ours_tflops=self.ours_tflops, best_tflops=self.best_tflops,
-                    ratio=self.ratio)
+    RATE = ("tflops", "flops", 1e9)
+    ours_tflops = property(lambda self: self.rate(self.ours_ms))
+    best_tflops = property(lambda self: self.rate(self.best[1]))
 
 
 # PyTorch side (the shared baselines are in _common.py) ------------------------

@@ -161,19 +161,9 @@ class Row(AgainstTorch):
     skipped: str = ""  # why this kernel of ours did not run
     note: str = ""
 
-    @property
-    def ours_gbps(self) -> float | None:
-        return self.bytes_read / self.ours_ms / 1e6 if self.ours_ms else None
-
-    @property
-    def best_gbps(self) -> float | None:
-        best_ms = self.best[1]
-        return self.bytes_read / best_ms / 1e6 if best_ms else None
-
-    def as_json(self) -> dict:
-        name, best_ms = self.best
-        return dict(asdict(self), best_path=name, best_ms=best_ms, ratio=self.ratio,
-                    ours_gbps=self.ours_gbps, best_gbps=self.best_gbps)
+    RATE = ("gbps", "bytes_read", 1e6)
+    ours_gbps = property(lambda self: self.rate(self.ours_ms))
+    best_gbps = property(lambda self: self.rate(self.best[1]))
 
 
 # Data: made by torch on its device, copied to the host for ours ----------------
