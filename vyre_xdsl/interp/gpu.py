@@ -20,6 +20,16 @@ from vyre_xdsl.interp.lanes import INDEX_DTYPE, is_uniform
 _AXIS = {"x": 0, "y": 1, "z": 2}
 
 
+def _lane_state(field: str):
+    """The impl of a gpu op that reads `field` of the LaneState along its
+    dimension."""
+
+    def run(self, interpreter, op, args):
+        return (getattr(self.state, field)[self._axis(op)],)
+
+    return run
+
+
 @register_impls
 class GpuFunctions(LaneFunctions):
     def _axis(self, op) -> int:
@@ -28,21 +38,10 @@ class GpuFunctions(LaneFunctions):
             axis = self.cache[op] = _AXIS[op.dimension.data.value]
         return axis
 
-    @impl(gpu.ThreadIdOp)
-    def run_thread_id(self, interpreter, op, args):
-        return (self.state.thread_id[self._axis(op)],)
-
-    @impl(gpu.BlockIdOp)
-    def run_block_id(self, interpreter, op, args):
-        return (self.state.block_id[self._axis(op)],)
-
-    @impl(gpu.BlockDimOp)
-    def run_block_dim(self, interpreter, op, args):
-        return (self.state.block_dim[self._axis(op)],)
-
-    @impl(gpu.GridDimOp)
-    def run_grid_dim(self, interpreter, op, args):
-        return (self.state.grid_dim[self._axis(op)],)
+    run_thread_id = impl(gpu.ThreadIdOp)(_lane_state("thread_id"))
+    run_block_id = impl(gpu.BlockIdOp)(_lane_state("block_id"))
+    run_block_dim = impl(gpu.BlockDimOp)(_lane_state("block_dim"))
+    run_grid_dim = impl(gpu.GridDimOp)(_lane_state("grid_dim"))
 
     @impl(gpu.GlobalIdOp)
     def run_global_id(self, interpreter, op, args):
