@@ -63,28 +63,31 @@ def _cmpi(pred: str):
     return table[pred]
 
 
+def _zero_sign(r, a, b, larger: bool):
+    """`r`, but where a == b (identical except for signed zeros) the larger
+    zero (+0) for a max, the smaller (-0) for a min."""
+    negative, positive = (b, a) if larger else (a, b)
+    return select(a == b, select(np.signbit(a), negative, positive), r)
+
+
 def maximumf(a, b):
     """MLIR arith.maximumf: NaN if either operand is NaN; +0 > -0."""
-    r = np.maximum(a, b)
-    # equal operands are identical except for signed zeros: prefer +0
-    return select(a == b, select(np.signbit(a), b, a), r)
+    return _zero_sign(np.maximum(a, b), a, b, larger=True)
 
 
 def minimumf(a, b):
     """MLIR arith.minimumf: NaN if either operand is NaN; -0 < +0."""
-    r = np.minimum(a, b)
-    return select(a == b, select(np.signbit(a), a, b), r)
+    return _zero_sign(np.minimum(a, b), a, b, larger=False)
 
 
 def maxnumf(a, b):
     """MLIR arith.maxnumf: the non-NaN operand if only one is NaN."""
-    r = np.fmax(a, b)
-    return select(a == b, select(np.signbit(a), b, a), r)
+    return _zero_sign(np.fmax(a, b), a, b, larger=True)
 
 
 def minnumf(a, b):
-    r = np.fmin(a, b)
-    return select(a == b, select(np.signbit(a), a, b), r)
+    """MLIR arith.minnumf: the non-NaN operand if only one is NaN."""
+    return _zero_sign(np.fmin(a, b), a, b, larger=False)
 
 
 def _trunc_div(a, b):
