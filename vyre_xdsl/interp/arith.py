@@ -9,6 +9,8 @@ order -0 < +0; `select` never looks at the value it does not pick.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
@@ -90,6 +92,15 @@ def minnumf(a, b):
     return _zero_sign(np.fmin(a, b), a, b, larger=False)
 
 
+def _pointwise(fn):
+    """The impl of an op whose one result is `fn` of its operands."""
+
+    def run(self, interpreter, op, args):
+        return (fn(*args),)
+
+    return run
+
+
 def _trunc_div(a, b):
     """Signed division rounding towards zero (C semantics), on signed views."""
     q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
@@ -126,41 +137,15 @@ class ArithFunctions(LaneFunctions):
         return cache[op]
 
     # ---- float arithmetic ------------------------------------------------
-    @impl(arith.AddfOp)
-    def run_addf(self, interpreter, op, args):
-        return (args[0] + args[1],)
-
-    @impl(arith.SubfOp)
-    def run_subf(self, interpreter, op, args):
-        return (args[0] - args[1],)
-
-    @impl(arith.MulfOp)
-    def run_mulf(self, interpreter, op, args):
-        return (args[0] * args[1],)
-
-    @impl(arith.DivfOp)
-    def run_divf(self, interpreter, op, args):
-        return (args[0] / args[1],)
-
-    @impl(arith.NegfOp)
-    def run_negf(self, interpreter, op, args):
-        return (np.negative(args[0]),)
-
-    @impl(arith.MaximumfOp)
-    def run_maximumf(self, interpreter, op, args):
-        return (maximumf(args[0], args[1]),)
-
-    @impl(arith.MinimumfOp)
-    def run_minimumf(self, interpreter, op, args):
-        return (minimumf(args[0], args[1]),)
-
-    @impl(arith.MaxnumfOp)
-    def run_maxnumf(self, interpreter, op, args):
-        return (maxnumf(args[0], args[1]),)
-
-    @impl(arith.MinnumfOp)
-    def run_minnumf(self, interpreter, op, args):
-        return (minnumf(args[0], args[1]),)
+    run_addf = impl(arith.AddfOp)(_pointwise(operator.add))
+    run_subf = impl(arith.SubfOp)(_pointwise(operator.sub))
+    run_mulf = impl(arith.MulfOp)(_pointwise(operator.mul))
+    run_divf = impl(arith.DivfOp)(_pointwise(operator.truediv))
+    run_negf = impl(arith.NegfOp)(_pointwise(np.negative))
+    run_maximumf = impl(arith.MaximumfOp)(_pointwise(maximumf))
+    run_minimumf = impl(arith.MinimumfOp)(_pointwise(minimumf))
+    run_maxnumf = impl(arith.MaxnumfOp)(_pointwise(maxnumf))
+    run_minnumf = impl(arith.MinnumfOp)(_pointwise(minnumf))
 
     @impl(arith.CmpfOp)
     def run_cmpf(self, interpreter, op: arith.CmpfOp, args):
@@ -171,27 +156,11 @@ class ArithFunctions(LaneFunctions):
         return (fn(args[0], args[1]),)
 
     # ---- integer arithmetic (wraps like the device) ----------------------
-    @impl(arith.AddiOp)
-    def run_addi(self, interpreter, op, args):
-        return (args[0] + args[1],)
-
-    @impl(arith.SubiOp)
-    def run_subi(self, interpreter, op, args):
-        return (args[0] - args[1],)
-
-    @impl(arith.MuliOp)
-    def run_muli(self, interpreter, op, args):
-        return (args[0] * args[1],)
-
-    @impl(arith.DivUIOp)
-    def run_divui(self, interpreter, op, args):
-        a, b = args
-        return (a // b,)
-
-    @impl(arith.RemUIOp)
-    def run_remui(self, interpreter, op, args):
-        a, b = args
-        return (a % b,)
+    run_addi = impl(arith.AddiOp)(_pointwise(operator.add))
+    run_subi = impl(arith.SubiOp)(_pointwise(operator.sub))
+    run_muli = impl(arith.MuliOp)(_pointwise(operator.mul))
+    run_divui = impl(arith.DivUIOp)(_pointwise(operator.floordiv))
+    run_remui = impl(arith.RemUIOp)(_pointwise(operator.mod))
 
     @impl(arith.CeilDivUIOp)
     def run_ceildivui(self, interpreter, op, args):
@@ -212,13 +181,8 @@ class ArithFunctions(LaneFunctions):
         q = _trunc_div(sa, sb).astype(sa.dtype)
         return ((sa - q * sb).astype(sa.dtype).view(a.dtype)[()],)
 
-    @impl(arith.MinUIOp)
-    def run_minui(self, interpreter, op, args):
-        return (np.minimum(args[0], args[1]),)
-
-    @impl(arith.MaxUIOp)
-    def run_maxui(self, interpreter, op, args):
-        return (np.maximum(args[0], args[1]),)
+    run_minui = impl(arith.MinUIOp)(_pointwise(np.minimum))
+    run_maxui = impl(arith.MaxUIOp)(_pointwise(np.maximum))
 
     @impl(arith.MinSIOp)
     def run_minsi(self, interpreter, op, args):
@@ -230,17 +194,9 @@ class ArithFunctions(LaneFunctions):
         a, b = args
         return (select(signed(a) >= signed(b), a, b),)
 
-    @impl(arith.AndIOp)
-    def run_andi(self, interpreter, op, args):
-        return (args[0] & args[1],)
-
-    @impl(arith.OrIOp)
-    def run_ori(self, interpreter, op, args):
-        return (args[0] | args[1],)
-
-    @impl(arith.XOrIOp)
-    def run_xori(self, interpreter, op, args):
-        return (args[0] ^ args[1],)
+    run_andi = impl(arith.AndIOp)(_pointwise(operator.and_))
+    run_ori = impl(arith.OrIOp)(_pointwise(operator.or_))
+    run_xori = impl(arith.XOrIOp)(_pointwise(operator.xor))
 
     @impl(arith.ShLIOp)
     def run_shli(self, interpreter, op, args):
@@ -270,9 +226,7 @@ class ArithFunctions(LaneFunctions):
             fn = self.cache[op] = _cmpi(pred)
         return (fn(args[0], args[1]),)
 
-    @impl(arith.SelectOp)
-    def run_select(self, interpreter, op, args):
-        return (select(args[0], args[1], args[2]),)
+    run_select = impl(arith.SelectOp)(_pointwise(select))
 
     # ---- casts -----------------------------------------------------------
     def _result_dtype(self, op) -> np.dtype:
