@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import (
 from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.interp.base import LaneFunctions
+from vyre_xdsl.interp.base import LaneFunctions, pointwise
 from vyre_xdsl.interp.lanes import dtype_of, is_uniform, select, signed
 
 
@@ -92,11 +92,11 @@ def minnumf(a, b):
     return _zero_sign(np.fmin(a, b), a, b, larger=False)
 
 
-def _pointwise(fn):
-    """The impl of an op whose one result is `fn` of its operands."""
+def _resized(sign_extend: bool):
+    """The impl of an integer cast: `_int_resize` of its operand."""
 
     def run(self, interpreter, op, args):
-        return (fn(*args),)
+        return (self._int_resize(op, args[0], sign_extend=sign_extend),)
 
     return run
 
@@ -137,15 +137,15 @@ class ArithFunctions(LaneFunctions):
         return cache[op]
 
     # ---- float arithmetic ------------------------------------------------
-    run_addf = impl(arith.AddfOp)(_pointwise(operator.add))
-    run_subf = impl(arith.SubfOp)(_pointwise(operator.sub))
-    run_mulf = impl(arith.MulfOp)(_pointwise(operator.mul))
-    run_divf = impl(arith.DivfOp)(_pointwise(operator.truediv))
-    run_negf = impl(arith.NegfOp)(_pointwise(np.negative))
-    run_maximumf = impl(arith.MaximumfOp)(_pointwise(maximumf))
-    run_minimumf = impl(arith.MinimumfOp)(_pointwise(minimumf))
-    run_maxnumf = impl(arith.MaxnumfOp)(_pointwise(maxnumf))
-    run_minnumf = impl(arith.MinnumfOp)(_pointwise(minnumf))
+    run_addf = impl(arith.AddfOp)(pointwise(operator.add))
+    run_subf = impl(arith.SubfOp)(pointwise(operator.sub))
+    run_mulf = impl(arith.MulfOp)(pointwise(operator.mul))
+    run_divf = impl(arith.DivfOp)(pointwise(operator.truediv))
+    run_negf = impl(arith.NegfOp)(pointwise(np.negative))
+    run_maximumf = impl(arith.MaximumfOp)(pointwise(maximumf))
+    run_minimumf = impl(arith.MinimumfOp)(pointwise(minimumf))
+    run_maxnumf = impl(arith.MaxnumfOp)(pointwise(maxnumf))
+    run_minnumf = impl(arith.MinnumfOp)(pointwise(minnumf))
 
     @impl(arith.CmpfOp)
     def run_cmpf(self, interpreter, op: arith.CmpfOp, args):
@@ -156,11 +156,11 @@ class ArithFunctions(LaneFunctions):
         return (fn(args[0], args[1]),)
 
     # ---- integer arithmetic (wraps like the device) ----------------------
-    run_addi = impl(arith.AddiOp)(_pointwise(operator.add))
-    run_subi = impl(arith.SubiOp)(_pointwise(operator.sub))
-    run_muli = impl(arith.MuliOp)(_pointwise(operator.mul))
-    run_divui = impl(arith.DivUIOp)(_pointwise(operator.floordiv))
-    run_remui = impl(arith.RemUIOp)(_pointwise(operator.mod))
+    run_addi = impl(arith.AddiOp)(pointwise(operator.add))
+    run_subi = impl(arith.SubiOp)(pointwise(operator.sub))
+    run_muli = impl(arith.MuliOp)(pointwise(operator.mul))
+    run_divui = impl(arith.DivUIOp)(pointwise(operator.floordiv))
+    run_remui = impl(arith.RemUIOp)(pointwise(operator.mod))
 
     @impl(arith.CeilDivUIOp)
     def run_ceildivui(self, interpreter, op, args):
@@ -181,8 +181,8 @@ class ArithFunctions(LaneFunctions):
         q = _trunc_div(sa, sb).astype(sa.dtype)
         return ((sa - q * sb).astype(sa.dtype).view(a.dtype)[()],)
 
-    run_minui = impl(arith.MinUIOp)(_pointwise(np.minimum))
-    run_maxui = impl(arith.MaxUIOp)(_pointwise(np.maximum))
+    run_minui = impl(arith.MinUIOp)(pointwise(np.minimum))
+    run_maxui = impl(arith.MaxUIOp)(pointwise(np.maximum))
 
     @impl(arith.MinSIOp)
     def run_minsi(self, interpreter, op, args):
@@ -194,9 +194,9 @@ class ArithFunctions(LaneFunctions):
         a, b = args
         return (select(signed(a) >= signed(b), a, b),)
 
-    run_andi = impl(arith.AndIOp)(_pointwise(operator.and_))
-    run_ori = impl(arith.OrIOp)(_pointwise(operator.or_))
-    run_xori = impl(arith.XOrIOp)(_pointwise(operator.xor))
+    run_andi = impl(arith.AndIOp)(pointwise(operator.and_))
+    run_ori = impl(arith.OrIOp)(pointwise(operator.or_))
+    run_xori = impl(arith.XOrIOp)(pointwise(operator.xor))
 
     @impl(arith.ShLIOp)
     def run_shli(self, interpreter, op, args):
@@ -226,7 +226,7 @@ class ArithFunctions(LaneFunctions):
             fn = self.cache[op] = _cmpi(pred)
         return (fn(args[0], args[1]),)
 
-    run_select = impl(arith.SelectOp)(_pointwise(select))
+    run_select = impl(arith.SelectOp)(pointwise(select))
 
     # ---- casts -----------------------------------------------------------
     def _result_dtype(self, op) -> np.dtype:
@@ -249,21 +249,10 @@ class ArithFunctions(LaneFunctions):
             return np.negative(x.astype(dtype))
         return x.astype(dtype)
 
-    @impl(arith.IndexCastOp)
-    def run_index_cast(self, interpreter, op, args):
-        return (self._int_resize(op, args[0], sign_extend=True),)
-
-    @impl(arith.ExtSIOp)
-    def run_extsi(self, interpreter, op, args):
-        return (self._int_resize(op, args[0], sign_extend=True),)
-
-    @impl(arith.ExtUIOp)
-    def run_extui(self, interpreter, op, args):
-        return (self._int_resize(op, args[0], sign_extend=False),)
-
-    @impl(arith.TruncIOp)
-    def run_trunci(self, interpreter, op, args):
-        return (self._int_resize(op, args[0], sign_extend=False),)
+    run_index_cast = impl(arith.IndexCastOp)(_resized(sign_extend=True))
+    run_extsi = impl(arith.ExtSIOp)(_resized(sign_extend=True))
+    run_extui = impl(arith.ExtUIOp)(_resized(sign_extend=False))
+    run_trunci = impl(arith.TruncIOp)(_resized(sign_extend=False))
 
     @impl(arith.UIToFPOp)
     def run_uitofp(self, interpreter, op, args):

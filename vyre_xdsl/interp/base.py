@@ -18,3 +18,13 @@ class LaneFunctions(InterpreterFunctions):
         # op (or (op, key)) -> decoded attribute data, so attributes are read
         # once per op, not once per execution
         self.cache: dict[Any, Any] = {}
+
+
+def pointwise(fn):
+    """The impl of an op whose one result is `fn` of its operands (lane
+    vectors or uniform scalars alike)."""
+
+    def run(self, interpreter, op, args):
+        return (fn(*args),)
+
+    return run

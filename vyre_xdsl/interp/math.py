@@ -6,7 +6,7 @@ import numpy as np
 from xdsl.dialects import math
 from xdsl.interpreter import impl, register_impls
 
-from vyre_xdsl.interp.base import LaneFunctions
+from vyre_xdsl.interp.base import LaneFunctions, pointwise
 from vyre_xdsl.trace import F64_ROUNDED, f64_rounded
 
 
@@ -32,13 +32,6 @@ def fma(a, b, c):
     return s.astype(np.float32)[()]
 
 
-def _unary(fn):
-    def run(self, interpreter, op, args):
-        return (fn(args[0]),)
-
-    return run
-
-
 def _f64(name: str):
     """sin, cos, tan, erf: in float64, rounded once to f32, as the oracle
     computes them (vyre_xdsl.trace.f64_rounded)."""
@@ -54,33 +47,27 @@ def _rsqrt(x):
 
 @register_impls
 class MathFunctions(LaneFunctions):
-    run_exp = impl(math.ExpOp)(_unary(np.exp))
-    run_exp2 = impl(math.Exp2Op)(_unary(np.exp2))
-    run_expm1 = impl(math.ExpM1Op)(_unary(np.expm1))
-    run_log = impl(math.LogOp)(_unary(np.log))
-    run_log2 = impl(math.Log2Op)(_unary(np.log2))
-    run_log10 = impl(math.Log10Op)(_unary(np.log10))
-    run_log1p = impl(math.Log1pOp)(_unary(np.log1p))
-    run_tanh = impl(math.TanhOp)(_unary(np.tanh))
-    run_absf = impl(math.AbsFOp)(_unary(np.abs))
-    run_sqrt = impl(math.SqrtOp)(_unary(np.sqrt))
-    run_rsqrt = impl(math.RsqrtOp)(_unary(_rsqrt))
-    run_floor = impl(math.FloorOp)(_unary(np.floor))
-    run_ceil = impl(math.CeilOp)(_unary(np.ceil))
-    run_trunc = impl(math.TruncOp)(_unary(np.trunc))
+    run_exp = impl(math.ExpOp)(pointwise(np.exp))
+    run_exp2 = impl(math.Exp2Op)(pointwise(np.exp2))
+    run_expm1 = impl(math.ExpM1Op)(pointwise(np.expm1))
+    run_log = impl(math.LogOp)(pointwise(np.log))
+    run_log2 = impl(math.Log2Op)(pointwise(np.log2))
+    run_log10 = impl(math.Log10Op)(pointwise(np.log10))
+    run_log1p = impl(math.Log1pOp)(pointwise(np.log1p))
+    run_tanh = impl(math.TanhOp)(pointwise(np.tanh))
+    run_absf = impl(math.AbsFOp)(pointwise(np.abs))
+    run_sqrt = impl(math.SqrtOp)(pointwise(np.sqrt))
+    run_rsqrt = impl(math.RsqrtOp)(pointwise(_rsqrt))
+    run_floor = impl(math.FloorOp)(pointwise(np.floor))
+    run_ceil = impl(math.CeilOp)(pointwise(np.ceil))
+    run_trunc = impl(math.TruncOp)(pointwise(np.trunc))
     run_sin = impl(math.SinOp)(_f64("sin"))
     run_cos = impl(math.CosOp)(_f64("cos"))
     run_tan = impl(math.TanOp)(_f64("tan"))
     run_erf = impl(math.ErfOp)(_f64("erf"))
-    run_roundeven = impl(math.RoundEvenOp)(_unary(np.rint))
-
-    @impl(math.FmaOp)
-    def run_fma(self, interpreter, op, args):
-        return (fma(args[0], args[1], args[2]),)
-
-    @impl(math.CopySignOp)
-    def run_copysign(self, interpreter, op, args):
-        return (np.copysign(args[0], args[1]),)
+    run_roundeven = impl(math.RoundEvenOp)(pointwise(np.rint))
+    run_fma = impl(math.FmaOp)(pointwise(fma))
+    run_copysign = impl(math.CopySignOp)(pointwise(np.copysign))
 
     @impl(math.PowFOp)
     def run_powf(self, interpreter, op, args):
