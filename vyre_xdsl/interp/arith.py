@@ -101,6 +101,19 @@ def _resized(sign_extend: bool):
     return run
 
 
+def _compare(predicates: list[str], comparison):
+    """The impl of a compare op: `comparison(predicate)` of its operands,
+    the predicate (an index into `predicates`) decoded once per op."""
+
+    def run(self, interpreter, op, args):
+        fn = self.cache.get(op)
+        if fn is None:
+            fn = self.cache[op] = comparison(predicates[op.predicate.value.data])
+        return (fn(args[0], args[1]),)
+
+    return run
+
+
 def _trunc_div(a, b):
     """Signed division rounding towards zero (C semantics), on signed views."""
     q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
@@ -147,13 +160,7 @@ class ArithFunctions(LaneFunctions):
     run_maxnumf = impl(arith.MaxnumfOp)(pointwise(maxnumf))
     run_minnumf = impl(arith.MinnumfOp)(pointwise(minnumf))
 
-    @impl(arith.CmpfOp)
-    def run_cmpf(self, interpreter, op: arith.CmpfOp, args):
-        fn = self.cache.get(op)
-        if fn is None:
-            pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
-            fn = self.cache[op] = _cmpf(pred)
-        return (fn(args[0], args[1]),)
+    run_cmpf = impl(arith.CmpfOp)(_compare(arith.CMPF_COMPARISON_OPERATIONS, _cmpf))
 
     # ---- integer arithmetic (wraps like the device) ----------------------
     run_addi = impl(arith.AddiOp)(pointwise(operator.add))
@@ -218,13 +225,7 @@ class ArithFunctions(LaneFunctions):
         r = sa >> np.minimum(b, bits - 1).astype(sa.dtype)
         return (r.astype(sa.dtype).view(a.dtype)[()],)
 
-    @impl(arith.CmpiOp)
-    def run_cmpi(self, interpreter, op: arith.CmpiOp, args):
-        fn = self.cache.get(op)
-        if fn is None:
-            pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-            fn = self.cache[op] = _cmpi(pred)
-        return (fn(args[0], args[1]),)
+    run_cmpi = impl(arith.CmpiOp)(_compare(arith.CMPI_COMPARISON_OPERATIONS, _cmpi))
 
     run_select = impl(arith.SelectOp)(pointwise(select))
 
