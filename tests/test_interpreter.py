@@ -348,26 +348,27 @@ def test_private_memory_is_per_lane_and_varying_loop_bounds():
     assert_bit_exact(out, (lane * (lane - 1) / 2).astype(np.float32))
 
 
-def test_out_of_bounds_access_raises():
-    body = """
+@pytest.mark.parametrize("body, match", [
+    pytest.param("""
       %c1 = arith.constant 1 : index
       %j = arith.addi %i, %c1 : index
       %x = memref.load %a[%j] : memref<64xf32>
       memref.store %x, %out[%i] : memref<64xf32>
-"""
-    module = parse_module(kernel(body, inputs=("a",)))
-    with pytest.raises(VyreError, match="index 64 is out of bounds"):
-        run_lowered(module, {"a": np.zeros(64, np.float32)})
-
-
-def test_unsupported_op_is_named():
-    body = """
+""", "index 64 is out of bounds", id="out_of_bounds_access"),
+    pytest.param("""
       %x = memref.load %a[%i] : memref<64xf32>
       %r = math.atan %x : f32
       memref.store %r, %out[%i] : memref<64xf32>
-"""
+""", "'math.atan'", id="unsupported_op_is_named"),
+    # the lowered-kernel loader refuses it before anything runs
+    pytest.param("""
+      %one = arith.constant 1.0 : f32
+      memref.store %one, %a[%i] : memref<64xf32>
+""", "writes buffer 'a', which is declared read", id="store_to_read_buffer"),
+])
+def test_bad_kernel_raises(body, match):
     module = parse_module(kernel(body, inputs=("a",)))
-    with pytest.raises(VyreError, match="'math.atan'"):
+    with pytest.raises(VyreError, match=match):
         run_lowered(module, {"a": np.zeros(64, np.float32)})
 
 
@@ -530,17 +531,6 @@ def test_integer_ops_and_casts():
     mn = np.minimum(np.where(ai < 0, 2**32 + ai, ai), 3)
     want = (q * 10 + m + mn * 100).astype(np.float32)
     assert_bit_exact(got, want)
-
-
-def test_store_to_read_buffer_raises():
-    body = """
-      %one = arith.constant 1.0 : f32
-      memref.store %one, %a[%i] : memref<64xf32>
-"""
-    module = parse_module(kernel(body, inputs=("a",)))
-    # the lowered-kernel loader refuses it before anything runs
-    with pytest.raises(VyreError, match="writes buffer 'a', which is declared read"):
-        run_lowered(module, {"a": np.zeros(64, np.float32)})
 
 
 def test_lane_varying_if_with_results_and_nested_loops():
