@@ -12,6 +12,8 @@ kv_lens: at most the static tile count).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
@@ -79,16 +81,20 @@ def _clipped_length(op: arith.SubiOp) -> int | None:
     return upper_bound(op.lhs)
 
 
+def products_plus(value: SSAValue) -> Iterator[tuple[arith.MuliOp, SSAValue]]:
+    """`(product, other)` for each way `value` is an arith.addi of an
+    arith.muli `product` and `other` (either operand order)."""
+    add = value.owner
+    if isinstance(add, arith.AddiOp):
+        for product, other in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+            if isinstance(product.owner, arith.MuliOp):
+                yield product.owner, other
+
+
 def _remainder_trips(loop: scf.ForOp) -> int | None:
     """A loop from `lb + ((ub - lb) / F) * F` to `ub` (the remainder of an
     unrolled loop, see vyre-unroll-jam) runs fewer than F iterations."""
-    start = loop.lb.owner
-    if not isinstance(start, arith.AddiOp):
-        return None
-    for base, whole in ((start.lhs, start.rhs), (start.rhs, start.lhs)):
-        mul = whole.owner
-        if not isinstance(mul, arith.MuliOp):
-            continue
+    for mul, base in products_plus(loop.lb):
         div = mul.lhs.owner
         factor = constant_index(mul.rhs)
         if (

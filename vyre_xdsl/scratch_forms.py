@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, gpu, memref
+from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import launch_of
-from vyre_xdsl.loop_bounds import constant_index, upper_bound
+from vyre_xdsl.loop_bounds import constant_index, products_plus, upper_bound
 
 
 def scratch_name(skeleton: vyre.TiledOnlineSoftmaxOp, role: str) -> str:
@@ -32,13 +32,7 @@ def _is_lane_x(value: SSAValue) -> bool:
 def lane_slice(index: SSAValue, stride: int) -> tuple[SSAValue, SSAValue] | None:
     """`(lane, offset)` if `index` is `lane * stride + offset`, with lane
     the thread_id.x and `offset < stride` provably, else None."""
-    add = index.owner
-    if not isinstance(add, arith.AddiOp):
-        return None
-    for base, offset in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-        mul = base.owner
-        if not isinstance(mul, arith.MuliOp):
-            continue
+    for mul, offset in products_plus(index):
         for lane, factor in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
             if _is_lane_x(lane) and constant_index(factor) == stride:
                 bound = upper_bound(offset)
