@@ -23,3 +23,35 @@ def assert_bad_paged_inputs_refused(module, inputs: dict[str, np.ndarray]) -> No
             vx.run(module, dict(inputs, **{name: bad}))
     with pytest.raises(VyreError, match="missing input 'kv_lens'"):
         vx.run(module, {n: a for n, a in inputs.items() if n != "kv_lens"})
+
+
+def lowered_f32_kernel(name: str, body: str, *, n: int, lanes: int, grid: int, inputs,
+                       outputs, attrs: str = "", arg_suffix: str = "") -> str:
+    """A hand-written lowered kernel `name` over `n` items in workgroups
+    of `lanes`, with read buffers `inputs` and write buffers `outputs` of
+    n f32 (arguments %<name><arg_suffix>); `body` runs for every lane with
+    %i (global id), %lane, %n and the arguments in scope.  `attrs`: more
+    attributes of the gpu.func."""
+    ty = f"memref<{n}xf32>"
+    names = [*inputs, *outputs]
+    buffers = ", ".join(
+        f'#vyre.buffer<name = "{buffer}", binding = {b}, access = '
+        f'{"write" if buffer in outputs else "read"}, shape = [{n}], dtype = f32>'
+        for b, buffer in enumerate(names)
+    )
+    return f"""
+builtin.module attributes {{gpu.container_module}} {{
+  "gpu.module"() <{{sym_name = "{name}"}}> ({{
+    "gpu.func"() <{{function_type = ({", ".join([ty] * len(names))}) -> (), kernel}}> ({{
+    ^bb0({", ".join(f"%{buffer}{arg_suffix}: {ty}" for buffer in names)}):
+      %i = "gpu.global_id"() <{{dimension = #gpu<dim x>}}> : () -> index
+      %lane = "gpu.thread_id"() <{{dimension = #gpu<dim x>}}> : () -> index
+      %n = arith.constant {n} : index
+{body}
+      "gpu.return"() : () -> ()
+    }}) {{sym_name = "{name}", gpu.kernel, vyre.launch = #vyre.launch<items = {n},
+        workgroup = [{lanes}, 1, 1], grid = [{grid}, 1, 1],
+        buffers = [{buffers}]> {attrs}}} : () -> ()
+  }}) : () -> ()
+}}
+"""

@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f32, i32
 from xdsl.printer import Printer
 
 import vyre_xdsl as vx
+from helpers import lowered_f32_kernel
 from requirements import (
     SPIRV_DIS,
     assert_mlir_opt_accepts,
@@ -40,35 +41,14 @@ def lowered(body: str, *, n: int, lanes: int, outputs=("out",)) -> str:
     """A lowered kernel over `n` items in workgroups of `lanes`: input `x`,
     f32 outputs `outputs`; `body` runs for items below n with %i, %lane, %x
     (x[%i]), %w (the subgroup size as i32) and the buffers in scope."""
-    ty = f"memref<{n}xf32>"
-    names = ["x", *outputs]
-    buffers = ", ".join(
-        f'#vyre.buffer<name = "{name}", binding = {b}, access = '
-        f'{"read" if name == "x" else "write"}, shape = [{n}], dtype = f32>'
-        for b, name in enumerate(names)
-    )
-    return f"""
-builtin.module attributes {{gpu.container_module}} {{
-  "gpu.module"() <{{sym_name = "shuffles"}}> ({{
-    "gpu.func"() <{{function_type = ({", ".join([ty] * len(names))}) -> (), kernel}}> ({{
-    ^bb0({", ".join(f"%{name}_buf: {ty}" for name in names)}):
-      %i = "gpu.global_id"() <{{dimension = #gpu<dim x>}}> : () -> index
-      %lane = "gpu.thread_id"() <{{dimension = #gpu<dim x>}}> : () -> index
-      %n = arith.constant {n} : index
-      %in_range = arith.cmpi ult, %i, %n : index
+    return lowered_f32_kernel("shuffles", f"""      %in_range = arith.cmpi ult, %i, %n : index
       scf.if %in_range {{
-        %x = memref.load %x_buf[%i] : {ty}
+        %x = memref.load %x_buf[%i] : memref<{n}xf32>
         %sg = "gpu.subgroup_size"() : () -> index
         %w = arith.index_cast %sg : index to i32
 {body}
-      }}
-      "gpu.return"() : () -> ()
-    }}) {{sym_name = "shuffles", gpu.kernel, vyre.launch = #vyre.launch<items = {n},
-        workgroup = [{lanes}, 1, 1], grid = [{-(-n // lanes)}, 1, 1],
-        buffers = [{buffers}]>}} : () -> ()
-  }}) : () -> ()
-}}
-"""
+      }}""", n=n, lanes=lanes, grid=-(-n // lanes), inputs=("x",), outputs=outputs,
+                              arg_suffix="_buf")
 
 
 # The idiom vyre's passes emit: add a value across lanes l, l^1, l^2, l^3.

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
+from helpers import lowered_f32_kernel
 from vyre_xdsl import reference
 from vyre_xdsl.compiler import lower_to_gpu, parse_module
 from vyre_xdsl.errors import VyreError
@@ -92,31 +93,8 @@ def kernel(body: str, *, n: int = 64, lanes: int = 64, groups: int = 1,
            inputs=("a", "b"), outputs=("out",), extra_attrs: str = "") -> str:
     """A hand-written lowered kernel: buffers of n f32; `body` runs for
     every lane with %i (global id), %lane, %n and the buffers in scope."""
-    ty = f"memref<{n}xf32>"
-    names = list(inputs) + list(outputs)
-    sig = ", ".join([ty] * len(names))
-    args = ", ".join(f"%{name}: {ty}" for name in names)
-    buffers = ", ".join(
-        f'#vyre.buffer<name = "{name}", binding = {i}, access = '
-        f'{"write" if name in outputs else "read"}, shape = [{n}], dtype = f32>'
-        for i, name in enumerate(names)
-    )
-    return f"""
-builtin.module attributes {{gpu.container_module}} {{
-  "gpu.module"() <{{sym_name = "test"}}> ({{
-    "gpu.func"() <{{function_type = ({sig}) -> (), kernel}}> ({{
-    ^bb0({args}):
-      %i = "gpu.global_id"() <{{dimension = #gpu<dim x>}}> : () -> index
-      %lane = "gpu.thread_id"() <{{dimension = #gpu<dim x>}}> : () -> index
-      %n = arith.constant {n} : index
-{body}
-      "gpu.return"() : () -> ()
-    }}) {{sym_name = "test", gpu.kernel, vyre.launch = #vyre.launch<items = {n},
-        workgroup = [{lanes}, 1, 1], grid = [{groups}, 1, 1],
-        buffers = [{buffers}]> {extra_attrs}}} : () -> ()
-  }}) : () -> ()
-}}
-"""
+    return lowered_f32_kernel("test", body, n=n, lanes=lanes, grid=groups, inputs=inputs,
+                              outputs=outputs, attrs=extra_attrs)
 
 
 ELEMENTWISE = """
