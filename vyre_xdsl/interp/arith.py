@@ -114,6 +114,21 @@ def _compare(predicates: list[str], comparison):
     return run
 
 
+def _logical_shift(shift):
+    """`shift` (<< or >>) of a by b, and 0 where b >= the bit width."""
+
+    def shifted(a, b):
+        bits = 8 * a.dtype.itemsize
+        return select(b >= bits, a.dtype.type(0), shift(a, b % bits))
+
+    return shifted
+
+
+def _signed_pick(keep_a):
+    """a where `keep_a` (<= or >=) of the signed views of a and b, else b."""
+    return lambda a, b: select(keep_a(signed(a), signed(b)), a, b)
+
+
 def _trunc_div(a, b):
     """Signed division rounding towards zero (C semantics), on signed views."""
     q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
@@ -191,31 +206,15 @@ class ArithFunctions(LaneFunctions):
     run_minui = impl(arith.MinUIOp)(pointwise(np.minimum))
     run_maxui = impl(arith.MaxUIOp)(pointwise(np.maximum))
 
-    @impl(arith.MinSIOp)
-    def run_minsi(self, interpreter, op, args):
-        a, b = args
-        return (select(signed(a) <= signed(b), a, b),)
-
-    @impl(arith.MaxSIOp)
-    def run_maxsi(self, interpreter, op, args):
-        a, b = args
-        return (select(signed(a) >= signed(b), a, b),)
+    run_minsi = impl(arith.MinSIOp)(pointwise(_signed_pick(operator.le)))
+    run_maxsi = impl(arith.MaxSIOp)(pointwise(_signed_pick(operator.ge)))
 
     run_andi = impl(arith.AndIOp)(pointwise(operator.and_))
     run_ori = impl(arith.OrIOp)(pointwise(operator.or_))
     run_xori = impl(arith.XOrIOp)(pointwise(operator.xor))
 
-    @impl(arith.ShLIOp)
-    def run_shli(self, interpreter, op, args):
-        a, b = args
-        bits = 8 * a.dtype.itemsize
-        return (select(b >= bits, a.dtype.type(0), a << (b % bits)),)
-
-    @impl(arith.ShRUIOp)
-    def run_shrui(self, interpreter, op, args):
-        a, b = args
-        bits = 8 * a.dtype.itemsize
-        return (select(b >= bits, a.dtype.type(0), a >> (b % bits)),)
+    run_shli = impl(arith.ShLIOp)(pointwise(_logical_shift(operator.lshift)))
+    run_shrui = impl(arith.ShRUIOp)(pointwise(_logical_shift(operator.rshift)))
 
     @impl(arith.ShRSIOp)
     def run_shrsi(self, interpreter, op, args):
