@@ -129,6 +129,16 @@ def _signed_pick(keep_a):
     return lambda a, b: select(keep_a(signed(a), signed(b)), a, b)
 
 
+def _astype():
+    """The impl of a conversion that numpy's astype to the result's dtype
+    does exactly (uitofp, extf, truncf)."""
+
+    def run(self, interpreter, op, args):
+        return (args[0].astype(self._result_dtype(op)),)
+
+    return run
+
+
 def _trunc_div(a, b):
     """Signed division rounding towards zero (C semantics), on signed views."""
     q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
@@ -254,9 +264,7 @@ class ArithFunctions(LaneFunctions):
     run_extui = impl(arith.ExtUIOp)(_resized(sign_extend=False))
     run_trunci = impl(arith.TruncIOp)(_resized(sign_extend=False))
 
-    @impl(arith.UIToFPOp)
-    def run_uitofp(self, interpreter, op, args):
-        return (args[0].astype(self._result_dtype(op)),)
+    run_uitofp = impl(arith.UIToFPOp)(_astype())
 
     @impl(arith.SIToFPOp)
     def run_sitofp(self, interpreter, op, args):
@@ -282,13 +290,9 @@ class ArithFunctions(LaneFunctions):
         x = np.where(np.isfinite(x), x, 0.0)
         return (np.clip(x, info.min, info.max).astype(sdt).view(dtype)[()],)
 
-    @impl(arith.ExtFOp)
-    def run_extf(self, interpreter, op, args):
-        return (args[0].astype(self._result_dtype(op)),)
+    run_extf = impl(arith.ExtFOp)(_astype())
 
-    @impl(arith.TruncFOp)
-    def run_truncf(self, interpreter, op, args):
-        return (args[0].astype(self._result_dtype(op)),)
+    run_truncf = impl(arith.TruncFOp)(_astype())
 
     @impl(arith.BitcastOp)
     def run_bitcast(self, interpreter, op, args):
