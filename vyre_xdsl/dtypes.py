@@ -79,6 +79,25 @@ def numpy_name(dtype: str) -> str:
             "i32": "np.int32"}[check_dtype(dtype, allow_int=True)]
 
 
+def check_array(value, name: str, subject: str, dtype: str, reason: str, what: str = ""):
+    """`value` if it is a numpy array of `dtype`'s numpy type, else a
+    VyreError about `subject` (how the message names input `name`) that
+    says how to make it one; `reason` says who reads `dtype`, `what`
+    the shape it should have."""
+    wanted = numpy_name(dtype)
+    if not isinstance(value, np.ndarray):
+        raise VyreError(
+            f"{subject} must be a numpy array{' ' + what if what else ''}, got "
+            f"{type(value).__name__}; wrap it with np.asarray(..., dtype={wanted})"
+        )
+    if value.dtype != numpy_dtype(dtype):
+        raise VyreError(
+            f"{subject} has dtype {value.dtype}, {reason}; convert it with "
+            f"{name}.astype({wanted})"
+        )
+    return value
+
+
 def itemsize(dtype: str) -> int:
     """Bytes per element on the device."""
     return 2 if check_dtype(dtype, allow_int=True) in HALF_DTYPES else 4

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from vyre_xdsl.dialects import constants
-from vyre_xdsl.dtypes import check_dtype, numpy_dtype, numpy_name, round_to
+from vyre_xdsl.dtypes import check_array, check_dtype, numpy_dtype, numpy_name, round_to
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.numerics import partial_weight_scale
 
@@ -240,16 +240,7 @@ def tiled_online_softmax(
 
 
 def _matrix(name: str, value, what: str) -> np.ndarray:
-    if not isinstance(value, np.ndarray):
-        raise VyreError(
-            f"{name} must be a numpy array {what}, got {type(value).__name__}; "
-            f"wrap it with np.asarray(..., dtype=np.float32)"
-        )
-    if value.dtype != np.float32:
-        raise VyreError(
-            f"{name} has dtype {value.dtype}, the oracle computes in float32; "
-            f"convert it with {name}.astype(np.float32)"
-        )
+    check_array(value, name, name, "f32", "the oracle computes in float32", what)
     if value.ndim != 2:
         raise VyreError(
             f"{name} must be 2-D {what}, got shape {value.shape}; reshape it"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from vyre_xdsl.dtypes import numpy_name
+from vyre_xdsl.dtypes import check_array
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
 
@@ -98,18 +98,10 @@ def check_inputs(
                 f"input {buffer.name!r} is a masked array; kernels read every "
                 f"element, so fill the masked ones first ({buffer.name}.filled(...))"
             )
-        wanted = numpy_name(buffer.dtype)
-        if not isinstance(value, np.ndarray):
-            raise VyreError(
-                f"input {buffer.name!r} must be a numpy array, got "
-                f"{type(value).__name__}; wrap it with np.asarray(..., dtype={wanted})"
-            )
-        if value.dtype != buffer.numpy_dtype:
-            raise VyreError(
-                f"input {buffer.name!r} has dtype {value.dtype}, the kernel reads "
-                f"{buffer.numpy_dtype} ({buffer.dtype} buffer); convert it with "
-                f"{buffer.name}.astype({wanted})"
-            )
+        check_array(
+            value, buffer.name, f"input {buffer.name!r}", buffer.dtype,
+            f"the kernel reads {buffer.numpy_dtype} ({buffer.dtype} buffer)",
+        )
         if value.size != buffer.count:
             raise VyreError(
                 f"input {buffer.name!r} has {value.size} elements (shape "
