@@ -44,8 +44,8 @@ from vyre_xdsl.dialects.launch import (
 )
 from vyre_xdsl.dtypes import dtype_name
 from vyre_xdsl.errors import pass_error
-from vyre_xdsl.passes.walk import walk_once
 from vyre_xdsl.skeleton import Captures
+from vyre_xdsl.walk import walk_once
 
 
 def _buffer_description(op: vyre.BufferOp) -> BufferAttr:

@@ -24,7 +24,7 @@ from xdsl.pattern_rewriter import (
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import MIN_POSITIVE, SCORE_FLOOR
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.passes.walk import walk_once
+from vyre_xdsl.walk import walk_once
 
 INF = float("inf")
 

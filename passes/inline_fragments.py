@@ -60,7 +60,7 @@ from vyre_xdsl.dim_split import loop_over_part_dims
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
-from vyre_xdsl.passes.walk import walk_once
+from vyre_xdsl.walk import walk_once
 
 
 def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
