@@ -54,6 +54,11 @@ _INT_FIELDS = ("lanes", "tile_size", "kv_splits")
 _LATER_INT_FIELDS = ("dim_parts", "stage_bytes", "unroll")
 
 
+def _data(parameter: str) -> property:
+    """A property: the data of `parameter` (an IntAttr, StringAttr or enum)."""
+    return property(lambda self: getattr(self, parameter).data)
+
+
 @irdl_attr_definition
 class PlanAttr(ParametrizedAttribute):
     """One skeleton's plan (module docstring)."""
@@ -80,37 +85,15 @@ class PlanAttr(ParametrizedAttribute):
             IntAttr(unroll), ArrayAttr(StringAttr(name) for name in interleave),
         )
 
-    @property
-    def device(self) -> str:
-        return self.device_attr.data
-
-    @property
-    def lanes(self) -> int:
-        return self.lanes_attr.data
-
-    @property
-    def tile_size(self) -> int:
-        return self.tile_size_attr.data
-
-    @property
-    def kv_splits(self) -> int:
-        return self.kv_splits_attr.data
-
-    @property
-    def merge(self) -> MergeKind:
-        return self.merge_attr.data
-
-    @property
-    def dim_parts(self) -> int:
-        return self.dim_parts_attr.data
-
-    @property
-    def stage_bytes(self) -> int:
-        return self.stage_bytes_attr.data
-
-    @property
-    def unroll(self) -> int:
-        return self.unroll_attr.data
+    # the parameters' values (their attributes' data)
+    device = _data("device_attr")
+    lanes = _data("lanes_attr")
+    tile_size = _data("tile_size_attr")
+    kv_splits = _data("kv_splits_attr")
+    merge = _data("merge_attr")
+    dim_parts = _data("dim_parts_attr")
+    stage_bytes = _data("stage_bytes_attr")
+    unroll = _data("unroll_attr")
 
     @property
     def interleave(self) -> tuple[str, ...]:
