@@ -123,30 +123,30 @@ class PlanAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        def field(key: str) -> None:
+        def field(key: str, first: bool = False) -> None:
+            """`, key =` (without the comma before the first)."""
+            if not first:
+                parser.parse_punctuation(",")
             parser.parse_keyword(key)
             parser.parse_punctuation("=")
 
-        def integer(key: str) -> IntAttr:
-            field(key)
-            return IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=True))
+        def integers(keys: Sequence[str]) -> list[IntAttr]:
+            values = []
+            for key in keys:
+                field(key)
+                values.append(
+                    IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=True))
+                )
+            return values
 
         start = parser.pos
         parser.parse_punctuation("<")
-        field("device")
+        field("device", first=True)
         device = StringAttr(parser.parse_str_literal())
-        ints = []
-        for key in _INT_FIELDS:
-            parser.parse_punctuation(",")
-            ints.append(integer(key))
-        parser.parse_punctuation(",")
+        ints = integers(_INT_FIELDS)
         field("merge")
         merge = MergeKindAttr(MergeKindAttr.parse_parameter(parser))
-        later = []
-        for key in _LATER_INT_FIELDS:
-            parser.parse_punctuation(",")
-            later.append(integer(key))
-        parser.parse_punctuation(",")
+        later = integers(_LATER_INT_FIELDS)
         field("interleave")
         names = parser.parse_comma_separated_list(
             parser.Delimiter.SQUARE, lambda: StringAttr(parser.parse_identifier())
