@@ -279,6 +279,49 @@ def test_call_errors_name_the_buffer(fa2, backend, kernels):
     _same(kernel(**good), vx.run(fa2, good, backend=backend))  # still usable
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_well_formed_calls_skip_the_long_check(fa2, backend, kernels, monkeypatch):
+    """A call whose inputs are arrays of the buffers' dtype and size, or
+    this kernel's live DeviceArrays for them, does not go through
+    check_inputs (a decode step's host time); anything else does, and is
+    refused as before, naming the buffer. Any layout gives vx.run's
+    results and the caller's arrays are left as they were."""
+    import vyre_xdsl.kernel
+
+    kernel = kernels(fa2, backend)
+    good = _inputs(fa2, 14)
+    expected = vx.run(fa2, good, backend=backend)
+    k = kernel.upload("k", good["k"])
+    other = vx.compile(fa2, backend=backend)
+    foreign = other.upload("k", good["k"])
+    checked = []
+    check_inputs = vyre_xdsl.kernel.check_inputs
+    monkeypatch.setattr(vyre_xdsl.kernel, "check_inputs",
+                        lambda *args, **kw: checked.append(1) or check_inputs(*args, **kw))
+    q = good["q"].copy()
+    for layout in (q, np.asfortranarray(q), q.reshape(-1), q.reshape(2, 16)):
+        _same(kernel(q=layout, k=k, v=good["v"]), expected)
+        _same(kernel(q=layout, k=good["k"], v=good["v"]), expected)
+    np.testing.assert_array_equal(q, good["q"])
+    assert not checked
+    for inputs, message in [
+        ({**good, "q": good["q"].astype(">f4")}, r"'q' has dtype >f4"),
+        ({**good, "q": np.ma.masked_array(good["q"])}, r"'q' is a masked array"),
+        ({**good, "v": good["v"].tolist()}, r"'v' must be a numpy array"),
+        ({**good, "v": good["v"][:7]}, r"'v' has 28 elements"),
+        ({"q": good["q"], "k": k, "x": good["v"]}, r"unknown input 'x'"),
+        ({**good, "v": k}, r"input 'v' is .*copy of input 'k'"),
+        ({**good, "k": foreign}, r"input 'k' is .*another kernel"),
+    ]:
+        with pytest.raises(VyreError, match=message):
+            kernel(**inputs)
+    assert len(checked) == 7
+    other.close()
+    k.free()
+    with pytest.raises(VyreError, match=r"input 'k' is DeviceArray.*freed"):
+        kernel(q=q, k=k, v=good["v"])
+
+
 def test_compile_argument_errors(fa2):
     with pytest.raises(VyreError, match="unknown backend 'cuda'"):
         vx.compile(fa2, backend="cuda")

@@ -64,13 +64,15 @@ def test_failing_runs_leave_nothing_behind(monkeypatch, fuzz_stats):
     info = kernel_info(module)
     spirv = emit_spirv_module(module)
     ctx = runtime._context(True)
-    stages = ["vkCreateComputePipelines", "vkAllocateDescriptorSets",
-              "vkAllocateCommandBuffers", "vkQueueSubmit", "vkMapMemory"]
-    for stage in stages:
+    # binding wrappers, and the context's submit (which calls libvulkan itself)
+    stages = [(ctx.vk, "vkCreateComputePipelines"), (ctx.vk, "vkAllocateDescriptorSets"),
+              (ctx.vk, "vkAllocateCommandBuffers"), (ctx, "submit"),
+              (ctx.vk, "vkMapMemory")]
+    for owner, stage in stages:
         def boom(*args, **kwargs):
             raise ctx.vk.VkErrorOutOfHostMemory("simulated")
 
-        monkeypatch.setattr(ctx.vk, stage, boom)
+        monkeypatch.setattr(owner, stage, boom)
         arrays = {"a": np.zeros(128, np.float32), "out": np.zeros(128, np.float32)}
         with pytest.raises(VyreError, match="ran out of host memory"):
             vulkan.execute(spirv, info, arrays, validation=True)

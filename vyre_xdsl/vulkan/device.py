@@ -320,6 +320,19 @@ class _Context:
             self.instance = None
 
     # helpers ------------------------------------------------------------------
+    def check(self, result: int) -> None:
+        """Raise the binding's VkError for a failed call's `result`, as its
+        wrappers do (vulkan_error words it)."""
+        if result != self.vk.VK_SUCCESS:
+            raise self.vk.exception_codes[result]
+
+    def submit(self, submits, fence) -> None:
+        """Submit one VkSubmitInfo (`submits`, a pointer to it) to the queue,
+        signalling `fence`. Straight to libvulkan: the binding's wrapper
+        converts each argument again on every call. Every submission goes
+        through here (tests inject a failing one)."""
+        self.check(self.vk.lib.vkQueueSubmit(self.queue, 1, submits, fence))
+
     def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
         candidates = [i for i, (flags, _) in enumerate(self.memory_types)
                       if type_bits & (1 << i) and flags & required == required]

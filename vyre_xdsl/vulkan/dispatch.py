@@ -370,7 +370,9 @@ class Dispatcher:
         for info in self.inputs:
             value = inputs[info.name]
             if isinstance(value, DeviceBuffer):
-                if value not in self.resident or value.info != info:
+                # the same BufferInfo as a rule (a dataclass __eq__ costs more)
+                if value not in self.resident or (value.info is not info
+                                                  and value.info != info):
                     raise VyreError(f"input {info.name!r}: not a resident buffer of "
                                     f"{self.program.label} for it")
                 buffer = value
@@ -405,13 +407,15 @@ class Dispatcher:
 
     def _submit(self, submits) -> float:
         """Submit and wait for the fence; the seconds spent waiting. The
-        fence calls go to libvulkan directly (a few microseconds less each
-        than through the binding's argument conversion). A short dispatch
+        fence calls and the submission (_Context.submit) go to libvulkan
+        directly (a few microseconds less each than through the binding's
+        argument conversion). A short dispatch
         (a decode step) is polled for, as CUDA's default wait spins: a
         blocking wait sleeps and costs the wake-up after the GPU is done."""
-        vk, device = self.ctx.vk, self.ctx.device
-        self._check_result(vk.lib.vkResetFences(device, 1, self.fences))
-        vk.vkQueueSubmit(self.ctx.queue, 1, submits, self.fence)
+        ctx = self.ctx
+        vk, device = ctx.vk, ctx.device
+        ctx.check(vk.lib.vkResetFences(device, 1, self.fences))
+        ctx.submit(submits, self.fence)
         self.pending = True
         start = time.perf_counter()
         result, status = vk.VK_NOT_READY, vk.lib.vkGetFenceStatus
@@ -424,13 +428,9 @@ class Dispatcher:
         if result == vk.VK_TIMEOUT:
             raise VyreError(f"{self.program.label} did not finish within "
                             f"{FENCE_TIMEOUT_NS // 10**9} s on {self.ctx.name}")
-        self._check_result(result)
+        ctx.check(result)
         self.pending = False
         return waited
-
-    def _check_result(self, result: int) -> None:
-        if result != self.ctx.vk.VK_SUCCESS:
-            raise self.ctx.vk.exception_codes[result]
 
     def gpu_times(self, timings: dict) -> None:
         """Add the GPU time of the last run's dispatches to `timings`, where
