@@ -27,6 +27,17 @@ import numpy as np
 WRONG_BY_DTYPE = {"f32": 1e-3, "f16": 1e-2, "bf16": 5e-2}
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 BUDGET_MS = 3000.0  # a slow path gets fewer timed runs, so the run stays within minutes
+# Each side is kept busy this long before it is timed: an idle GPU lowers its
+# clocks, and a short kernel timed right after a compile or another path's
+# cleanup ran several times slower (docs/performance.md, "Timing").
+WARM_MS = 300.0
+MAX_WARM_RUNS = 5000
+
+
+def warm_runs(warmup: int, first_ms: float) -> int:
+    """Warm-up runs for a case whose first run took `first_ms`: at least
+    `warmup`, and enough for about WARM_MS of work."""
+    return max(warmup, min(MAX_WARM_RUNS, int(WARM_MS / max(first_ms, 1e-3))))
 SDPA_BACKENDS = {  # column name -> torch.nn.attention.SDPBackend member
     "eff": "EFFICIENT_ATTENTION",
     "math": "MATH",
@@ -222,7 +233,7 @@ def time_torch(fn, device: str, warmup: int, repeat: int) -> float:
     sync()
     first_ms = (time.perf_counter() - start) * 1e3
     repeat = max(3, min(repeat, int(BUDGET_MS / max(first_ms, 1e-3))))
-    for _ in range(min(warmup, repeat)):
+    for _ in range(warm_runs(warmup, first_ms)):
         fn()
     sync()
     if not cuda:

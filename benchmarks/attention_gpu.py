@@ -48,6 +48,7 @@ from _common import (
     sdpa_paths,
     start_torch,
     torch_tensor,
+    warm_runs,
     write_json,
 )
 
@@ -247,7 +248,7 @@ def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repea
         out = arrays["out"].astype(np.float32).reshape(expected.shape)
         err = float(np.max(np.abs(out - expected)))
     repeat = max(3, min(repeat, int(BUDGET_MS / max(probe["dispatch_ms"], 1e-3))))
-    warmup = min(warmup, repeat)
+    warmup = warm_runs(warmup, probe["dispatch_ms"])
     timings: dict = {}
     execute(spirv, info, arrays, timings=timings, repeat=warmup + repeat)
     each = timings["dispatch_ms_each"][warmup:]

@@ -66,6 +66,7 @@ from _common import (
     run_torch,
     sdpa_paths,
     start_torch,
+    warm_runs,
     write_json,
 )
 
@@ -268,7 +269,7 @@ def time_ours(kernel, query: dict, resident: dict, expected: np.ndarray | None,
     gpu = "dispatch_ms" in probe
     first_ms = probe["dispatch_ms"] if gpu else probe["total_ms"]
     repeat = max(3, min(repeat, int(BUDGET_MS / max(first_ms, 1e-3))))
-    for _ in range(min(warmup, repeat)):
+    for _ in range(warm_runs(warmup, first_ms)):
         kernel(**query, **resident)
     calls = []
     for _ in range(repeat):

@@ -13,6 +13,7 @@ printed, in this order:
     merge        how the splits are merged: none (no split), workgroup,
                  kernel
     dim_parts    lanes per item over its head dims (vyre-split-head-dim)
+    rows         items per invocation (vyre-block-rows)
     stage_bytes  the workgroup memory K/V tiles may be staged in
                  (vyre-stage-kv-tiles; 0: not staged)
     unroll       the unroll depth (vyre-unroll-jam)
@@ -51,7 +52,7 @@ class MergeKindAttr(EnumAttribute[MergeKind], SpacedOpaqueSyntaxAttribute):
 
 
 _INT_FIELDS = ("lanes", "tile_size", "kv_splits")
-_LATER_INT_FIELDS = ("dim_parts", "stage_bytes", "unroll")
+_LATER_INT_FIELDS = ("dim_parts", "rows", "stage_bytes", "unroll")
 
 
 def _data(parameter: str) -> property:
@@ -71,6 +72,7 @@ class PlanAttr(ParametrizedAttribute):
     kv_splits_attr: IntAttr
     merge_attr: MergeKindAttr
     dim_parts_attr: IntAttr
+    rows_attr: IntAttr
     stage_bytes_attr: IntAttr
     unroll_attr: IntAttr
     interleave_attr: ArrayAttr[StringAttr]
@@ -78,10 +80,12 @@ class PlanAttr(ParametrizedAttribute):
     def __init__(
         self, device: str, lanes: int, tile_size: int, kv_splits: int, merge: str,
         dim_parts: int, stage_bytes: int, unroll: int, interleave: Sequence[str] = (),
+        rows: int = 1,
     ):
         super().__init__(
             StringAttr(device), IntAttr(lanes), IntAttr(tile_size), IntAttr(kv_splits),
-            MergeKindAttr(MergeKind(merge)), IntAttr(dim_parts), IntAttr(stage_bytes),
+            MergeKindAttr(MergeKind(merge)), IntAttr(dim_parts), IntAttr(rows),
+            IntAttr(stage_bytes),
             IntAttr(unroll), ArrayAttr(StringAttr(name) for name in interleave),
         )
 
@@ -92,6 +96,7 @@ class PlanAttr(ParametrizedAttribute):
     kv_splits = _data("kv_splits_attr")
     merge = _data("merge_attr")
     dim_parts = _data("dim_parts_attr")
+    rows = _data("rows_attr")
     stage_bytes = _data("stage_bytes_attr")
     unroll = _data("unroll_attr")
 
@@ -100,7 +105,7 @@ class PlanAttr(ParametrizedAttribute):
         return tuple(name.data for name in self.interleave_attr)
 
     def verify(self) -> None:
-        for field in ("lanes", "tile_size", "kv_splits", "dim_parts", "unroll"):
+        for field in ("lanes", "tile_size", "kv_splits", "dim_parts", "rows", "unroll"):
             if getattr(self, field) < 1:
                 raise VerifyException(f"#vyre.plan: {field} must be >= 1, got {getattr(self, field)}")
         if self.stage_bytes < 0:

@@ -155,6 +155,13 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     partial o row is written by its parts, m and l by part 0.  The kernel
     then runs `item_count * kv_splits * P` invocations.
 
+    `rows_per_lane R` (set by vyre-block-rows) gives each invocation R
+    items, `g * R + r` for r < R where `g` is the invocation's item index
+    above, so that a key or value one lane loads feeds R rows; each row has
+    its own copy of every scratch array. The kernel then runs
+    `item_count / R * kv_splits * P` invocations, and `tile_classes` are
+    kept per block of `workgroup_size * R` items.
+
     Accessors: `shape()`, `has_mask`, `tile_class_table()`, `exp2`,
     `q/out/q_scratch/score_tile/o_acc` (operands), `scores/update/mask/
     prologue/epilogue` (regions).
@@ -194,6 +201,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     v_head_dim = opt_prop_def(IntegerAttr[I64])
     # Items per sequence, with kv_lens: item i's key count is kv_lens[i / N].
     items_per_seq = opt_prop_def(IntegerAttr[I64])
+    # Items of one invocation, which share every load that does not depend
+    # on the item (set by vyre-block-rows).
+    rows_per_lane = opt_prop_def(IntegerAttr[I64])
 
     scores = region_def("single_block")
     update = region_def("single_block")
@@ -325,6 +335,16 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         return self.splits * self.parts
 
     @property
+    def rows(self) -> int:
+        """Items per invocation (rows_per_lane)."""
+        return 1 if self.rows_per_lane is None else _int(self.rows_per_lane)
+
+    @property
+    def block_items(self) -> int:
+        """Items of one query block of `tile_classes`."""
+        return self.lanes * self.rows
+
+    @property
     def merges_in_kernel(self) -> bool:
         """Whether its split partials are left for a vyre.merge_splits kernel."""
         return len(self.partials) > 0
@@ -349,7 +369,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         """`tile_classes` as rows [query block][tile]; every tile partial when
         the attribute is absent (empty tiles only exist with a mask)."""
         shape = self.shape()
-        blocks = -(-shape["item_count"] // self.lanes)
+        blocks = -(-shape["item_count"] // self.block_items)
         tiles = shape["tile_count"]
         if self.tile_classes is None:
             fill = TILE_PARTIAL if self.has_mask else TILE_FULL
@@ -384,8 +404,15 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         lanes = kernel.lanes
         self._verify_splits(shape, lanes)
         self._verify_dim_parts(shape, lanes)
-        invocations = shape["item_count"] * self.lanes_per_item
+        self._verify_rows(shape)
+        invocations = shape["item_count"] * self.lanes_per_item // self.rows
         if invocations != kernel.items:
+            if self.rows > 1:
+                raise VerifyException(
+                    f"with rows_per_lane {self.rows} the kernel runs item_count / "
+                    f"{self.rows} * {self.lanes_per_item} = {invocations} invocations, "
+                    f"not {kernel.items}; set the kernel's items to that"
+                )
             if self.lanes_per_item == 1:
                 raise VerifyException(
                     f"'item_count' is {shape['item_count']} but the enclosing kernel "
@@ -450,11 +477,14 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"'kv_splits' is {splits}; it must divide the workgroup size "
                 f"({lanes}), so that an item's splits share a workgroup"
             )
-        if (shape["item_count"] * splits) % lanes:
+        items, per = shape["item_count"] // self.rows, "item_count"
+        if self.rows > 1:
+            per = f"item_count / rows_per_lane {self.rows}"
+        if (items * splits) % lanes:
             raise VerifyException(
-                f"with kv_splits {splits}, item_count * kv_splits = "
-                f"{shape['item_count'] * splits} must be a multiple of the workgroup "
-                f"size ({lanes}): every lane takes part in the merge's barrier"
+                f"with kv_splits {splits}, {per} * kv_splits = {items * splits} must "
+                f"be a multiple of the workgroup size ({lanes}): every lane takes "
+                f"part in the merge's barrier"
             )
 
     def _verify_dim_parts(self, shape: dict[str, int], lanes: int) -> None:
@@ -495,6 +525,21 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 "hooks see the whole o_acc of an item)"
             )
 
+    def _verify_rows(self, shape: dict[str, int]) -> None:
+        rows = self.rows
+        if self.rows_per_lane is None:
+            return
+        if rows < 2 or shape["item_count"] % rows:
+            raise VerifyException(
+                f"'rows_per_lane' is {rows}; it must be at least 2 and divide "
+                f"item_count ({shape['item_count']})"
+            )
+        if self.ragged and self.seq_items % rows:
+            raise VerifyException(
+                f"'rows_per_lane' is {rows} but items_per_seq ({self.seq_items}) is "
+                f"not a multiple of it: the rows of a lane must share their sequence"
+            )
+
     def _verify_mask(self, lanes: int) -> None:
         assert self.mask is not None
         self._verify_region(self.mask, "mask", MASK_ARGS, [IndexType()] * 3)
@@ -514,7 +559,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
         if self.tile_classes is not None:
             shape = self.shape()
-            blocks = -(-shape["item_count"] // lanes)
+            blocks = -(-shape["item_count"] // self.block_items)
             wanted = blocks * shape["tile_count"]
             values = [int(v) for v in self.tile_classes.get_values()]
             if len(values) != wanted:
@@ -601,7 +646,7 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             properties["tile_classes"] = DenseArrayBase.from_list(i8, classes)
         if parser.parse_optional_keyword("exp2"):
             properties["exp2"] = UnitAttr()
-        for field in ("kv_splits", "dim_parts", "v_head_dim", "items_per_seq"):
+        for field in OPTIONAL_FIELDS:
             if parser.parse_optional_keyword(field):
                 properties[field] = IntegerAttr(parse_int_in_range(parser, field), i64)
         attributes = parser.parse_optional_attr_dict_with_keyword()
@@ -681,14 +726,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 printer.print_string(f" tile_classes [{values}]")
             if self.exp2 is not None:
                 printer.print_string(" exp2")
-            if self.kv_splits is not None:
-                printer.print_string(f" kv_splits {self.splits}")
-            if self.dim_parts is not None:
-                printer.print_string(f" dim_parts {self.parts}")
-            if self.v_head_dim is not None:
-                printer.print_string(f" v_head_dim {self.v_dim}")
-            if self.items_per_seq is not None:
-                printer.print_string(f" items_per_seq {_int(self.items_per_seq)}")
+            for field in OPTIONAL_FIELDS:
+                if (value := self.properties.get(field)) is not None:
+                    printer.print_string(f" {field} {_int(value)}")
             printer.print_op_attributes(self.attributes, print_keyword=True)
             printer.print_string("\n")
             printer.print_string(": (")
@@ -708,6 +748,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
             printer.print_string(") ")
             printer.print_region(region, print_entry_block_args=False)
+
+
+# The optional integer fields, in the order they are printed and parsed.
+OPTIONAL_FIELDS = ("kv_splits", "dim_parts", "v_head_dim", "items_per_seq", "rows_per_lane")
 
 
 @irdl_op_definition

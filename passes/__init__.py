@@ -53,6 +53,12 @@ def _unroll_jam():
     return UnrollJamPass
 
 
+def _block_rows():
+    from vyre_xdsl.passes.block_rows import BlockRowsPass
+
+    return BlockRowsPass
+
+
 def _resize_workgroup():
     from vyre_xdsl.passes.resize_workgroup import ResizeWorkgroupPass
 
@@ -110,6 +116,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-plan": _plan,
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
+    "vyre-block-rows": _block_rows,
     "vyre-resize-workgroup": _resize_workgroup,
     "vyre-retile": _retile,
     "vyre-split-kv": _split_kv,

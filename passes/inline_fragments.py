@@ -43,23 +43,26 @@ import numpy as np
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, i64
-from xdsl.ir import Region, SSAValue
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.launch import record_skeleton
 from vyre_xdsl.dim_split import loop_over_part_dims
+from vyre_xdsl.errors import VyreError, pass_error
+from vyre_xdsl.index_forms import known_multiple
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.row_widening import RowOffsets, discard, widen_rows
 from vyre_xdsl.walk import walk_once
 
 
@@ -480,13 +483,34 @@ class SkeletonExpansion:
 
     def emit(self, b: IRBuilder) -> None:
         op, lanes = self.op, self.lanes
-        if (self.shape["item_count"] * op.lanes_per_item) % lanes:
-            in_range = b.cmpi(self.item, b.index(self.shape["item_count"]), "ult")
-            b.if_then(in_range, self.per_item)
+        body = self.per_item if op.rows == 1 else self.per_rows
+        groups = self.shape["item_count"] // op.rows
+        if (groups * op.lanes_per_item) % lanes:
+            in_range = b.cmpi(self.item, b.index(groups), "ult")
+            b.if_then(in_range, body)
         else:
             # Every lane of every workgroup is an item: no guard, so that
             # fragments may synchronise the workgroup (vyre-stage-kv-tiles).
-            self.per_item(b)
+            body(b)
+
+    def per_rows(self, b: IRBuilder) -> None:
+        """`per_item` for the `rows_per_lane` items `group * R + r`, emitted
+        once and widened (vyre_xdsl.row_widening): what the rows share is
+        computed and loaded once."""
+        rows = self.op.rows
+        base = b.muli(self.item, b.index(rows), "rows_base")
+        source = Block()
+        row_b = IRBuilder(InsertPoint.at_end(source))
+        self.item = row_b.addi(base, row_b.index(0), "item")
+        self.per_item(row_b)
+        offsets = RowOffsets(base, known_multiple(base), tuple(range(rows)))
+        widened = widen_rows(
+            source, rows, {self.item: offsets}, lambda array: row_copies(array, rows)
+        )
+        discard(source)
+        for inner in list(widened.ops):
+            inner.detach()
+            b.emit(inner)
 
     def score_index(self, b: IRBuilder, j) -> SSAValue:
         return b.flat_index(self.lane, self.score_stride, j)
@@ -501,7 +525,7 @@ class SkeletonExpansion:
         tables (select chains keyed by the block, or its period)."""
         ranges = self.ranges
         period = period_of(ranges)
-        key = b.divui(self.item, b.index(self.lanes), "query_block")
+        key = b.divui(self.item, b.index(self.op.block_items), "query_block")
         if period < len(ranges):
             key = b.remui(key, b.index(period))
         bounds: dict[str, SSAValue] = {}
@@ -561,7 +585,10 @@ class SkeletonExpansion:
             m_part, l_part = self.split_tiles(b, body, [m0, l0])
             splice_copy(b, op.epilogue, [item, lane, op.o_acc])
             if op.merges_in_kernel:
-                leave_partials(b, op, self.invocation, lane, part, m_part, l_part)
+                split_row = self.invocation
+                if op.rows > 1:  # the invocation has rows; each row its split row
+                    split_row = b.addi(b.muli(item, b.index(self.splits)), self.split)
+                leave_partials(b, op, split_row, lane, part, m_part, l_part)
                 return
             assert self.merge is not None
             self.merge.combine(b, op, item, lane, self.split, self.splits, m_part, l_part)
@@ -713,6 +740,21 @@ class SkeletonExpansion:
         return [m_new, l_new]
 
 
+def row_copies(array: SSAValue, rows: int) -> tuple[SSAValue, ...]:
+    """`array` (a vyre.scratch) and `rows - 1` copies declared beside it,
+    `<name>_row<r>`: one array per row."""
+    declared = array.owner
+    copies = [array]
+    for r in range(1, rows):
+        copy = declared.clone()
+        name = f"{declared.sym_name.data}_row{r}"
+        copy.properties["sym_name"] = StringAttr(name)
+        copy.results[0].name_hint = name
+        Rewriter.insert_op(copy, InsertPoint.after(copies[-1].owner))
+        copies.append(copy.results[0])
+    return tuple(copies)
+
+
 class ExpandSkeleton(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(
@@ -720,7 +762,10 @@ class ExpandSkeleton(RewritePattern):
     ) -> None:
         record_skeleton(op)  # convert-vyre-to-gpu records it in the launch
         b = IRBuilder(InsertPoint.before(op))
-        SkeletonExpansion(op, b).emit(b)
+        try:
+            SkeletonExpansion(op, b).emit(b)
+        except VyreError as error:  # the fragments do not allow rows_per_lane
+            raise pass_error(op, f"vyre-inline-fragments: {error}") from None
         rewriter.erase(op)
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, ModuleOp, f32, i8, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i64
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
@@ -38,31 +38,11 @@ from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.plan import plan_of
 from vyre_xdsl.errors import pass_error
+from vyre_xdsl.query_blocks import resized_classes, set_classes
 from vyre_xdsl.scratch_forms import scratch_name
 
 # Each fragment region's block arguments that are the skeleton's scratch.
 _SCRATCH_ARGS = ("q_scratch", "score_tile", "o_acc")
-
-
-def merged_class(classes: list[int]) -> int:
-    """The class of a tile for a block made of blocks with these classes."""
-    if all(c == vyre.TILE_EMPTY for c in classes):
-        return vyre.TILE_EMPTY
-    if all(c == vyre.TILE_FULL for c in classes):
-        return vyre.TILE_FULL
-    return vyre.TILE_PARTIAL
-
-
-def resized_classes(table: list[list[int]], lanes: int, size: int, items: int):
-    """The tile-class rows for blocks of `size` items, from rows for blocks
-    of `lanes` (each new block takes the classes of the blocks it covers)."""
-    blocks = -(-items // size)
-    rows = []
-    for block in range(blocks):
-        first, last = block * size // lanes, ((block + 1) * size - 1) // lanes
-        covered = table[first : min(last, len(table) - 1) + 1]
-        rows.append([merged_class(list(column)) for column in zip(*covered, strict=True)])
-    return rows
 
 
 def resize(kernel: vyre.KernelOp, size: int) -> None:
@@ -82,11 +62,10 @@ def resize(kernel: vyre.KernelOp, size: int) -> None:
                     arg = skeleton.region_arg(region, name)
                     _retype(arg, resized[scratch_name(skeleton, name)])
         if skeleton.tile_classes is not None:
-            items = skeleton.shape()["item_count"]
-            rows = resized_classes(skeleton.tile_class_table(), lanes, size, items)
-            skeleton.properties["tile_classes"] = DenseArrayBase.from_list(
-                i8, [cls for row in rows for cls in row]
-            )
+            items, rows = skeleton.shape()["item_count"], skeleton.rows
+            set_classes(skeleton, resized_classes(
+                skeleton.tile_class_table(), skeleton.block_items, size * rows, items
+            ))
     kernel.properties["workgroup_size"] = IntegerAttr(size, i64)
 
 

@@ -144,8 +144,7 @@ class SplitKvPass(ModulePass):
                     f"{splits} ways: {reason}",
                 )
             skeleton.properties["kv_splits"] = IntegerAttr(splits, i64)
-            items = skeleton.shape()["item_count"] * splits
-            kernel.properties["item_count"] = IntegerAttr(items, i64)
+            kernel.properties["item_count"] = IntegerAttr(kernel.items * splits, i64)
             if in_kernel:
                 merge_in_kernel(op, kernel, skeleton, splits)
 

@@ -103,6 +103,8 @@ class VyreToGpuPass(ModulePass):
                     )
                 if any(p.dim_parts > 1 for p in plans):
                     _pass("vyre-split-head-dim").apply(ctx, op)
+            if any(p.rows > 1 for p in plans):
+                _pass("vyre-block-rows").apply(ctx, op)
         for name in LOWERING:
             _pass(name).apply(ctx, op)
         for optimisation in optimisations(self.optimize, unroll, interleave):

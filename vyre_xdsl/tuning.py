@@ -43,6 +43,7 @@ TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
 STAGE_TILE_BYTES = 16 * 1024  # staged tiles at most this large on large grids
 UNROLL = 32  # unroll depth
 DEEP_UNROLL = 64  # ... with a mask, short rows, or split rows
+LONG_ROW_BLOCK = 2  # items per invocation for long rows over lanes on large grids
 
 INTERLEAVED = ("q_scratch",)  # kept lane-minor on small grids with long rows
 
@@ -212,6 +213,37 @@ def tile_size(
     return wanted if built > wanted and built % wanted == 0 else None
 
 
+def rows_problem(op: vyre.TiledOnlineSoftmaxOp, rows: int) -> str | None:
+    """Why `op` cannot run `rows` items per invocation; None if it can."""
+    items = op.shape()["item_count"]
+    if rows < 1 or items % rows:
+        return f"rows ({rows}) must divide item_count ({items})"
+    if op.ragged and op.seq_items % rows:
+        return (f"the rows of an invocation must share their sequence's key count, "
+                f"but items_per_seq ({op.seq_items}) is not a multiple of {rows}")
+    invocations = items // rows * op.lanes_per_item
+    if op.splits > 1 and not op.merges_in_kernel and invocations % op.lanes:
+        return (f"the splits merge in the workgroup, whose barrier needs every lane, "
+                f"but {invocations} invocations do not fill workgroups of {op.lanes}")
+    return None
+
+
+def rows_per_lane(
+    op: vyre.TiledOnlineSoftmaxOp, parts: int | None = None, small_grid: bool | None = None
+) -> int:
+    """vyre-block-rows' choice for `op` with `parts` dim parts (its own if
+    None) on a small grid or not (its own kernel's if None): LONG_ROW_BLOCK
+    rows for rows longer than SHORT_ROWS over lanes on a large grid, unsplit
+    and unmasked; 1 otherwise."""
+    parts = op.parts if parts is None else parts
+    small_grid = grid_workgroups(op) <= SMALL_GRID if small_grid is None else small_grid
+    long_rows_over_lanes = op.shape()["head_dim"] > SHORT_ROWS and parts > 1
+    if (not long_rows_over_lanes or small_grid or op.splits > 1 or op.has_mask
+            or op.ragged or rows_problem(op, LONG_ROW_BLOCK) is not None):
+        return 1
+    return LONG_ROW_BLOCK
+
+
 @dataclass
 class _Prediction:
     """A skeleton after the vyre-level rewrites, as far as the later
@@ -257,6 +289,7 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
         _predict(s, device) for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)
     ]
     parts = {p.op: 1 for p in predicted}
+    rows = {p.op: 1 for p in predicted}
     stage_bytes, unroll, interleave = 0, UNROLL, ()
     if any(p.op.ragged for p in predicted):
         # kv_lens: tile counts differ between the lanes of a workgroup, so
@@ -284,12 +317,13 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
             else:
                 kept = 0
             stage_bytes = device.shared_memory_bytes - kept
+            rows = {p.op: rows_per_lane(p.op, parts[p.op], small_grid) for p in predicted}
     return {
         p.op: PlanAttr(
             device.name, p.lanes, p.tile_size, p.splits,
             MergeKind.NONE if p.splits == 1 else
             MergeKind.KERNEL if p.in_kernel else MergeKind.WORKGROUP,
-            parts[p.op], stage_bytes, unroll, interleave,
+            parts[p.op], stage_bytes, unroll, interleave, rows[p.op],
         )
         for p in predicted
     }
