@@ -336,12 +336,13 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
 
     @property
     def rows(self) -> int:
-        """Items per invocation (rows_per_lane)."""
-        return 1 if self.rows_per_lane is None else _int(self.rows_per_lane)
+        """Items per invocation (rows_per_lane, set by vyre-block-rows)."""
+        rows = self.rows_per_lane
+        return 1 if rows is None else _int(rows)
 
     @property
     def block_items(self) -> int:
-        """Items of one query block of `tile_classes`."""
+        """Items of one query block of `tile_classes`: a workgroup's."""
         return self.lanes * self.rows
 
     @property
