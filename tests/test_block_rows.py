@@ -129,3 +129,61 @@ def test_rows_that_leave_a_workgroup_merge_lanes_short_are_refused():
         seq_len=1, kv_len=128, batch=2, num_heads=8, num_kv_heads=2, head_dim=8, tile_size=16)
     with pytest.raises(VyreError, match="16 invocations do not fill workgroups of 64"):
         _lowered(gqa, "vyre-split-kv{splits=4 merge=workgroup}", 4)
+
+
+def _random_case(rng):
+    """A FlashAttention-2 module, a pipeline before the lowering and a row
+    count that divides its items, drawn from shapes, masks, score mods,
+    GQA, bottom-right queries and the other vyre-level rewrites."""
+    heads = int(rng.choice([1, 2, 4]))
+    kv_heads = int(rng.choice([h for h in (1, 2, 4) if heads % h == 0]))
+    seq = int(rng.choice([8, 16, 24, 32, 64]))
+    kv_len = seq + int(rng.choice([0, 0, 8, 17]))
+    head_dim = int(rng.choice([1, 3, 4, 8, 16]))
+    tile = int(rng.choice([4, 8, 16]))
+    mask = [None, _causal, lambda q, k: k + 8 > q][int(rng.integers(3))]
+    score = [None, _softcap][int(rng.integers(2))]
+    items = heads * seq
+    rows = int(rng.choice([r for r in (2, 4, 8) if items % r == 0]))
+    passes = []
+    if head_dim % 8 == 0 and rng.random() < 0.5:
+        passes.append("vyre-split-head-dim{parts=2}")
+    elif mask is None and -(-kv_len // tile) >= 2 and rng.random() < 0.5:
+        passes.insert(0, "vyre-split-kv{splits=2 merge=kernel}")
+    if rng.random() < 0.5:
+        passes.insert(0, "vyre-stage-kv-tiles")
+
+    def build():
+        return vx.flash_attention_2(
+            seq_len=seq, kv_len=kv_len, num_heads=heads, num_kv_heads=kv_heads,
+            head_dim=head_dim, tile_size=tile, mask_mod=mask, score_mod=score)
+
+    return build, ",".join(passes), rows
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_kernels_are_bit_identical_with_rows(seed, fuzz_stats):
+    build, before, rows = _random_case(np.random.default_rng(1000 + seed))
+    one = _lowered(build, before, 1)
+    wide = _lowered(build, before, rows)
+    inputs = _inputs(one, np.random.default_rng(seed))
+    expected = vx.run(one, inputs, backend="interpreter")["out"]
+    got = vx.run(wide, inputs, backend="interpreter")["out"]
+    np.testing.assert_array_equal(got, expected, err_msg=f"{before} rows={rows}")
+    fuzz_stats["block rows: random kernels bit-identical"] += 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rows_given_before_the_default_are_kept_and_not_split(backend):
+    """`vyre-block-rows{rows=2},vyre-to-gpu` (default): the plan keeps the
+    rows and leaves the kernel unsplit, and the result is the default's."""
+    gqa = lambda: vx.flash_attention_2(  # noqa: E731
+        seq_len=1, kv_len=256, batch=2, num_heads=8, num_kv_heads=2, head_dim=8, tile_size=16)
+    forced = vx.lower_to_gpu(gqa(), optimize="vyre-block-rows{rows=4},vyre-to-gpu")
+    assert "kv_splits = 1," in str(forced) and "o_acc_row3" in str(forced)
+    default = vx.lower_to_gpu(gqa())
+    inputs = _inputs(default, np.random.default_rng(3))
+    got = vx.run(forced, inputs, backend=backend)["out"]
+    want = vx.reference.flash_attention_2(
+        inputs["q"], inputs["k"], inputs["v"], tile_size=16)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=0, atol=1e-5 * np.abs(want).max())

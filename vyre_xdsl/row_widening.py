@@ -1,17 +1,18 @@
 """Re-emitting one item's IR for R items at once (rows per lane).
 
 vyre-inline-fragments emits an item's recurrence once.  With
-`rows_per_lane R` it emits it into a detached block and `widen` copies that
-block for R items `base + r`: an operation that depends on the item (or
+`rows_per_lane R` it emits it into a detached block and `widen_rows` copies
+that block for R items `base + r`: an operation that depends on the item (or
 reads or writes the item's scratch) is emitted R times, once per row; one
 that does not is emitted once and its result shared by the R rows.  So a
 key or value element that one lane loads feeds the multiply-adds of R
 rows, the point of register blocking.
 
 Index arithmetic on `base + r` is followed exactly (`RowOffsets`) where the
-rows provably agree: `(base + r) / k` is one value for all rows when `base`
-is a multiple of `k`'s multiple of R, so a head, sequence or query block
-that the R items share stays one value, and so do the loads it addresses.
+rows provably agree: with `base` a multiple of R, `(base + r) / k` is one
+value for every r < R when k is a multiple of R (the R items lie in one
+block of k), so a head, sequence or query block that the R items share
+stays one value, and so do the loads it addresses.
 
 A scratch array stays one array while every store to it is the same for all
 rows (a staged K/V tile); the first store that depends on the row gives it
@@ -326,6 +327,11 @@ class RowWidening:
                 "the rows of an invocation cannot take it apart; run this skeleton "
                 "with one row a lane"
             )
+        for inner in op.walk():  # every write in it depends on the row
+            if not isinstance(inner, memref.LoadOp):
+                for v in inner.operands:
+                    if isinstance(v.owner, vyre.ScratchOp) and isinstance(self.of(v), SSAValue):
+                        raise _NeedsCopies(v)
         outside = {
             v for inner in op.walk() for v in inner.operands if not _defined_in(op, v)
         }

@@ -118,7 +118,10 @@ def kv_split(
     tile_count: int | None = None,
 ) -> tuple[int, bool]:
     """vyre-split-kv's choice: (P, whether a kernel merges) for `merge`
-    (auto, workgroup or kernel); P = 1 for no split."""
+    (auto, workgroup or kernel); P = 1 for no split, also for a skeleton
+    given rows already (vyre-block-rows ran first)."""
+    if op.rows > 1:
+        return 1, False
     in_kernel = merge == "kernel" or (
         merge == "auto" and merges_in_kernel(op, lanes, target, shared_memory_bytes)
     )
@@ -235,6 +238,8 @@ def rows_per_lane(
     None) on a small grid or not (its own kernel's if None): LONG_ROW_BLOCK
     rows for rows longer than SHORT_ROWS over lanes on a large grid, unsplit
     and unmasked; 1 otherwise."""
+    if op.rows > 1:
+        return op.rows  # given by a vyre-block-rows run before the plan
     parts = op.parts if parts is None else parts
     small_grid = grid_workgroups(op) <= SMALL_GRID if small_grid is None else small_grid
     long_rows_over_lanes = op.shape()["head_dim"] > SHORT_ROWS and parts > 1
@@ -289,7 +294,7 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
         _predict(s, device) for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)
     ]
     parts = {p.op: 1 for p in predicted}
-    rows = {p.op: 1 for p in predicted}
+    rows = {p.op: p.op.rows for p in predicted}
     stage_bytes, unroll, interleave = 0, UNROLL, ()
     if any(p.op.ragged for p in predicted):
         # kv_lens: tile counts differ between the lanes of a workgroup, so
