@@ -47,6 +47,12 @@ CASES = {
         kv_lens=True, page_size=8, num_pages=12, return_lse=True), "", 4),
     "staged": (lambda: vx.flash_attention_2(seq_len=128, head_dim=8, tile_size=16),
                "vyre-stage-kv-tiles", 2),
+    "bf16_v_head_dim": (lambda: vx.flash_attention_2(
+        seq_len=64, head_dim=8, v_head_dim=4, num_heads=2, tile_size=16, dtype="bf16"), "", 2),
+    "mla_paged_ragged_bf16": (lambda: vx.mla_decode(
+        seq_len=48, num_heads=8, head_dim=8, kv_lora_rank=16, qk_rope_head_dim=4,
+        tile_size=16, batch=2, kv_lens=True, page_size=16, num_pages=8, dtype="bf16"),
+        "vyre-absorb-mla{kernels=3}", 4),
     "mla_batch": (lambda: vx.mla_decode(seq_len=64, num_heads=16, head_dim=8, kv_lora_rank=16,
                                         qk_rope_head_dim=4, tile_size=16, batch=4),
                   "vyre-absorb-mla{kernels=3},vyre-split-kv{splits=4 merge=workgroup}", 4),
@@ -65,10 +71,11 @@ def _inputs(lowered, rng):
     arrays = {}
     for buffer in program_info(lowered).inputs:
         if buffer.dtype == "i32":
-            high = 12 if buffer.name == "block_table" else 41
+            high = {"block_table": 8, "kv_lens": 49}.get(buffer.name, 41)
             arrays[buffer.name] = rng.integers(0, high, buffer.shape).astype(np.int32)
         else:
-            arrays[buffer.name] = rng.standard_normal(buffer.shape).astype(np.float32)
+            values = rng.standard_normal(buffer.shape).astype(np.float32)
+            arrays[buffer.name] = values.astype(buffer.numpy_dtype)
     return arrays
 
 
