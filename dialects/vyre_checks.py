@@ -105,6 +105,12 @@ def _check_f32_vector(
                 f"{role} must be a static 1-D memref of f32 (e.g. memref<4096xf32>), "
                 f"got {memref}"
             )
+        if tuple(element_types) != tuple(FLOAT_BUFFER_ELEMENT_TYPES):
+            *most, last = (str(t) for t in element_types)
+            raise VerifyException(
+                f"{role} must be a static 1-D memref of {', '.join(most)} or {last} "
+                f"(e.g. memref<4096xf32>), got {memref}"
+            )
         raise VerifyException(
             f"{role} must be a static 1-D memref of f32, f16 or bf16 (e.g. "
             f"memref<4096xf32> or memref<4096xbf16>: the builders' dtype=), got "

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
     SymbolNameConstraint,
+    f16,
     f32,
     i32,
     i64,
@@ -317,16 +318,17 @@ class ScratchOp(IRDLOperation):
 
     assembly_format = "$sym_name attr-dict `:` type($result)"
 
-    def __init__(self, name: str, count: int) -> None:
+    def __init__(self, name: str, count: int, element: Attribute = f32) -> None:
         super().__init__(
             properties={"sym_name": StringAttr(name)},
-            result_types=[MemRefType(f32, [count])],
+            result_types=[MemRefType(element, [count])],
         )
         self.result.name_hint = name
 
     def verify_(self) -> None:
         name = self.sym_name.data
-        memref = _check_f32_vector(self.result, f"scratch '{name}'")
+        # f16: a tile that the subgroup matrix ops read (vyre-tensor-cores)
+        memref = _check_f32_vector(self.result, f"scratch '{name}'", (f32, f16))
         count = _element_count(memref)
         if count > U32_MAX:
             raise VerifyException(

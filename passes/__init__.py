@@ -89,6 +89,12 @@ def _stage_kv_tiles():
     return StageKvTilesPass
 
 
+def _tensor_cores():
+    from vyre_xdsl.passes.tensor_cores import TensorCoresPass
+
+    return TensorCoresPass
+
+
 def _use_exp2():
     from vyre_xdsl.passes.use_exp2 import UseExp2Pass
 
@@ -122,6 +128,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-split-kv": _split_kv,
     "vyre-split-head-dim": _split_head_dim,
     "vyre-stage-kv-tiles": _stage_kv_tiles,
+    "vyre-tensor-cores": _tensor_cores,
     "vyre-use-exp2": _use_exp2,
     "vyre-vectorize-loads": _vectorize_loads,
     "vyre-to-gpu": _vyre_to_gpu,

@@ -62,6 +62,14 @@ from vyre_xdsl.index_forms import known_multiple
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.recurrence import (
+    final_value,
+    max_step,
+    next_denominator,
+    rescale_of,
+    running_max,
+    score_weight,
+)
 from vyre_xdsl.row_widening import RowOffsets, discard, widen_rows
 from vyre_xdsl.walk import walk_once
 
@@ -95,21 +103,10 @@ def tile_weight(
     drop_minus_inf: bool = False,
     scale: float = 1.0,
 ) -> SSAValue:
-    """The weight of key j of the tile: `exp(bounded_exp_arg(s[j] - m_new))`
-    (times `scale`, `weight_scale`), or exactly 0.0 where the mask does not
-    `keep` the key, and, with `drop_minus_inf`, where its score is -inf (a
-    score_mod's way to drop it: SEMANTICS.md; such a score never raises the
-    tile max either)."""
+    """The weight (recurrence.score_weight) of key j of the tile, whose
+    score the lane's slice of `score_tile` holds."""
     s = b.load(score_tile, b.flat_index(lane, score_stride, j))
-    exp = b.exp2 if exp2 else b.exp
-    weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
-    if scale != 1.0:
-        weight = b.mulf(weight, b.f32(scale))
-    if drop_minus_inf:
-        weight = b.select(b.cmpf(s, b.f32(-math.inf), "oeq"), b.f32(0.0), weight)
-    if keep is None:
-        return weight
-    return b.select(keep, weight, b.f32(0.0))
+    return score_weight(b, s, m_new, exp2, drop_minus_inf, scale, keep)
 
 
 def weight_scale(op: vyre.TiledOnlineSoftmaxOp) -> float:
@@ -301,7 +298,7 @@ class Partials:
                 return [b.addf(acc[0], b.mulf(weight_of(b, s), self.o_of(b, s, d)))]
 
             (o,) = b.loop(0, splits, o_step, [b.f32(0.0)], hint="o_s")
-            return b.flush_tiny(b.divf(o, denom))
+            return final_value(b, o, denom)
 
         return out_of, m_max, l_total
 
@@ -605,7 +602,7 @@ class SkeletonExpansion:
 
         def write_output(b: IRBuilder, d, slot, _):
             o = b.load(op.o_acc, b.flat_index(lane, self.lane_v_dims, slot))
-            b.store(b.flush_tiny(b.divf(o, denom)), op.out, b.flat_index(item, v_dim, d))
+            b.store(final_value(b, o, denom), op.out, b.flat_index(item, v_dim, d))
             return []
 
         loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d")
@@ -703,20 +700,18 @@ class SkeletonExpansion:
         scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
         splice_copy(b, op.scores, scores_args)
 
-        def max_step(b: IRBuilder, j, acc):
+        def tile_max_step(b: IRBuilder, j, acc):
             tile_max = acc[0]
             s = b.load(op.score_tile, self.score_index(b, j))
-            bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
-            next_max = b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
+            next_max = max_step(b, s, tile_max)
             if masked:  # a masked key leaves the max alone
                 next_max = b.select(self.keep(b, tile_start, j), next_max, tile_max)
             return [next_max]
 
-        (tile_max,) = b.loop(0, tile_len, max_step, [b.f32(F32_MIN)], hint="max_j")
+        (tile_max,) = b.loop(0, tile_len, tile_max_step, [b.f32(F32_MIN)], hint="max_j")
         tile_max.name_hint = "tile_max"
-        m_new = b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
-        exp = b.exp2 if op.exp2 is not None else b.exp
-        rescale = exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+        m_new = running_max(b, tile_max, m)
+        rescale = rescale_of(b, m, m_new, op.exp2 is not None)
 
         def sum_step(b: IRBuilder, j, acc):
             kept = self.keep(b, tile_start, j) if masked else None
@@ -730,7 +725,7 @@ class SkeletonExpansion:
 
         (tile_sum,) = b.loop(0, tile_len, sum_step, [b.f32(0.0)], hint="sum_j")
         tile_sum.name_hint = "tile_sum"
-        l_new = b.addf(b.mulf(rescale, l), tile_sum, "l_new")
+        l_new = next_denominator(b, rescale, l, tile_sum)
         update_args = [item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc]
         update = op.update.clone()
         expand_tile_weights(op, update, masked, self.store_weights)

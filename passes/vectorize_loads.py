@@ -60,8 +60,10 @@ def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
 
 
 def workgroup_arrays(func: gpu.FuncOp, width: int) -> set[SSAValue]:
-    """The kernel's workgroup-memory arrays of a multiple of `width`
-    elements (the emitter declares those read as vectors as vector arrays)."""
+    """The kernel's f32 workgroup-memory arrays of a multiple of `width`
+    elements (the emitter declares those read as vectors as vector arrays),
+    but those that subgroup matrix ops also read or write: a matrix is
+    loaded from an array of scalars."""
     arrays = set()
     for alloc in func.walk():
         if not isinstance(alloc, memref.AllocOp):
@@ -71,6 +73,9 @@ def workgroup_arrays(func: gpu.FuncOp, width: int) -> set[SSAValue]:
         if (
             isinstance(space, IntegerAttr) and space.value.data == WORKGROUP_MEMORY_SPACE
             and len(shape) == 1 and shape[0] % width == 0
+            and alloc.memref.type.element_type == f32
+            and not any(use.operation.name.startswith("gpu.subgroup_mma")
+                        for use in alloc.memref.uses)
         ):
             arrays.add(alloc.memref)
     return arrays

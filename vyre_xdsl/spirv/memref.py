@@ -84,7 +84,14 @@ def _declare_buffer(e, buffer, element: int, stride: int = 4) -> int:
 def _alloc(e, op: Operation) -> None:
     result = op.results[0]
     ty = _static_shape(result, "memref.alloc")
-    element = e.type_of(ty.element_type, "memref.alloc element")
+    half = half_kind(ty.element_type)
+    if half is not None:
+        # 16-bit elements as in a half buffer (spirv/half.py); outside storage
+        # buffers a 16-bit integer type needs Int16 (Vulkan's shaderInt16)
+        e.capability(Capability.Int16)
+        element = e.b.type_int(16, False)
+    else:
+        element = e.type_of(ty.element_type, "memref.alloc element")
     shape = tuple(ty.get_shape())
     count = 1
     for dim in shape:
@@ -102,7 +109,7 @@ def _alloc(e, op: Operation) -> None:
             array = b.type_array(element, count)
         var = b.global_variable(b.type_pointer(StorageClass.Workgroup, array),
                                 StorageClass.Workgroup)
-        e.workgroup_bytes += count * WORD_BYTES
+        e.workgroup_bytes += count * (2 if half else WORD_BYTES)
         sc = StorageClass.Workgroup
     else:
         array = b.type_array(element, count)
@@ -110,7 +117,7 @@ def _alloc(e, op: Operation) -> None:
         sc = StorageClass.Function
     if result.name_hint:
         b.name(var, result.name_hint)
-    e.memories[result] = MemoryObject(var, sc, element, (), shape, width)
+    e.memories[result] = MemoryObject(var, sc, element, (), shape, width, half=half)
 
 
 def vector_read_width(value: SSAValue) -> int:

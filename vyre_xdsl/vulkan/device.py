@@ -215,6 +215,8 @@ class _Context:
         self.max_allocation = self._max_allocation()
         self.storage_16bit = self._storage_16bit_support()
         self.float16, self.memory_model, self.cooperative_matrix = self._matrix_support()
+        # 16-bit integers outside storage buffers: f16 tiles in workgroup memory
+        self.int16 = bool(vk.vkGetPhysicalDeviceFeatures(self.physical).shaderInt16)
 
     def _subgroup_support(self) -> SubgroupSupport:
         vk = self.vk
@@ -296,7 +298,9 @@ class _Context:
             features = vk.VkPhysicalDevice16BitStorageFeatures(
                 pNext=features, storageBuffer16BitAccess=vk.VK_TRUE)
         extensions = [COOPERATIVE_MATRIX_EXTENSION] if self.cooperative_matrix else []
+        enabled = vk.VkPhysicalDeviceFeatures(shaderInt16=vk.VK_TRUE) if self.int16 else None
         create = vk.VkDeviceCreateInfo(pNext=features,
+                                       pEnabledFeatures=enabled,
                                        queueCreateInfoCount=1,
                                        pQueueCreateInfos=queue_infos,
                                        enabledExtensionCount=len(extensions),

@@ -33,6 +33,13 @@ def _check_limits(ctx: _Context, spirv: SpirvModule, info: KernelInfo | ProgramI
     _check_subgroup_support(ctx, spirv.capabilities, program)
     _check_16bit_storage(ctx, spirv.capabilities, program)
     _check_cooperative_matrix(ctx, spirv.capabilities, program)
+    if Capability.Int16 in spirv.capabilities and not ctx.int16:
+        raise VyreError(
+            f"{program.label} keeps f16 tiles in workgroup memory (vyre-tensor-cores), "
+            f"which needs the Vulkan feature shaderInt16, but Vulkan device "
+            f"{ctx.name!r} lacks it; run it with backend='interpreter' or pick "
+            f"another device ({DEVICE_ENV})"
+        )
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
     limits = ctx.limits
@@ -85,6 +92,7 @@ def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
         missing.append("shaderFloat16 (f16 matrices)")
     if Capability.VulkanMemoryModel in capabilities and not ctx.memory_model:
         missing.append("vulkanMemoryModel (which cooperative matrices require)")
+
     if missing:
         raise VyreError(
             f"{program.label} uses subgroup matrix ops (gpu.subgroup_mma_*), which "

@@ -55,11 +55,11 @@ builtin.module {
 
 // -----
 
-// Scratch arrays are the recurrence's own state: f32 only, even in a half
-// kernel.
+// Scratch arrays hold the recurrence's own state in f32, or f16 tiles that
+// subgroup matrix ops read (vyre-tensor-cores): not bf16.
 builtin.module {
   vyre.kernel @k items 4 workgroup_size 64 {
-    // expected-error @+1 {{scratch 'o_acc' must be a static 1-D memref of f32 (e.g. memref<4096xf32>), got memref<128xf16>}}
-    %oa = vyre.scratch "o_acc" : memref<128xf16>
+    // expected-error @+1 {{scratch 'o_acc' must be a static 1-D memref of f32 or f16 (e.g. memref<4096xf32>), got memref<128xbf16>}}
+    %oa = vyre.scratch "o_acc" : memref<128xbf16>
   }
 }

@@ -1,0 +1,440 @@
+"""vyre-tensor-cores: a skeleton's tile products on the subgroups' matrix units.
+
+The per-lane expansion (vyre-inline-fragments) gives each query row its own
+lane, and every score a dot product of multiply-adds.  This pass expands a
+qualifying skeleton instead for subgroups of 32 lanes, each owning 16 rows,
+with MLIR's gpu.subgroup_mma ops (16x16x16, f16 inputs, f32 accumulators):
+
+- S = Q Kᵀ for a tile of 16 keys: head_dim / 16 `gpu.subgroup_mma_compute`
+  of the rows' Q (read once, before the tile loop) and the keys' K, read
+  column-major from the k buffer; stored to the subgroup's 16x16 f32 tile
+  in workgroup memory (`tc_scores`).
+- the softmax: lane 2r + h takes row r's keys 8h .. 8h + 7, applies the
+  scores fragment's own epilogue to each (the scale, a score_mod,
+  vyre.bounded_score: the ops between its dot product and its store, cloned
+  with the dot product replaced by S's element), and runs the recurrence
+  (vyre_xdsl.recurrence), the two lanes' tile max and tile sum combined with
+  one `gpu.shuffle xor 1`; the weights, rounded to f16, go to `tc_weights`.
+- PV = P V: v_head_dim / 16 computes of the weights and 16x16 tiles of the
+  v buffer into `tc_values` (16 x v_head_dim f32); each lane rescales its
+  accumulator share (8 dims of every 16 of its row) and adds PV's.
+
+The fragments qualify when the scores region is one loop over the tile's
+keys whose body takes one dot product of the query row (q_scratch) with a
+key row of a read buffer, and stores a function of it at the key's slot of
+score_tile; the update region weighs rows of a read buffer with
+vyre.tile_weight and adds them into o_acc, rescaled (the builders'
+FlashAttention-2 without a mask); q, k, v and out are f16; head_dim,
+v_head_dim and the keys are multiples of 16, the items of 64 (a workgroup
+of four subgroups); the 16 rows of a subgroup read the same keys and
+values (checked by evaluating the fragments' addresses for every item);
+no mask, kv splits, dim parts, rows per lane, kv_lens, lse or hooks.
+
+Results differ from the per-lane kernel's in the order of the dot
+products' sums (the matrix unit's) and in the weights, which P·V reads
+rounded to f16 (as FlashAttention does); docs/performance.md gives the
+tolerance.  The kernel then runs two invocations per item in workgroups of
+128 lanes.  `vyre-tensor-cores` leaves a skeleton that does not qualify as
+it is; `{force=true}` reports why instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, gpu, memref, scf
+from xdsl.dialects.builtin import (
+    Float16Type,
+    IntegerAttr,
+    ModuleOp,
+    f16,
+    f32,
+    i32,
+    i64,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import F32_MIN
+from vyre_xdsl.dialects.gpu_mma import (
+    MMAMatrixType,
+    MMAOperand,
+    SubgroupMmaComputeOp,
+    SubgroupMmaConstantMatrixOp,
+    SubgroupMmaLoadMatrixOp,
+    SubgroupMmaStoreMatrixOp,
+)
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
+from vyre_xdsl.dialects.launch import record_skeleton
+from vyre_xdsl.errors import pass_error
+from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.recurrence import (
+    final_value,
+    max_step,
+    next_denominator,
+    rescale_of,
+    running_max,
+    score_weight,
+)
+
+TILE = 16  # rows, keys and dims of one matrix tile (16x16x16)
+SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
+SUBGROUPS = 4  # subgroups of a workgroup
+LANES = SUBGROUP * SUBGROUPS
+ROWS = TILE * SUBGROUPS  # query rows of a workgroup
+HALF = TILE // 2  # keys (and dims of 16) of each of a row's two lanes
+# max |out - oracle| / max |oracle| (docs/performance.md): the weights P·V
+# reads are rounded to f16 (relative 2^-11 each) and the matrix unit sums in
+# its own order; measured on the interpreter at most 5e-4
+TOLERANCE = 4e-3
+
+
+class _Unfit(Exception):
+    """Why a skeleton does not qualify."""
+
+
+def _evaluate(value: SSAValue, known: dict[SSAValue, int]) -> int:
+    """The integer `value` takes when the block arguments are `known`,
+    through arith index arithmetic only."""
+    if value in known:
+        return known[value]
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    folds: dict[type, Callable[[int, int], int]] = {
+        arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+        arith.MuliOp: lambda a, b: a * b, arith.DivUIOp: lambda a, b: a // b,
+        arith.RemUIOp: lambda a, b: a % b,
+    }
+    if isinstance(owner, Operation) and type(owner) in folds:
+        lhs, rhs = (_evaluate(v, known) for v in owner.operands)
+        return folds[type(owner)](lhs, rhs)
+    raise _Unfit(f"an address depends on {value.name_hint or 'a value'} "
+                 f"({owner.name if isinstance(owner, Operation) else 'an argument'}), "
+                 f"which is not index arithmetic on the fragment's arguments")
+
+
+@dataclass
+class _RowAccess:
+    """A fragment's load of a key's (or value's) row: element `d` of key
+    `j` of the tile is at `index`."""
+
+    load: memref.LoadOp
+    key: BlockArgument  # the loop over the tile's keys
+    dim: BlockArgument  # the loop over the row's dims
+
+    def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int) -> None:
+        """The row of key j + 1 follows key j's, its dims are contiguous, and
+        the 16 items of a subgroup read the same rows."""
+        shape = op.shape()
+
+        def at(item: int, tile_start: int, j: int, d: int) -> int:
+            known = {op.region_arg(region, "item"): item,
+                     op.region_arg(region, "tile_start"): tile_start,
+                     op.region_arg(region, "lane"): 0, self.key: j, self.dim: d}
+            return _evaluate(self.load.indices[0], known)
+
+        if at(0, 0, 1, 0) - at(0, 0, 0, 0) != width or at(0, 0, 0, 1) - at(0, 0, 0, 0) != 1:
+            raise _Unfit(f"the rows that {self.load.memref.name_hint} is read in are not "
+                         f"{width} contiguous elements apart")
+        for item in range(shape["item_count"]):
+            if at(item, 0, 0, 0) != at(item - item % TILE, 0, 0, 0):
+                raise _Unfit(f"items {item - item % TILE} and {item} read different rows "
+                             f"of {self.load.memref.name_hint}")
+
+
+def _only(items: list, what: str):
+    if len(items) != 1:
+        raise _Unfit(f"expected one {what}, found {len(items)}")
+    return items[0]
+
+
+def _loops(block: Block) -> list[scf.ForOp]:
+    return [op for op in block.ops if isinstance(op, scf.ForOp)]
+
+
+def _buffer_loads(loop: scf.ForOp) -> list[memref.LoadOp]:
+    return [op for op in loop.body.walk() if isinstance(op, memref.LoadOp)
+            and isinstance(op.memref.owner, vyre.BufferOp)]
+
+
+@dataclass
+class Fragments:
+    """What the expansion takes from a qualifying skeleton's fragments."""
+
+    key_loop: scf.ForOp  # scores: over the tile's keys
+    dot: scf.ForOp  # ... its dot product
+    score: SSAValue  # ... the value it stores, a function of the dot product
+    k: _RowAccess
+    v: _RowAccess
+
+    @staticmethod
+    def of(op: vyre.TiledOnlineSoftmaxOp) -> Fragments:
+        shape, v_dim = op.shape(), op.v_dim
+        scores = op.scores.block
+        key_loop = _only(_loops(scores), "loop in the scores region")
+        dot = _only(_loops(key_loop.body.block), "loop in the loop over keys")
+        if len(dot.results) != 1:
+            raise _Unfit("the dot product's loop carries more than its sum")
+        k_load = _only(_buffer_loads(dot), "buffer load in the dot product")
+        store = _only([s for s in key_loop.body.walk() if isinstance(s, memref.StoreOp)],
+                      "store in the loop over keys")
+        if store.memref is not op.region_arg("scores", "score_tile"):
+            raise _Unfit("the loop over keys stores elsewhere than score_tile")
+        k = _RowAccess(k_load, key_loop.body.block.args[0], dot.body.block.args[0])
+        k.check(op, "scores", shape["head_dim"])
+        update = op.update.block
+        dim_loop = _only(_loops(update), "loop in the update region")
+        sum_loop = _only(_loops(dim_loop.body.block), "loop in the loop over dims")
+        v_load = _only(_buffer_loads(sum_loop), "buffer load in the weighted sum")
+        if not any(isinstance(w, vyre.TileWeightOp) for w in sum_loop.body.walk()):
+            raise _Unfit("the weighted sum does not weigh by vyre.tile_weight")
+        v = _RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
+        v.check(op, "update", v_dim)
+        for buffer in (op.q, k_load.memref, v_load.memref, op.out):
+            if not isinstance(buffer.type.element_type, Float16Type):
+                raise _Unfit(f"{buffer.name_hint} holds {buffer.type.element_type}, not f16")
+        return Fragments(key_loop, dot, store.value, k, v)
+
+
+def problem(op: vyre.TiledOnlineSoftmaxOp) -> str | None:
+    """Why `op` cannot run on the matrix units; None if it can."""
+    shape = op.shape()
+    for what, value, unit in (("head_dim", shape["head_dim"], TILE),
+                              ("v_head_dim", op.v_dim, TILE),
+                              ("the keys (seq_len)", shape["seq_len"], TILE),
+                              ("item_count", shape["item_count"], ROWS)):
+        if value % unit:
+            return f"{what} ({value}) is not a multiple of {unit}"
+    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
+        return "it has a mask, kv splits, dim parts, rows per lane or kv_lens"
+    if op.lse is not None or not op.hooks_empty:
+        return "it writes the log-sum-exp or has a prologue or epilogue"
+    try:
+        Fragments.of(op)
+    except _Unfit as unfit:
+        return str(unfit)
+    return None
+
+
+def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
+    return MMAMatrixType([rows, cols], element, use)
+
+
+class TensorCoreExpansion:
+    """The scf loop nest of one qualifying skeleton, emitted before it."""
+
+    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, b: IRBuilder):
+        self.op, self.f = op, fragments
+        shape = op.shape()
+        self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
+        self.exp2 = op.exp2 is not None
+        scratch = [("tc_scores", SUBGROUPS * TILE * TILE, f32),
+                   ("tc_weights", SUBGROUPS * TILE * TILE, f16),
+                   ("tc_values", SUBGROUPS * TILE * self.v_dim, f32),
+                   ("tc_o_acc", LANES * self.v_dim // 2, f32)]
+        self.scores, self.weights, self.values, self.o_acc = (
+            b.emit(vyre.ScratchOp(name, count, element)).results[0]
+            for name, count, element in scratch)
+        self.lane = b.emit(vyre.LaneIndexOp()).results[0]
+        invocation = b.emit(vyre.ItemIndexOp()).results[0]
+        group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
+        in_group = b.remui(self.lane, b.index(SUBGROUP))
+        self.row = b.divui(in_group, b.index(2), "row")  # of the subgroup's 16
+        self.half = b.remui(in_group, b.index(2), "half")
+        first = b.muli(b.divui(invocation, b.index(LANES)), b.index(ROWS))
+        self.first = b.addi(first, b.muli(group, b.index(TILE)), "first_row")
+        self.item = b.addi(self.first, self.row, "item")
+        self.tile_base = b.muli(group, b.index(TILE * TILE))  # of tc_scores, tc_weights
+        self.values_base = b.muli(group, b.index(TILE * self.v_dim))
+
+    def emit(self, b: IRBuilder) -> None:
+        op, head_dim = self.op, self.head_dim
+        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        queries = [
+            b.emit(SubgroupMmaLoadMatrixOp(
+                op.q, [b.addi(b.muli(self.first, b.index(head_dim)), b.index(c * TILE))],
+                a16, head_dim)).results[0]
+            for c in range(head_dim // TILE)
+        ]
+        slots = self.v_dim // 2
+        b.loop(0, slots, lambda b, e, _: b.store(b.f32(0.0), self.o_acc, self.slot(b, e)) or [],
+               hint="zero_d")
+
+        def tile(b: IRBuilder, index, carried):
+            return self.tile(b, queries, b.muli(index, b.index(TILE), "tile_start"), *carried)
+
+        tiles = op.shape()["seq_len"] // TILE
+        m, l = b.loop(0, tiles, tile, [b.f32(F32_MIN), b.f32(0.0)], hint="tile_idx")  # noqa: E741
+        denominator = b.positive_denominator(l)
+
+        def write(b: IRBuilder, e, _):
+            d = self.dim_of(b, e)
+            o = b.load(self.o_acc, self.slot(b, e))
+            b.store(final_value(b, o, denominator), op.out,
+                    b.flat_index(self.item, self.v_dim, d))
+            return []
+
+        b.loop(0, slots, write, hint="final_d")
+
+    def slot(self, b: IRBuilder, e) -> SSAValue:
+        """Element e of this lane's accumulator share."""
+        return b.flat_index(self.lane, self.v_dim // 2, e)
+
+    def dim_of(self, b: IRBuilder, e) -> SSAValue:
+        """The dim of element e of this lane's share: 8 of every 16."""
+        chunk = b.divui(e, b.index(HALF))
+        within = b.addi(b.muli(self.half, b.index(HALF)), b.remui(e, b.index(HALF)))
+        return b.addi(b.muli(chunk, b.index(TILE)), within, "d")
+
+    def row_start(self, b: IRBuilder, access: _RowAccess, region: str, tile_start) -> SSAValue:
+        """Where the subgroup's first row reads key tile_start, dim 0."""
+        op = self.op
+        known = {op.region_arg(region, "item"): self.first,
+                 op.region_arg(region, "lane"): self.lane,
+                 op.region_arg(region, "tile_start"): tile_start,
+                 access.key: b.index(0), access.dim: b.index(0)}
+        return _clone_value(b, access.load.indices[0], known)
+
+    def tile(self, b: IRBuilder, queries, tile_start, m, l):  # noqa: E741
+        f, head_dim, v_dim = self.f, self.head_dim, self.v_dim
+        b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
+        c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
+        keys = self.row_start(b, f.k, "scores", tile_start)
+        total = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
+        for c, query in enumerate(queries):
+            key = b.emit(SubgroupMmaLoadMatrixOp(
+                f.k.load.memref, [b.addi(keys, b.index(c * TILE))], b16, head_dim,
+                transpose=True)).results[0]
+            total = b.emit(SubgroupMmaComputeOp(query, key, total)).results[0]
+        b.emit(SubgroupMmaStoreMatrixOp(total, self.scores, [self.tile_base], TILE))
+        b.emit(gpu.BarrierOp())
+        scores = [self.score(b, tile_start, j) for j in range(HALF)]
+        tile_max = b.f32(F32_MIN)
+        for s in scores:
+            tile_max = max_step(b, s, tile_max)
+        tile_max = max_step(b, self.partner(b, tile_max), tile_max)
+        m_new = running_max(b, tile_max, m)
+        rescale = rescale_of(b, m, m_new, self.exp2)
+        tile_sum = b.f32(0.0)
+        for j, s in enumerate(scores):
+            weight = score_weight(b, s, m_new, self.exp2, _may_be_minus_inf(f.score))
+            b.store(weight, self.weights, self.key_slot(b, j))
+            tile_sum = b.addf(tile_sum, weight)
+        tile_sum = b.addf(tile_sum, self.partner(b, tile_sum))
+        l_new = next_denominator(b, rescale, l, tile_sum)
+        b.emit(gpu.BarrierOp())  # every weight in place
+        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        weights = b.emit(SubgroupMmaLoadMatrixOp(self.weights, [self.tile_base], a16,
+                                                 TILE)).results[0]
+        values = self.row_start(b, f.v, "update", tile_start)
+        for c in range(v_dim // TILE):
+            value = b.emit(SubgroupMmaLoadMatrixOp(
+                f.v.load.memref, [b.addi(values, b.index(c * TILE))], b16, v_dim)).results[0]
+            zero = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
+            product = b.emit(SubgroupMmaComputeOp(weights, value, zero)).results[0]
+            b.emit(SubgroupMmaStoreMatrixOp(
+                product, self.values, [b.addi(self.values_base, b.index(c * TILE))], v_dim))
+        b.emit(gpu.BarrierOp())  # every product in place
+
+        def update(b: IRBuilder, e, _):
+            row_at = b.addi(self.values_base, b.muli(self.row, b.index(v_dim)))
+            added = b.load(self.values, b.addi(row_at, self.dim_of(b, e)))
+            o = b.load(self.o_acc, self.slot(b, e))
+            b.store(b.addf(b.mulf(rescale, o), added), self.o_acc, self.slot(b, e))
+            return []
+
+        b.loop(0, v_dim // 2, update, hint="update_d")
+        return [m_new, l_new]
+
+    def key_slot(self, b: IRBuilder, j: int) -> SSAValue:
+        """Where this lane's key j of its row is in the subgroup's tiles."""
+        key = b.addi(b.muli(self.half, b.index(HALF)), b.index(j))
+        return b.addi(self.tile_base, b.addi(b.muli(self.row, b.index(TILE)), key))
+
+    def score(self, b: IRBuilder, tile_start, j: int) -> SSAValue:
+        """This lane's key j's score: the scores fragment's value with its
+        dot product replaced by S's element."""
+        dot = b.load(self.scores, self.key_slot(b, j))
+        key = b.addi(b.muli(self.half, b.index(HALF)), b.index(j))
+        arg = lambda role: self.op.region_arg("scores", role)  # noqa: E731
+        known = {self.f.dot.results[0]: dot, arg("item"): self.item, arg("lane"): self.lane,
+                 arg("tile_start"): tile_start, arg("tile_len"): b.index(TILE),
+                 self.f.key_loop.body.block.args[0]: key}
+        return _clone_value(b, self.f.score, known)
+
+    def partner(self, b: IRBuilder, value: SSAValue) -> SSAValue:
+        """`value` of the other lane of this lane's row."""
+        size = b.emit(gpu.SubgroupSizeOp()).results[0]
+        width = b.emit(arith.IndexCastOp(size, i32)).results[0]  # the whole subgroup
+        one = b.emit(arith.ConstantOp(IntegerAttr(1, i32))).results[0]
+        return b.emit(ShuffleOp(value, one, width, ShuffleMode.XOR)).results[0]
+
+
+def _may_be_minus_inf(score: SSAValue) -> bool:
+    return not isinstance(score.owner, vyre.BoundedScoreOp)
+
+
+def _clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue]) -> SSAValue:
+    """`value` emitted at `b` with the values of `known` replaced: its
+    defining operations inside the fragment cloned, in order; a value
+    defined outside the fragments (a buffer, a constant of the kernel) is
+    taken as it is."""
+    if value in known:
+        return known[value]
+    owner = value.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        if isinstance(parent, vyre.KernelOp):
+            return value
+        raise pass_error(owner.parent_op(), "vyre-tensor-cores: a score or address "
+                                            "depends on a loop the expansion does not run")
+    if isinstance(owner.parent_op(), vyre.KernelOp):
+        return value
+    operands = [_clone_value(b, v, known) for v in owner.operands]
+    clone = owner.clone(value_mapper=dict(zip(owner.operands, operands, strict=True)))
+    b.emit(clone)
+    for old, new in zip(owner.results, clone.results, strict=True):
+        known[old] = new
+    return known[value]
+
+
+def expand(op: vyre.TiledOnlineSoftmaxOp) -> None:
+    """Replace `op` (which qualifies: `problem` is None) by its expansion."""
+    kernel = op.parent_op()
+    assert isinstance(kernel, vyre.KernelOp)
+    fragments = Fragments.of(op)
+    record_skeleton(op)
+    b = IRBuilder(InsertPoint.before(op))
+    TensorCoreExpansion(op, fragments, b).emit(b)
+    unused = [op.q_scratch, op.score_tile, op.o_acc]
+    Rewriter.erase_op(op, safe_erase=False)
+    for array in unused:
+        if not array.uses:
+            Rewriter.erase_op(array.owner)
+    items = op.shape()["item_count"]
+    kernel.properties["item_count"] = IntegerAttr(2 * items, i64)
+    kernel.properties["workgroup_size"] = IntegerAttr(LANES, i64)
+
+
+@dataclass(frozen=True)
+class TensorCoresPass(ModulePass):
+    """Expand every qualifying skeleton onto subgroup matrix ops (`force`:
+    an error for one that does not qualify)."""
+
+    name = "vyre-tensor-cores"
+
+    force: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
+            reason = problem(skeleton)
+            if reason is None:
+                expand(skeleton)
+            elif self.force:
+                raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
+                                           f"on subgroup matrix ops: {reason}")

@@ -1,0 +1,112 @@
+// RUN: vyre-opt %s -p vyre-tensor-cores | filecheck %s
+// RUN: vyre-opt %s -p 'vyre-tensor-cores,vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
+
+// FlashAttention-2 in f16 (vx.flash_attention_2(seq_len=64, head_dim=16,
+// tile_size=16, dtype="f16")): 64 rows, one workgroup of four subgroups.
+builtin.module {
+  vyre.kernel @flash_attention_2 items 64 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 16] : memref<1024xf16>
+    %k = vyre.buffer "k" binding 1 read [64, 16] : memref<1024xf16>
+    %v = vyre.buffer "v" binding 2 read [64, 16] : memref<1024xf16>
+    %out = vyre.buffer "out" binding 3 write [64, 16] : memref<1024xf16>
+    %q_scratch = vyre.scratch "q_scratch" : memref<1024xf32>
+    %score_tile = vyre.scratch "score_tile" : memref<1024xf32>
+    %o_acc = vyre.scratch "o_acc" : memref<1024xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc)
+        item_count 64 seq_len 64 head_dim 16 tile_size 16 tile_count 4
+        : (memref<1024xf16>, memref<1024xf16>, memref<1024xf32>, memref<1024xf32>, memref<1024xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %q_scratch_1, %score_tile_1) {
+      %0 = arith.constant 0 : index
+      %1 = arith.constant 1 : index
+      scf.for %j = %0 to %tile_len step %1 {
+        %t = arith.addi %tile_start, %j : index
+        %2 = arith.constant 0.000000e+00 : f32
+        %3 = arith.constant 0 : index
+        %4 = arith.constant 16 : index
+        %5 = arith.constant 1 : index
+        %6 = scf.for %d = %3 to %4 step %5 iter_args(%7 = %2) -> (f32) {
+          %8 = arith.constant 16 : index
+          %9 = arith.muli %lane, %8 : index
+          %10 = arith.addi %9, %d : index
+          %11 = memref.load %q_scratch_1[%10] : memref<1024xf32>
+          %12 = arith.constant 16 : index
+          %13 = arith.muli %t, %12 : index
+          %14 = arith.addi %13, %d : index
+          %15 = memref.load %k[%14] : memref<1024xf16>
+          %16 = arith.extf %15 : f16 to f32
+          %17 = arith.mulf %11, %16 : f32
+          %18 = arith.addf %7, %17 : f32
+          scf.yield %18 : f32
+        }
+        %19 = arith.constant 2.500000e-01 : f32
+        %20 = arith.mulf %6, %19 : f32
+        %21 = vyre.bounded_score %20 : f32
+        %22 = arith.constant 16 : index
+        %23 = arith.muli %lane, %22 : index
+        %24 = arith.addi %23, %j : index
+        memref.store %21, %score_tile_1[%24] : memref<1024xf32>
+      }
+      vyre.yield
+    }
+    update(%item_1, %lane_1, %tile_start_1, %tile_len_1, %m_new, %rescale, %score_tile_2, %o_acc_1) {
+      %25 = arith.constant 0 : index
+      %26 = arith.constant 16 : index
+      %27 = arith.constant 1 : index
+      scf.for %d_1 = %25 to %26 step %27 {
+        %28 = arith.constant 0.000000e+00 : f32
+        %29 = arith.constant 0 : index
+        %30 = arith.constant 1 : index
+        %31 = scf.for %j_1 = %29 to %tile_len_1 step %30 iter_args(%32 = %28) -> (f32) {
+          %weight = vyre.tile_weight %j_1 : f32
+          %t_1 = arith.addi %tile_start_1, %j_1 : index
+          %33 = arith.constant 16 : index
+          %34 = arith.muli %t_1, %33 : index
+          %35 = arith.addi %34, %d_1 : index
+          %36 = memref.load %v[%35] : memref<1024xf16>
+          %37 = arith.extf %36 : f16 to f32
+          %38 = arith.mulf %weight, %37 : f32
+          %39 = arith.addf %32, %38 : f32
+          scf.yield %39 : f32
+        }
+        %40 = arith.constant 16 : index
+        %41 = arith.muli %lane_1, %40 : index
+        %42 = arith.addi %41, %d_1 : index
+        %43 = memref.load %o_acc_1[%42] : memref<1024xf32>
+        %44 = arith.mulf %rescale, %43 : f32
+        %45 = arith.addf %44, %31 : f32
+        memref.store %45, %o_acc_1[%42] : memref<1024xf32>
+      }
+      vyre.yield
+    }
+  }
+}
+
+// Two invocations a row in workgroups of 128; the subgroup's tiles in
+// workgroup memory, the weights in f16; the skeleton's own scratch is gone.
+// CHECK:      vyre.kernel @flash_attention_2 items 128 workgroup_size 128
+// CHECK-NOT:  vyre.scratch "q_scratch"
+// CHECK:      %tc_scores = vyre.scratch "tc_scores" : memref<1024xf32>
+// CHECK-NEXT: %tc_weights = vyre.scratch "tc_weights" : memref<1024xf16>
+// CHECK-NEXT: %tc_values = vyre.scratch "tc_values" : memref<1024xf32>
+// CHECK-NEXT: %tc_o_acc = vyre.scratch "tc_o_acc" : memref<1024xf32>
+// The rows' Q once, then per tile of 16 keys S = Q K^T (K read column-major),
+// the softmax over the row's two lanes, and P V.
+// CHECK:      gpu.subgroup_mma_load_matrix %q[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// CHECK:      scf.for %tile_idx
+// CHECK:        gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index, transpose} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
+// CHECK:        gpu.subgroup_mma_compute
+// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 16 : index}
+// CHECK-NEXT:   gpu.barrier
+// CHECK:        vyre.bounded_score
+// CHECK:        gpu.shuffle xor
+// CHECK:        memref.store %{{.*}}, %tc_weights[%{{.*}}] : memref<1024xf16>
+// CHECK:        gpu.barrier
+// CHECK:        gpu.subgroup_mma_load_matrix %tc_weights[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// CHECK:        gpu.subgroup_mma_load_matrix %v[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
+// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_values[%{{.*}}] {leadDimension = 16 : index}
+// CHECK-NEXT:   gpu.barrier
+// CHECK:        scf.for %update_d
+
+// Lowered: the f16 tile is a workgroup array beside the f32 ones.
+// LOWERED:    memref.alloc() : memref<1024xf16, 3 : i64>
+// LOWERED:    gpu.subgroup_mma_compute

@@ -1,0 +1,122 @@
+"""vyre-tensor-cores: FlashAttention-2 in f16 on subgroup matrix ops.
+
+The interpreter runs the expansion against the oracle within the declared
+tolerance (the matrix unit's order of the dot products' sums, and the
+weights read in f16 by P·V); mlir-opt-22 verifies the lowered IR, and
+MLIR's SPIR-V deserialiser the emitted cooperative matrices.  The H200
+runs it through tools/gpu_check.py (`--match tensor`)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from requirements import assert_mlir_opt_accepts, needs_mlir_opt
+from test_mma import _mlir_verifies_spirv, needs_mlir_translate
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.passes.tensor_cores import TOLERANCE, problem
+from vyre_xdsl.spirv import emit_spirv_module
+from vyre_xdsl.spirv.spec import Capability
+
+
+def _softcap(score, q, k):
+    return 20.0 * vx.tanh(score / 20.0)
+
+
+CASES = {
+    "d16": dict(seq_len=64, head_dim=16),
+    "d32_gqa": dict(seq_len=64, head_dim=32, num_heads=4, num_kv_heads=2),
+    "d16_v32_longer_keys": dict(seq_len=64, kv_len=96, head_dim=16, v_head_dim=32),
+    "softcap_batch": dict(seq_len=64, head_dim=16, batch=2, score_mod=_softcap),
+}
+PIPELINES = {
+    "none": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=none}",
+    "exact": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=exact}",
+    "default_h200": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=default device=h200}",
+}
+
+
+def _inputs(module, seed: int = 0) -> dict[str, np.ndarray]:
+    from vyre_xdsl.kernel_info import program_info
+
+    rng = np.random.default_rng(seed)
+    return {b.name: rng.standard_normal(b.shape).astype(np.float16)
+            for b in program_info(module).inputs}
+
+
+def _oracle(kwargs: dict, inputs) -> np.ndarray:
+    ref = vx.reference.flash_attention_2(
+        inputs["q"], inputs["k"], inputs["v"], tile_size=16, dtype="f16",
+        score_mod=kwargs.get("score_mod"))
+    return np.asarray(ref, np.float32)
+
+
+@pytest.mark.parametrize("level", sorted(PIPELINES))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_interpreter_matches_the_oracle_within_the_tolerance(case, level):
+    kwargs = CASES[case]
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs)
+    lowered = vx.lower_to_gpu(module, optimize=PIPELINES[level])
+    assert "gpu.subgroup_mma_compute" in str(lowered)
+    inputs = _inputs(lowered)
+    got = vx.run(lowered, inputs)["out"].astype(np.float32)
+    want = _oracle(kwargs, inputs).reshape(got.shape)
+    error = np.abs(got - want).max() / np.abs(want).max()
+    assert error <= TOLERANCE
+
+
+def test_the_tolerance_catches_a_wrong_kernel():
+    """Keys and values swapped: the same matrix code on the wrong rows."""
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    lowered = vx.lower_to_gpu(module, optimize=PIPELINES["exact"])
+    inputs = _inputs(lowered)
+    swapped = dict(inputs, k=inputs["v"], v=inputs["k"])
+    got = vx.run(lowered, swapped)["out"].astype(np.float32)
+    want = _oracle({}, inputs).reshape(got.shape)
+    assert np.abs(got - want).max() / np.abs(want).max() > TOLERANCE
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_the_lowered_kernel():
+    module = vx.flash_attention_2(seq_len=64, head_dim=32, num_heads=2, tile_size=16,
+                                  dtype="f16")
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=PIPELINES["exact"]))
+    assert printed.count("gpu.subgroup_mma_compute") == 4  # 2 for S, 2 for PV
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_spirv_cooperative_matrices_verify_in_mlir(tmp_path):
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    spirv = emit_spirv_module(vx.lower_to_gpu(module, optimize=PIPELINES["exact"]))
+    entry = spirv.entry("flash_attention_2")
+    assert Capability.CooperativeMatrixKHR in entry.capabilities
+    text = _mlir_verifies_spirv(spirv.binary, tmp_path)
+    assert "spirv.KHR.CooperativeMatrixMulAdd" in text
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(seq_len=64, head_dim=16), "holds f32, not f16"),
+    (dict(seq_len=64, head_dim=24, dtype="f16"), "head_dim (24) is not a multiple of 16"),
+    (dict(seq_len=40, head_dim=16, dtype="f16"), "is not a multiple of 16"),
+    (dict(seq_len=64, head_dim=16, dtype="f16", mask_mod=lambda q, k: q >= k),
+     "it has a mask"),
+    (dict(seq_len=1, kv_len=64, num_heads=32, num_kv_heads=8, head_dim=16, batch=2,
+          dtype="f16"), "read different rows of k"),
+])
+def test_kernels_that_do_not_qualify_are_refused_with_the_reason(kwargs, reason):
+    module = vx.flash_attention_2(tile_size=16, **kwargs)
+    with pytest.raises(VyreError, match=re.escape(reason)):
+        vx.lower_to_gpu(module, optimize=PIPELINES["exact"])
+    # without force the skeleton is left to the per-lane expansion
+    lowered = vx.lower_to_gpu(module, optimize="vyre-tensor-cores,vyre-to-gpu{optimize=exact}")
+    assert "gpu.subgroup_mma_compute" not in str(lowered)
+
+
+def test_problem_is_none_for_the_builders_f16_kernel():
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
+    assert problem(skeleton) is None

@@ -1,0 +1,66 @@
+"""The online-softmax recurrence's formulas, for the expansions of the
+skeleton: vyre-inline-fragments (a row a lane) and vyre-tensor-cores (a
+subgroup's rows on matrix units) compose them; neither writes its own.
+
+Per tile, with the running max m and denominator l of a row:
+
+    tile_max = max over the tile's kept scores (`max_step`)
+    m_new    = max(tile_max, m)                    (`running_max`)
+    rescale  = exp(bounded_exp_arg(m - m_new))     (`rescale_of`)
+    w_j      = exp(bounded_exp_arg(s_j - m_new))   (`score_weight`)
+    l_new    = rescale * l + sum_j w_j             (`next_denominator`)
+
+and at the end `out = flush_tiny(o / positive_denominator(l))` (`final_value`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.ir import SSAValue
+
+from vyre_xdsl.ir_builder import IRBuilder
+
+
+def max_step(b: IRBuilder, s: SSAValue, tile_max: SSAValue) -> SSAValue:
+    """The tile max after score `s`: a NaN max stays NaN (SEMANTICS.md)."""
+    bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
+    return b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
+
+
+def running_max(b: IRBuilder, tile_max: SSAValue, m: SSAValue) -> SSAValue:
+    return b.select(b.cmpf(tile_max, m, "ogt"), tile_max, m, "m_new")
+
+
+def rescale_of(b: IRBuilder, m: SSAValue, m_new: SSAValue, exp2: bool) -> SSAValue:
+    exp = b.exp2 if exp2 else b.exp
+    return exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+
+
+def score_weight(
+    b: IRBuilder, s: SSAValue, m_new: SSAValue, exp2: bool = False,
+    drop_minus_inf: bool = False, scale: float = 1.0, keep: SSAValue | None = None,
+) -> SSAValue:
+    """The weight of score `s`: `exp(bounded_exp_arg(s - m_new))` (times
+    `scale`), or exactly 0.0 where the mask does not `keep` the key, and,
+    with `drop_minus_inf`, where `s` is -inf (a score_mod's way to drop a
+    key: SEMANTICS.md; such a score never raises the tile max either)."""
+    exp = b.exp2 if exp2 else b.exp
+    weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
+    if scale != 1.0:
+        weight = b.mulf(weight, b.f32(scale))
+    if drop_minus_inf:
+        weight = b.select(b.cmpf(s, b.f32(-math.inf), "oeq"), b.f32(0.0), weight)
+    if keep is None:
+        return weight
+    return b.select(keep, weight, b.f32(0.0))
+
+
+def next_denominator(b: IRBuilder, rescale: SSAValue, l: SSAValue, tile_sum: SSAValue):  # noqa: E741
+    return b.addf(b.mulf(rescale, l), tile_sum, "l_new")
+
+
+def final_value(b: IRBuilder, o: SSAValue, denominator: SSAValue) -> SSAValue:
+    """An output element from its accumulator `o` and the row's
+    `denominator` (b.positive_denominator of the final l)."""
+    return b.flush_tiny(b.divf(o, denominator))
