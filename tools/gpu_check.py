@@ -9,8 +9,10 @@ status is 1 if any case failed.
     bash tools/gpu_check.sh [--all] [--match TEXT]
 
 The `mma` cases run one subgroup's tile product through cooperative
-matrices (tools/mma_kernels.py) against float64, on a device with
-VK_KHR_cooperative_matrix; elsewhere they say they are skipped.
+matrices (tools/mma_kernels.py) against float64, and the `tensor cores`
+cases FlashAttention-2 in f16 through vyre-tensor-cores against dense
+attention, on a device with VK_KHR_cooperative_matrix; elsewhere they say
+they are skipped.
 
 `--all` runs FlashAttention-2 at every head_dim from 1 to 256 and MLA decode
 at every head count from 1 to 128 (rank 512, rope 64), not a sample.
@@ -50,6 +52,7 @@ class Case:
     dtype: str = "f32"
     tolerance: float | None = None  # None: TOLERANCE[dtype]
     cooperative_matrix: bool = False  # needs VK_KHR_cooperative_matrix
+    optimize: str = "default"  # vx.lower_to_gpu's optimize= (a level or a pipeline)
 
 
 def dense_attention(q, k, v, causal=False) -> np.ndarray:
@@ -201,6 +204,18 @@ def mma_case(shape: MatmulShape) -> Case:
                 reference, tolerance=tolerance, cooperative_matrix=True)
 
 
+TENSOR_CORES = "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=exact}"
+
+
+def tensor_case(heads: int, n: int, d: int) -> Case:
+    """FlashAttention-2 in f16 through vyre-tensor-cores (its tolerance)."""
+    from vyre_xdsl.passes.tensor_cores import TOLERANCE as TENSOR_TOLERANCE
+
+    case = fa2_case(heads, n, d, dtype="f16")
+    return Case(f"tensor cores {case.name}", case.build, case.inputs, case.reference,
+                "f16", TENSOR_TOLERANCE, cooperative_matrix=True, optimize=TENSOR_CORES)
+
+
 def cases(every: bool) -> list[Case]:
     found = [
         fa2_case(1, 512, 64, nan_inf=True),
@@ -223,6 +238,9 @@ def cases(every: bool) -> list[Case]:
         paged_case(8, 32, 8, 128, 4096, 16),
         paged_case(64, 32, 8, 128, 1024, 16, dtype="bf16"),
         *(mma_case(shape) for shape in MATMUL_SHAPES),
+        tensor_case(32, 4096, 64),
+        tensor_case(32, 4096, 128),
+        tensor_case(2, 128, 16),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE
     found += [fa2_case(2, 70, d) for d in dims]
@@ -234,7 +252,9 @@ def cases(every: bool) -> list[Case]:
 def check(case: Case, rng: np.random.Generator) -> bool:
     started = time.perf_counter()
     try:
-        compiled = compile_module(case.build(), device="vulkan", spirv=True)
+        level = case.optimize in ("none", "exact", "default")
+        compiled = compile_module(case.build(), device="vulkan" if level else None,
+                                  optimize=case.optimize, spirv=True)
         info = compiled.info
         ins = case.inputs(rng)
         arrays = prepare_buffers(info, ins)
@@ -275,7 +295,8 @@ def main(argv=None) -> int:
     chosen = [c for c in cases(args.all) if args.match in c.name]
     ctx = runtime._context(runtime._validation_requested(None))
     skipped = [c for c in chosen if c.cooperative_matrix
-               and not (ctx.cooperative_matrix and ctx.float16 and ctx.memory_model)]
+               and not (ctx.cooperative_matrix and ctx.float16 and ctx.memory_model
+                        and (ctx.int16 or c.optimize == "default"))]
     for case in skipped:
         print(f"skip {case.name}: skipped: no VK_KHR_cooperative_matrix on {ctx.name}",
               flush=True)
