@@ -5,27 +5,29 @@ lane, and every score a dot product of multiply-adds.  This pass expands a
 qualifying skeleton instead for subgroups of 32 lanes, each owning 16 rows,
 with MLIR's gpu.subgroup_mma ops (16x16x16, f16 inputs, f32 accumulators):
 
-- S = Q Kᵀ for a tile of 16 keys: head_dim / 16 `gpu.subgroup_mma_compute`
-  of the rows' Q (read once, before the tile loop) and the keys' K, read
-  column-major from the k buffer; stored to the subgroup's 16x16 f32 tile
-  in workgroup memory (`tc_scores`).
-- the softmax: lane 2r + h takes row r's keys 8h .. 8h + 7, applies the
+- S = Q Kᵀ for a tile of `keys` keys (16 by default): for each 16 of them,
+  head_dim / 16 `gpu.subgroup_mma_compute` of the rows' Q (read once,
+  before the tile loop) and the keys' K, read column-major from the k
+  buffer; stored to the subgroup's 16 x keys f32 tile in workgroup memory
+  (`tc_scores`).
+- the softmax: lane 2r + h takes half of row r's keys, applies the
   scores fragment's own epilogue to each (the scale, a score_mod,
   vyre.bounded_score: the ops between its dot product and its store, cloned
   with the dot product replaced by S's element), and runs the recurrence
   (vyre_xdsl.recurrence), the two lanes' tile max and tile sum combined with
   one `gpu.shuffle xor 1`; the weights, rounded to f16, go to `tc_weights`.
-- PV = P V: v_head_dim / 16 computes of the weights and 16x16 tiles of the
-  v buffer into `tc_values` (16 x v_head_dim f32); each lane rescales its
-  accumulator share (8 dims of every 16 of its row) and adds PV's.
+- PV = P V: for each 16 dims, keys / 16 computes of the weights and 16x16
+  tiles of the v buffer into `tc_values` (16 x v_head_dim f32); each lane
+  rescales its accumulator share (8 dims of every 16 of its row) and adds
+  PV's.
 
 The fragments qualify when the scores region is one loop over the tile's
 keys whose body takes one dot product of the query row (q_scratch) with a
 key row of a read buffer, and stores a function of it at the key's slot of
 score_tile; the update region weighs rows of a read buffer with
 vyre.tile_weight and adds them into o_acc, rescaled (the builders'
-FlashAttention-2 without a mask); q, k, v and out are f16; head_dim,
-v_head_dim and the keys are multiples of 16, the items of 64 (a workgroup
+FlashAttention-2 without a mask); q, k, v and out are f16; head_dim and
+v_head_dim are multiples of 16, the keys of `keys`, the items of 64 (a workgroup
 of four subgroups); the 16 rows of a subgroup read the same keys and
 values (checked by evaluating the fragments' addresses for every item);
 no mask, kv splits, dim parts, rows per lane, kv_lens, lse or hooks.
@@ -86,7 +88,7 @@ SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
 LANES = SUBGROUP * SUBGROUPS
 ROWS = TILE * SUBGROUPS  # query rows of a workgroup
-HALF = TILE // 2  # keys (and dims of 16) of each of a row's two lanes
+HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
 # max |out - oracle| / max |oracle| (docs/performance.md): the weights P·V
 # reads are rounded to f16 (relative 2^-11 each) and the matrix unit sums in
 # its own order; measured on the interpreter at most 5e-4
@@ -201,12 +203,13 @@ class Fragments:
         return Fragments(key_loop, dot, store.value, k, v)
 
 
-def problem(op: vyre.TiledOnlineSoftmaxOp) -> str | None:
-    """Why `op` cannot run on the matrix units; None if it can."""
+def problem(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> str | None:
+    """Why `op` cannot run on the matrix units in tiles of `keys` keys;
+    None if it can."""
     shape = op.shape()
     for what, value, unit in (("head_dim", shape["head_dim"], TILE),
                               ("v_head_dim", op.v_dim, TILE),
-                              ("the keys (seq_len)", shape["seq_len"], TILE),
+                              ("the keys (seq_len)", shape["seq_len"], keys),
                               ("item_count", shape["item_count"], ROWS)):
         if value % unit:
             return f"{what} ({value}) is not a multiple of {unit}"
@@ -228,13 +231,14 @@ def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
 class TensorCoreExpansion:
     """The scf loop nest of one qualifying skeleton, emitted before it."""
 
-    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, b: IRBuilder):
-        self.op, self.f = op, fragments
+    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, keys: int,
+                 b: IRBuilder):
+        self.op, self.f, self.keys = op, fragments, keys
         shape = op.shape()
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
-        scratch = [("tc_scores", SUBGROUPS * TILE * TILE, f32),
-                   ("tc_weights", SUBGROUPS * TILE * TILE, f16),
+        scratch = [("tc_scores", SUBGROUPS * TILE * keys, f32),
+                   ("tc_weights", SUBGROUPS * TILE * keys, f16),
                    ("tc_values", SUBGROUPS * TILE * self.v_dim, f32),
                    ("tc_o_acc", LANES * self.v_dim // 2, f32)]
         self.scores, self.weights, self.values, self.o_acc = (
@@ -249,7 +253,7 @@ class TensorCoreExpansion:
         first = b.muli(b.divui(invocation, b.index(LANES)), b.index(ROWS))
         self.first = b.addi(first, b.muli(group, b.index(TILE)), "first_row")
         self.item = b.addi(self.first, self.row, "item")
-        self.tile_base = b.muli(group, b.index(TILE * TILE))  # of tc_scores, tc_weights
+        self.tile_base = b.muli(group, b.index(TILE * keys))  # of tc_scores, tc_weights
         self.values_base = b.muli(group, b.index(TILE * self.v_dim))
 
     def emit(self, b: IRBuilder) -> None:
@@ -266,9 +270,10 @@ class TensorCoreExpansion:
                hint="zero_d")
 
         def tile(b: IRBuilder, index, carried):
-            return self.tile(b, queries, b.muli(index, b.index(TILE), "tile_start"), *carried)
+            return self.tile(b, queries, b.muli(index, b.index(self.keys), "tile_start"),
+                             *carried)
 
-        tiles = op.shape()["seq_len"] // TILE
+        tiles = op.shape()["seq_len"] // self.keys
         m, l = b.loop(0, tiles, tile, [b.f32(F32_MIN), b.f32(0.0)], hint="tile_idx")  # noqa: E741
         denominator = b.positive_denominator(l)
 
@@ -301,19 +306,21 @@ class TensorCoreExpansion:
         return _clone_value(b, access.load.indices[0], known)
 
     def tile(self, b: IRBuilder, queries, tile_start, m, l):  # noqa: E741
-        f, head_dim, v_dim = self.f, self.head_dim, self.v_dim
+        f, head_dim, v_dim, chunks = self.f, self.head_dim, self.v_dim, self.keys // TILE
         b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         keys = self.row_start(b, f.k, "scores", tile_start)
-        total = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
-        for c, query in enumerate(queries):
-            key = b.emit(SubgroupMmaLoadMatrixOp(
-                f.k.load.memref, [b.addi(keys, b.index(c * TILE))], b16, head_dim,
-                transpose=True)).results[0]
-            total = b.emit(SubgroupMmaComputeOp(query, key, total)).results[0]
-        b.emit(SubgroupMmaStoreMatrixOp(total, self.scores, [self.tile_base], TILE))
+        for k in range(chunks):  # S's 16 x 16 blocks, one per 16 keys
+            total = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
+            for c, query in enumerate(queries):
+                at = b.addi(keys, b.index(k * TILE * head_dim + c * TILE))
+                key = b.emit(SubgroupMmaLoadMatrixOp(
+                    f.k.load.memref, [at], b16, head_dim, transpose=True)).results[0]
+                total = b.emit(SubgroupMmaComputeOp(query, key, total)).results[0]
+            b.emit(SubgroupMmaStoreMatrixOp(
+                total, self.scores, [b.addi(self.tile_base, b.index(k * TILE))], self.keys))
         b.emit(gpu.BarrierOp())
-        scores = [self.score(b, tile_start, j) for j in range(HALF)]
+        scores = [self.score(b, tile_start, j) for j in range(self.keys // 2)]
         tile_max = b.f32(F32_MIN)
         for s in scores:
             tile_max = max_step(b, s, tile_max)
@@ -329,14 +336,19 @@ class TensorCoreExpansion:
         l_new = next_denominator(b, rescale, l, tile_sum)
         b.emit(gpu.BarrierOp())  # every weight in place
         a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
-        weights = b.emit(SubgroupMmaLoadMatrixOp(self.weights, [self.tile_base], a16,
-                                                 TILE)).results[0]
+        weights = [  # P's 16 x 16 blocks, one per 16 keys
+            b.emit(SubgroupMmaLoadMatrixOp(
+                self.weights, [b.addi(self.tile_base, b.index(k * TILE))], a16,
+                self.keys)).results[0]
+            for k in range(chunks)]
         values = self.row_start(b, f.v, "update", tile_start)
         for c in range(v_dim // TILE):
-            value = b.emit(SubgroupMmaLoadMatrixOp(
-                f.v.load.memref, [b.addi(values, b.index(c * TILE))], b16, v_dim)).results[0]
-            zero = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
-            product = b.emit(SubgroupMmaComputeOp(weights, value, zero)).results[0]
+            product = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
+            for k, weight in enumerate(weights):
+                at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
+                value = b.emit(SubgroupMmaLoadMatrixOp(
+                    f.v.load.memref, [at], b16, v_dim)).results[0]
+                product = b.emit(SubgroupMmaComputeOp(weight, value, product)).results[0]
             b.emit(SubgroupMmaStoreMatrixOp(
                 product, self.values, [b.addi(self.values_base, b.index(c * TILE))], v_dim))
         b.emit(gpu.BarrierOp())  # every product in place
@@ -351,19 +363,23 @@ class TensorCoreExpansion:
         b.loop(0, v_dim // 2, update, hint="update_d")
         return [m_new, l_new]
 
+    def lane_key(self, b: IRBuilder, j: int) -> SSAValue:
+        """This lane's key j of the tile: its half of the row's keys."""
+        return b.addi(b.muli(self.half, b.index(self.keys // 2)), b.index(j))
+
     def key_slot(self, b: IRBuilder, j: int) -> SSAValue:
         """Where this lane's key j of its row is in the subgroup's tiles."""
-        key = b.addi(b.muli(self.half, b.index(HALF)), b.index(j))
-        return b.addi(self.tile_base, b.addi(b.muli(self.row, b.index(TILE)), key))
+        row_at = b.muli(self.row, b.index(self.keys))
+        return b.addi(self.tile_base, b.addi(row_at, self.lane_key(b, j)))
 
     def score(self, b: IRBuilder, tile_start, j: int) -> SSAValue:
         """This lane's key j's score: the scores fragment's value with its
         dot product replaced by S's element."""
         dot = b.load(self.scores, self.key_slot(b, j))
-        key = b.addi(b.muli(self.half, b.index(HALF)), b.index(j))
+        key = self.lane_key(b, j)
         arg = lambda role: self.op.region_arg("scores", role)  # noqa: E731
         known = {self.f.dot.results[0]: dot, arg("item"): self.item, arg("lane"): self.lane,
-                 arg("tile_start"): tile_start, arg("tile_len"): b.index(TILE),
+                 arg("tile_start"): tile_start, arg("tile_len"): b.index(self.keys),
                  self.f.key_loop.body.block.args[0]: key}
         return _clone_value(b, self.f.score, known)
 
@@ -403,14 +419,15 @@ def _clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue])
     return known[value]
 
 
-def expand(op: vyre.TiledOnlineSoftmaxOp) -> None:
-    """Replace `op` (which qualifies: `problem` is None) by its expansion."""
+def expand(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> None:
+    """Replace `op` (which qualifies: `problem(op, keys)` is None) by its
+    expansion over tiles of `keys` keys."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
     fragments = Fragments.of(op)
     record_skeleton(op)
     b = IRBuilder(InsertPoint.before(op))
-    TensorCoreExpansion(op, fragments, b).emit(b)
+    TensorCoreExpansion(op, fragments, keys, b).emit(b)
     unused = [op.q_scratch, op.score_tile, op.o_acc]
     Rewriter.erase_op(op, safe_erase=False)
     for array in unused:
@@ -423,18 +440,23 @@ def expand(op: vyre.TiledOnlineSoftmaxOp) -> None:
 
 @dataclass(frozen=True)
 class TensorCoresPass(ModulePass):
-    """Expand every qualifying skeleton onto subgroup matrix ops (`force`:
-    an error for one that does not qualify)."""
+    """Expand every qualifying skeleton onto subgroup matrix ops, over
+    tiles of `keys` keys (a multiple of 16; `force`: an error for a skeleton
+    that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
+    keys: int = TILE
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.keys < TILE or self.keys % TILE:
+            raise pass_error(op, f"vyre-tensor-cores: keys must be a positive multiple "
+                                 f"of {TILE}, got {self.keys}")
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            reason = problem(skeleton)
+            reason = problem(skeleton, self.keys)
             if reason is None:
-                expand(skeleton)
+                expand(skeleton, self.keys)
             elif self.force:
                 raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
                                            f"on subgroup matrix ops: {reason}")

@@ -29,13 +29,15 @@ def _softcap(score, q, k):
 CASES = {
     "d16": dict(seq_len=64, head_dim=16),
     "d32_gqa": dict(seq_len=64, head_dim=32, num_heads=4, num_kv_heads=2),
-    "d16_v32_longer_keys": dict(seq_len=64, kv_len=96, head_dim=16, v_head_dim=32),
+    "d16_v32_longer_keys": dict(seq_len=64, kv_len=128, head_dim=16, v_head_dim=32),
     "softcap_batch": dict(seq_len=64, head_dim=16, batch=2, score_mod=_softcap),
 }
 PIPELINES = {
     "none": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=none}",
     "exact": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=exact}",
     "default_h200": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=default device=h200}",
+    "exact_keys32": "vyre-tensor-cores{force=true keys=32},vyre-to-gpu{optimize=exact}",
+    "none_keys64": "vyre-tensor-cores{force=true keys=64},vyre-to-gpu{optimize=none}",
 }
 
 
@@ -120,3 +122,11 @@ def test_problem_is_none_for_the_builders_f16_kernel():
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
     assert problem(skeleton) is None
+
+
+def test_keys_must_be_a_multiple_of_16():
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    with pytest.raises(VyreError, match="keys must be a positive multiple of 16, got 24"):
+        vx.lower_to_gpu(module, optimize="vyre-tensor-cores{keys=24},vyre-to-gpu")
+    with pytest.raises(VyreError, match=re.escape("the keys (seq_len) (64) is not a multiple of 128")):
+        vx.lower_to_gpu(module, optimize="vyre-tensor-cores{keys=128 force=true},vyre-to-gpu")

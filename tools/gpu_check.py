@@ -204,16 +204,16 @@ def mma_case(shape: MatmulShape) -> Case:
                 reference, tolerance=tolerance, cooperative_matrix=True)
 
 
-TENSOR_CORES = "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=exact}"
-
-
-def tensor_case(heads: int, n: int, d: int) -> Case:
-    """FlashAttention-2 in f16 through vyre-tensor-cores (its tolerance)."""
+def tensor_case(heads: int, n: int, d: int, keys: int = 16) -> Case:
+    """FlashAttention-2 in f16 through vyre-tensor-cores over tiles of
+    `keys` keys (its tolerance)."""
     from vyre_xdsl.passes.tensor_cores import TOLERANCE as TENSOR_TOLERANCE
 
     case = fa2_case(heads, n, d, dtype="f16")
-    return Case(f"tensor cores {case.name}", case.build, case.inputs, case.reference,
-                "f16", TENSOR_TOLERANCE, cooperative_matrix=True, optimize=TENSOR_CORES)
+    pipeline = f"vyre-tensor-cores{{force=true keys={keys}}},vyre-to-gpu{{optimize=exact}}"
+    return Case(f"tensor cores {case.name} keys={keys}", case.build, case.inputs,
+                case.reference, "f16", TENSOR_TOLERANCE, cooperative_matrix=True,
+                optimize=pipeline)
 
 
 def cases(every: bool) -> list[Case]:
@@ -239,7 +239,9 @@ def cases(every: bool) -> list[Case]:
         paged_case(64, 32, 8, 128, 1024, 16, dtype="bf16"),
         *(mma_case(shape) for shape in MATMUL_SHAPES),
         tensor_case(32, 4096, 64),
+        tensor_case(32, 4096, 64, keys=64),
         tensor_case(32, 4096, 128),
+        tensor_case(32, 4096, 128, keys=32),
         tensor_case(2, 128, 16),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE

@@ -1,5 +1,6 @@
 // RUN: vyre-opt %s -p vyre-tensor-cores | filecheck %s
 // RUN: vyre-opt %s -p 'vyre-tensor-cores,vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{keys=32}' | filecheck %s --check-prefix=KEYS32
 
 // FlashAttention-2 in f16 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16, dtype="f16")): 64 rows, one workgroup of four subgroups.
@@ -110,3 +111,10 @@ builtin.module {
 // Lowered: the f16 tile is a workgroup array beside the f32 ones.
 // LOWERED:    memref.alloc() : memref<1024xf16, 3 : i64>
 // LOWERED:    gpu.subgroup_mma_compute
+
+// Tiles of 32 keys: S and P are 16 x 32 a subgroup, two blocks of 16 keys each.
+// KEYS32:     %tc_scores = vyre.scratch "tc_scores" : memref<2048xf32>
+// KEYS32-NEXT: %tc_weights = vyre.scratch "tc_weights" : memref<2048xf16>
+// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 32 : index}
+// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 32 : index}
+// KEYS32-NEXT: gpu.barrier
