@@ -11,7 +11,7 @@ with MLIR's gpu.subgroup_mma ops (16x16x16, f16 inputs, f32 accumulators):
   buffer; stored to the subgroup's 16 x keys f32 tile in workgroup memory
   (`tc_scores`).
 - the softmax: lane 2r + h takes half of row r's keys, applies the
-  scores fragment's own epilogue to each (the scale, a score_mod,
+  scores fragment's own epilogue to each (the scale and
   vyre.bounded_score: the ops between its dot product and its store, cloned
   with the dot product replaced by S's element), and runs the recurrence
   (vyre_xdsl.recurrence), the two lanes' tile max and tile sum combined with
@@ -26,7 +26,9 @@ keys whose body takes one dot product of the query row (q_scratch) with a
 key row of a read buffer, and stores a function of it at the key's slot of
 score_tile; the update region weighs rows of a read buffer with
 vyre.tile_weight and adds them into o_acc, rescaled (the builders'
-FlashAttention-2 without a mask); q, k, v and out are f16; head_dim and
+FlashAttention-2 without a mask or score_mod: with one, the update keeps a
+dropped key's exact 0 even against an infinite value, which a matrix
+product cannot); q, k, v and out are f16; head_dim and
 v_head_dim are multiples of 16, the keys of `keys`, the items of 64 (a workgroup
 of four subgroups); the 16 rows of a subgroup read the same keys and
 values (checked by evaluating the fragments' addresses for every item);
@@ -60,6 +62,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from vyre_xdsl import recurrence
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.gpu_mma import (
@@ -74,14 +77,7 @@ from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.dialects.launch import record_skeleton
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.recurrence import (
-    final_value,
-    max_step,
-    next_denominator,
-    rescale_of,
-    running_max,
-    score_weight,
-)
+from vyre_xdsl.loop_bounds import constant_index
 
 TILE = 16  # rows, keys and dims of one matrix tile (16x16x16)
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
@@ -164,6 +160,34 @@ def _buffer_loads(loop: scf.ForOp) -> list[memref.LoadOp]:
             and isinstance(op.memref.owner, vyre.BufferOp)]
 
 
+def _widened(value: SSAValue) -> SSAValue:
+    """`value` before an arith.extf (a half buffer's element), if any."""
+    return value.owner.operands[0] if isinstance(value.owner, arith.ExtFOp) else value
+
+
+def _product_sum(loop: scf.ForOp, what: str) -> tuple[SSAValue, SSAValue]:
+    """The factors of a loop that yields `carried + a * b`, and nothing
+    else: the multiply-add both fragments' sums must be."""
+    if len(loop.body.block.args) != 2:
+        raise _Unfit(f"{what} carries more than its sum")
+    carried = loop.body.block.args[1]
+    (total,) = loop.body.block.last_op.operands
+    add = total.owner
+    if not (isinstance(add, arith.AddfOp) and add.lhs is carried
+            and isinstance(add.rhs.owner, arith.MulfOp)):
+        raise _Unfit(f"{what} is not a sum of products")
+    if any(isinstance(o, memref.StoreOp) for o in loop.body.walk()):
+        raise _Unfit(f"{what} stores to memory")
+    return add.rhs.owner.lhs, add.rhs.owner.rhs
+
+
+def _check_bounds(loop: scf.ForOp, upper, what: str) -> None:
+    bounds = (constant_index(loop.lb), constant_index(loop.step))
+    if bounds != (0, 1) or (loop.ub is not upper and constant_index(loop.ub) != upper):
+        bound = upper if isinstance(upper, int) else "tile_len"
+        raise _Unfit(f"{what} does not run over 0 .. {bound}")
+
+
 @dataclass
 class Fragments:
     """What the expansion takes from a qualifying skeleton's fragments."""
@@ -180,9 +204,15 @@ class Fragments:
         scores = op.scores.block
         key_loop = _only(_loops(scores), "loop in the scores region")
         dot = _only(_loops(key_loop.body.block), "loop in the loop over keys")
-        if len(dot.results) != 1:
-            raise _Unfit("the dot product's loop carries more than its sum")
         k_load = _only(_buffer_loads(dot), "buffer load in the dot product")
+        _check_bounds(key_loop, op.region_arg("scores", "tile_len"), "the loop over keys")
+        _check_bounds(dot, shape["head_dim"], "the dot product")
+        query, key = (_widened(v) for v in _product_sum(dot, "the dot product"))
+        q_load = query.owner
+        if not (isinstance(q_load, memref.LoadOp)
+                and q_load.memref is op.region_arg("scores", "q_scratch")
+                and key is k_load.results[0]):
+            raise _Unfit("the dot product is not of the query row (q_scratch) and a key row")
         store = _only([s for s in key_loop.body.walk() if isinstance(s, memref.StoreOp)],
                       "store in the loop over keys")
         if store.memref is not op.region_arg("scores", "score_tile"):
@@ -193,14 +223,37 @@ class Fragments:
         dim_loop = _only(_loops(update), "loop in the update region")
         sum_loop = _only(_loops(dim_loop.body.block), "loop in the loop over dims")
         v_load = _only(_buffer_loads(sum_loop), "buffer load in the weighted sum")
-        if not any(isinstance(w, vyre.TileWeightOp) for w in sum_loop.body.walk()):
-            raise _Unfit("the weighted sum does not weigh by vyre.tile_weight")
+        _check_bounds(dim_loop, v_dim, "the update's loop over dims")
+        _check_bounds(sum_loop, op.region_arg("update", "tile_len"), "the weighted sum")
+        weight, value = (_widened(v) for v in _product_sum(sum_loop, "the weighted sum"))
+        if not (isinstance(weight.owner, vyre.TileWeightOp)
+                and weight.owner.j is sum_loop.body.block.args[0]
+                and value is v_load.results[0]):
+            raise _Unfit("the weighted sum does not weigh value rows by vyre.tile_weight")
+        _check_rescaled_add(op, dim_loop, sum_loop)
         v = _RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
         v.check(op, "update", v_dim)
         for buffer in (op.q, k_load.memref, v_load.memref, op.out):
             if not isinstance(buffer.type.element_type, Float16Type):
                 raise _Unfit(f"{buffer.name_hint} holds {buffer.type.element_type}, not f16")
         return Fragments(key_loop, dot, store.value, k, v)
+
+
+def _check_rescaled_add(op, dim_loop: scf.ForOp, sum_loop: scf.ForOp) -> None:
+    """The loop over dims stores `rescale * o_acc[i] + sum` back to
+    o_acc[i], and does nothing else with memory."""
+    o_acc, rescale = op.region_arg("update", "o_acc"), op.region_arg("update", "rescale")
+    stores = [s for s in dim_loop.body.walk() if isinstance(s, memref.StoreOp)]
+    store = _only(stores, "store in the update")
+    added = store.value.owner
+    scaled = added.operands[0].owner if isinstance(added, arith.AddfOp) else None
+    loaded = scaled.operands[1].owner if isinstance(scaled, arith.MulfOp) else None
+    if not (store.memref is o_acc and isinstance(added, arith.AddfOp)
+            and added.rhs is sum_loop.results[0] and isinstance(scaled, arith.MulfOp)
+            and scaled.lhs is rescale
+            and isinstance(loaded, memref.LoadOp) and loaded.memref is o_acc
+            and loaded.indices[0] is store.indices[0]):
+        raise _Unfit("the update does not add the weighted sum to the rescaled o_acc")
 
 
 def problem(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> str | None:
@@ -280,7 +333,7 @@ class TensorCoreExpansion:
         def write(b: IRBuilder, e, _):
             d = self.dim_of(b, e)
             o = b.load(self.o_acc, self.slot(b, e))
-            b.store(final_value(b, o, denominator), op.out,
+            b.store(recurrence.final_value(b, o, denominator), op.out,
                     b.flat_index(self.item, self.v_dim, d))
             return []
 
@@ -323,17 +376,18 @@ class TensorCoreExpansion:
         scores = [self.score(b, tile_start, j) for j in range(self.keys // 2)]
         tile_max = b.f32(F32_MIN)
         for s in scores:
-            tile_max = max_step(b, s, tile_max)
-        tile_max = max_step(b, self.partner(b, tile_max), tile_max)
-        m_new = running_max(b, tile_max, m)
-        rescale = rescale_of(b, m, m_new, self.exp2)
+            tile_max = recurrence.max_step(b, s, tile_max)
+        tile_max = recurrence.max_step(b, self.partner(b, tile_max), tile_max)
+        m_new = recurrence.running_max(b, tile_max, m)
+        rescale = recurrence.rescale_of(b, m, m_new, self.exp2)
         tile_sum = b.f32(0.0)
         for j, s in enumerate(scores):
-            weight = score_weight(b, s, m_new, self.exp2, _may_be_minus_inf(f.score))
+            weight = recurrence.score_weight(
+                b, s, m_new, self.exp2, _may_be_minus_inf(f.score))
             b.store(weight, self.weights, self.key_slot(b, j))
             tile_sum = b.addf(tile_sum, weight)
         tile_sum = b.addf(tile_sum, self.partner(b, tile_sum))
-        l_new = next_denominator(b, rescale, l, tile_sum)
+        l_new = recurrence.next_denominator(b, rescale, l, tile_sum)
         b.emit(gpu.BarrierOp())  # every weight in place
         a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
         weights = [  # P's 16 x 16 blocks, one per 16 keys

@@ -193,4 +193,5 @@ def test_rows_given_before_the_default_are_kept_and_not_split(backend):
     got = vx.run(forced, inputs, backend=backend)["out"]
     want = vx.reference.flash_attention_2(
         inputs["q"], inputs["k"], inputs["v"], tile_size=16)
-    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=0, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=0,
+                               atol=1e-5 * np.abs(want).max())

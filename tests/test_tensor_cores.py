@@ -30,7 +30,7 @@ CASES = {
     "d16": dict(seq_len=64, head_dim=16),
     "d32_gqa": dict(seq_len=64, head_dim=32, num_heads=4, num_kv_heads=2),
     "d16_v32_longer_keys": dict(seq_len=64, kv_len=128, head_dim=16, v_head_dim=32),
-    "softcap_batch": dict(seq_len=64, head_dim=16, batch=2, score_mod=_softcap),
+    "batch": dict(seq_len=64, head_dim=16, batch=2),
 }
 PIPELINES = {
     "none": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=none}",
@@ -106,6 +106,10 @@ def test_spirv_cooperative_matrices_verify_in_mlir(tmp_path):
     (dict(seq_len=40, head_dim=16, dtype="f16"), "is not a multiple of 16"),
     (dict(seq_len=64, head_dim=16, dtype="f16", mask_mod=lambda q, k: q >= k),
      "it has a mask"),
+    # a score_mod may drop a key (-inf): its weight must then add exactly 0
+    # even to an infinite value, which a matrix product cannot promise
+    (dict(seq_len=64, head_dim=16, dtype="f16", score_mod=_softcap),
+     "the weighted sum is not a sum of products"),
     (dict(seq_len=1, kv_len=64, num_heads=32, num_kv_heads=8, head_dim=16, batch=2,
           dtype="f16"), "read different rows of k"),
 ])
@@ -128,5 +132,25 @@ def test_keys_must_be_a_multiple_of_16():
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     with pytest.raises(VyreError, match="keys must be a positive multiple of 16, got 24"):
         vx.lower_to_gpu(module, optimize="vyre-tensor-cores{keys=24},vyre-to-gpu")
-    with pytest.raises(VyreError, match=re.escape("the keys (seq_len) (64) is not a multiple of 128")):
+    too_few = re.escape("the keys (seq_len) (64) is not a multiple of 128")
+    with pytest.raises(VyreError, match=too_few):
         vx.lower_to_gpu(module, optimize="vyre-tensor-cores{keys=128 force=true},vyre-to-gpu")
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    # an update that forgets the rescale: replacing it by P V would be wrong
+    ("%44 = arith.mulf %rescale, %43 : f32", "%44 = arith.addf %43, %43 : f32",
+     "the update does not add the weighted sum to the rescaled o_acc"),
+    # a score that is not q . k (k . k)
+    ("%17 = arith.mulf %11, %16 : f32", "%17 = arith.mulf %16, %16 : f32",
+     "the dot product is not of the query row (q_scratch) and a key row"),
+    # a dot product over half the dims
+    ("%4 = arith.constant 16 : index", "%4 = arith.constant 8 : index",
+     "the dot product does not run over 0 .. 16"),
+])
+def test_fragments_that_compute_something_else_are_refused(old, new, reason):
+    text = str(vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16"))
+    assert old in text
+    module = vx.parse_module(text.replace(old, new))
+    with pytest.raises(VyreError, match=re.escape(reason)):
+        vx.lower_to_gpu(module, optimize=PIPELINES["exact"])

@@ -56,7 +56,9 @@ def score_weight(
     return b.select(keep, weight, b.f32(0.0))
 
 
-def next_denominator(b: IRBuilder, rescale: SSAValue, l: SSAValue, tile_sum: SSAValue):  # noqa: E741
+def next_denominator(
+    b: IRBuilder, rescale: SSAValue, l: SSAValue, tile_sum: SSAValue  # noqa: E741
+) -> SSAValue:
     return b.addf(b.mulf(rescale, l), tile_sum, "l_new")
 
 

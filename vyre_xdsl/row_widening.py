@@ -232,7 +232,8 @@ class RowWidening:
         varying = [not isinstance(self.of(v), SSAValue) for v in op.iter_args]
         while True:  # until every row-dependent carried value is known
             body, yields = self._loop_body(op, varying)
-            wider = [v or not isinstance(y, SSAValue) for v, y in zip(varying, yields, strict=True)]
+            wider = [v or not isinstance(y, SSAValue)
+                     for v, y in zip(varying, yields, strict=True)]
             if wider == varying:
                 break
             discard(body)
@@ -247,9 +248,14 @@ class RowWidening:
         new = scf.ForOp(*bounds, inits, Region(body))
         new.attributes.update(op.attributes)
         dest.add_op(new)
-        results = iter(new.results)
-        for result, wide in zip(op.results, varying, strict=True):
-            self.env[result] = tuple(next(results) for _ in range(self.rows)) if wide else next(results)
+        self._bind(op.results, new.results, varying)
+
+    def _bind(self, old, new, varying: list[bool]) -> None:
+        """Map `old` results to `new` ones: R each where `varying`, else one."""
+        results = iter(new)
+        for result, wide in zip(old, varying, strict=True):
+            group = tuple(next(results) for _ in range(self.rows if wide else 1))
+            self.env[result] = group if wide else group[0]
 
     def _carried(self, block: Block, value: SSAValue, wide: bool) -> list[SSAValue]:
         if wide:
@@ -316,9 +322,7 @@ class RowWidening:
         new = scf.IfOp(cond, types, regions[0], regions[1])
         new.attributes.update(op.attributes)
         dest.add_op(new)
-        results = iter(new.results)
-        for result, wide in zip(op.results, varying, strict=True):
-            self.env[result] = tuple(next(results) for _ in range(self.rows)) if wide else next(results)
+        self._bind(op.results, new.results, varying)
 
     def _branch_per_row(self, op: scf.IfOp, dest: Block) -> None:
         if any(isinstance(inner, gpu.BarrierOp) for inner in op.walk()):
