@@ -21,6 +21,11 @@ with MLIR's gpu.subgroup_mma ops (16x16x16, f16 inputs, f32 accumulators):
   rescales its accumulator share (8 dims of every 16 of its row) and adds
   PV's.
 
+With `stage=true` the workgroup's lanes first copy the tile's K and V rows
+(contiguous in their buffers) into workgroup memory once, behind one more
+barrier, and the four subgroups read them there; the 64 rows of a
+workgroup must then read the same rows.
+
 The fragments qualify when the scores region is one loop over the tile's
 keys whose body takes one dot product of the query row (q_scratch) with a
 key row of a read buffer, and stores a function of it at the key's slot of
@@ -125,9 +130,11 @@ class _RowAccess:
     key: BlockArgument  # the loop over the tile's keys
     dim: BlockArgument  # the loop over the row's dims
 
-    def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int) -> None:
+    def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int,
+              block: int) -> None:
         """The row of key j + 1 follows key j's, its dims are contiguous, and
-        the 16 items of a subgroup read the same rows."""
+        each `block` items (a subgroup's, or a workgroup's when staged) read
+        the same rows."""
         shape = op.shape()
 
         def at(item: int, tile_start: int, j: int, d: int) -> int:
@@ -140,8 +147,8 @@ class _RowAccess:
             raise _Unfit(f"the rows that {self.load.memref.name_hint} is read in are not "
                          f"{width} contiguous elements apart")
         for item in range(shape["item_count"]):
-            if at(item, 0, 0, 0) != at(item - item % TILE, 0, 0, 0):
-                raise _Unfit(f"items {item - item % TILE} and {item} read different rows "
+            if at(item, 0, 0, 0) != at(item - item % block, 0, 0, 0):
+                raise _Unfit(f"items {item - item % block} and {item} read different rows "
                              f"of {self.load.memref.name_hint}")
 
 
@@ -199,7 +206,7 @@ class Fragments:
     v: _RowAccess
 
     @staticmethod
-    def of(op: vyre.TiledOnlineSoftmaxOp) -> Fragments:
+    def of(op: vyre.TiledOnlineSoftmaxOp, block: int = TILE) -> Fragments:
         shape, v_dim = op.shape(), op.v_dim
         scores = op.scores.block
         key_loop = _only(_loops(scores), "loop in the scores region")
@@ -218,7 +225,7 @@ class Fragments:
         if store.memref is not op.region_arg("scores", "score_tile"):
             raise _Unfit("the loop over keys stores elsewhere than score_tile")
         k = _RowAccess(k_load, key_loop.body.block.args[0], dot.body.block.args[0])
-        k.check(op, "scores", shape["head_dim"])
+        k.check(op, "scores", shape["head_dim"], block)
         update = op.update.block
         dim_loop = _only(_loops(update), "loop in the update region")
         sum_loop = _only(_loops(dim_loop.body.block), "loop in the loop over dims")
@@ -232,7 +239,7 @@ class Fragments:
             raise _Unfit("the weighted sum does not weigh value rows by vyre.tile_weight")
         _check_rescaled_add(op, dim_loop, sum_loop)
         v = _RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
-        v.check(op, "update", v_dim)
+        v.check(op, "update", v_dim, block)
         for buffer in (op.q, k_load.memref, v_load.memref, op.out):
             if not isinstance(buffer.type.element_type, Float16Type):
                 raise _Unfit(f"{buffer.name_hint} holds {buffer.type.element_type}, not f16")
@@ -256,9 +263,9 @@ def _check_rescaled_add(op, dim_loop: scf.ForOp, sum_loop: scf.ForOp) -> None:
         raise _Unfit("the update does not add the weighted sum to the rescaled o_acc")
 
 
-def problem(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> str | None:
-    """Why `op` cannot run on the matrix units in tiles of `keys` keys;
-    None if it can."""
+def problem(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE, stage: bool = False) -> str | None:
+    """Why `op` cannot run on the matrix units in tiles of `keys` keys
+    (`stage`d once per workgroup); None if it can."""
     shape = op.shape()
     for what, value, unit in (("head_dim", shape["head_dim"], TILE),
                               ("v_head_dim", op.v_dim, TILE),
@@ -271,7 +278,7 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> str | None:
     if op.lse is not None or not op.hooks_empty:
         return "it writes the log-sum-exp or has a prologue or epilogue"
     try:
-        Fragments.of(op)
+        Fragments.of(op, ROWS if stage else TILE)
     except _Unfit as unfit:
         return str(unfit)
     return None
@@ -285,7 +292,7 @@ class TensorCoreExpansion:
     """The scf loop nest of one qualifying skeleton, emitted before it."""
 
     def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, keys: int,
-                 b: IRBuilder):
+                 stage: bool, b: IRBuilder):
         self.op, self.f, self.keys = op, fragments, keys
         shape = op.shape()
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
@@ -294,9 +301,13 @@ class TensorCoreExpansion:
                    ("tc_weights", SUBGROUPS * TILE * keys, f16),
                    ("tc_values", SUBGROUPS * TILE * self.v_dim, f32),
                    ("tc_o_acc", LANES * self.v_dim // 2, f32)]
-        self.scores, self.weights, self.values, self.o_acc = (
-            b.emit(vyre.ScratchOp(name, count, element)).results[0]
-            for name, count, element in scratch)
+        if stage:  # the workgroup's K and V tiles, copied once for its subgroups
+            scratch += [("tc_key_tile", keys * self.head_dim, f16),
+                        ("tc_value_tile", keys * self.v_dim, f16)]
+        arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
+                  for name, count, element in scratch]
+        self.scores, self.weights, self.values, self.o_acc = arrays[:4]
+        self.staged = arrays[4:]
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
@@ -363,12 +374,20 @@ class TensorCoreExpansion:
         b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         keys = self.row_start(b, f.k, "scores", tile_start)
+        values = self.row_start(b, f.v, "update", tile_start)
+        k_source, v_source = f.k.load.memref, f.v.load.memref
+        if self.staged:
+            k_source, v_source = self.staged
+            self.copy(b, f.k.load.memref, keys, k_source, self.keys * head_dim)
+            self.copy(b, f.v.load.memref, values, v_source, self.keys * v_dim)
+            keys = values = b.index(0)
+            b.emit(gpu.BarrierOp())  # the tiles in place
         for k in range(chunks):  # S's 16 x 16 blocks, one per 16 keys
             total = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
             for c, query in enumerate(queries):
                 at = b.addi(keys, b.index(k * TILE * head_dim + c * TILE))
                 key = b.emit(SubgroupMmaLoadMatrixOp(
-                    f.k.load.memref, [at], b16, head_dim, transpose=True)).results[0]
+                    k_source, [at], b16, head_dim, transpose=True)).results[0]
                 total = b.emit(SubgroupMmaComputeOp(query, key, total)).results[0]
             b.emit(SubgroupMmaStoreMatrixOp(
                 total, self.scores, [b.addi(self.tile_base, b.index(k * TILE))], self.keys))
@@ -395,13 +414,12 @@ class TensorCoreExpansion:
                 self.weights, [b.addi(self.tile_base, b.index(k * TILE))], a16,
                 self.keys)).results[0]
             for k in range(chunks)]
-        values = self.row_start(b, f.v, "update", tile_start)
         for c in range(v_dim // TILE):
             product = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
             for k, weight in enumerate(weights):
                 at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
                 value = b.emit(SubgroupMmaLoadMatrixOp(
-                    f.v.load.memref, [at], b16, v_dim)).results[0]
+                    v_source, [at], b16, v_dim)).results[0]
                 product = b.emit(SubgroupMmaComputeOp(weight, value, product)).results[0]
             b.emit(SubgroupMmaStoreMatrixOp(
                 product, self.values, [b.addi(self.values_base, b.index(c * TILE))], v_dim))
@@ -416,6 +434,17 @@ class TensorCoreExpansion:
 
         b.loop(0, v_dim // 2, update, hint="update_d")
         return [m_new, l_new]
+
+    def copy(self, b: IRBuilder, source, start, staged, count: int) -> None:
+        """The `count` contiguous elements of `source` from `start` into
+        `staged`, spread over the workgroup's lanes (exact: f16 to f32 and
+        back)."""
+        def element(b: IRBuilder, t, _):
+            at = b.addi(self.lane, b.muli(t, b.index(LANES)))
+            b.store(b.load(source, b.addi(start, at)), staged, at)
+            return []
+
+        b.loop(0, count // LANES, element, hint="copy_i")
 
     def lane_key(self, b: IRBuilder, j: int) -> SSAValue:
         """This lane's key j of the tile: its half of the row's keys."""
@@ -473,15 +502,15 @@ def _clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue])
     return known[value]
 
 
-def expand(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> None:
-    """Replace `op` (which qualifies: `problem(op, keys)` is None) by its
-    expansion over tiles of `keys` keys."""
+def expand(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE, stage: bool = False) -> None:
+    """Replace `op` (which qualifies: `problem(op, keys, stage)` is None) by
+    its expansion over tiles of `keys` keys."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
-    fragments = Fragments.of(op)
+    fragments = Fragments.of(op, ROWS if stage else TILE)
     record_skeleton(op)
     b = IRBuilder(InsertPoint.before(op))
-    TensorCoreExpansion(op, fragments, keys, b).emit(b)
+    TensorCoreExpansion(op, fragments, keys, stage, b).emit(b)
     unused = [op.q_scratch, op.score_tile, op.o_acc]
     Rewriter.erase_op(op, safe_erase=False)
     for array in unused:
@@ -495,12 +524,15 @@ def expand(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE) -> None:
 @dataclass(frozen=True)
 class TensorCoresPass(ModulePass):
     """Expand every qualifying skeleton onto subgroup matrix ops, over
-    tiles of `keys` keys (a multiple of 16; `force`: an error for a skeleton
-    that does not qualify)."""
+    tiles of `keys` keys (a multiple of 16), the tiles read from global
+    memory by each subgroup or, with `stage`, copied once per workgroup
+    into workgroup memory (`force`: an error for a skeleton that does not
+    qualify)."""
 
     name = "vyre-tensor-cores"
 
     keys: int = TILE
+    stage: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -508,9 +540,9 @@ class TensorCoresPass(ModulePass):
             raise pass_error(op, f"vyre-tensor-cores: keys must be a positive multiple "
                                  f"of {TILE}, got {self.keys}")
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            reason = problem(skeleton, self.keys)
+            reason = problem(skeleton, self.keys, self.stage)
             if reason is None:
-                expand(skeleton, self.keys)
+                expand(skeleton, self.keys, self.stage)
             elif self.force:
                 raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
                                            f"on subgroup matrix ops: {reason}")

@@ -38,6 +38,9 @@ PIPELINES = {
     "default_h200": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=default device=h200}",
     "exact_keys32": "vyre-tensor-cores{force=true keys=32},vyre-to-gpu{optimize=exact}",
     "none_keys64": "vyre-tensor-cores{force=true keys=64},vyre-to-gpu{optimize=none}",
+    "exact_staged": "vyre-tensor-cores{force=true stage=true},vyre-to-gpu{optimize=exact}",
+    "none_staged_keys32":
+        "vyre-tensor-cores{force=true stage=true keys=32},vyre-to-gpu{optimize=none}",
 }
 
 
@@ -82,18 +85,20 @@ def test_the_tolerance_catches_a_wrong_kernel():
 
 
 @needs_mlir_opt
-def test_mlir_opt_accepts_the_lowered_kernel():
+@pytest.mark.parametrize("level", ["exact", "exact_staged"])
+def test_mlir_opt_accepts_the_lowered_kernel(level):
     module = vx.flash_attention_2(seq_len=64, head_dim=32, num_heads=2, tile_size=16,
                                   dtype="f16")
-    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=PIPELINES["exact"]))
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=PIPELINES[level]))
     assert printed.count("gpu.subgroup_mma_compute") == 4  # 2 for S, 2 for PV
 
 
 @needs_mlir_translate
 @needs_mlir_opt
-def test_spirv_cooperative_matrices_verify_in_mlir(tmp_path):
+@pytest.mark.parametrize("level", ["exact", "exact_staged"])
+def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
-    spirv = emit_spirv_module(vx.lower_to_gpu(module, optimize=PIPELINES["exact"]))
+    spirv = emit_spirv_module(vx.lower_to_gpu(module, optimize=PIPELINES[level]))
     entry = spirv.entry("flash_attention_2")
     assert Capability.CooperativeMatrixKHR in entry.capabilities
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
@@ -154,3 +159,21 @@ def test_fragments_that_compute_something_else_are_refused(old, new, reason):
     module = vx.parse_module(text.replace(old, new))
     with pytest.raises(VyreError, match=re.escape(reason)):
         vx.lower_to_gpu(module, optimize=PIPELINES["exact"])
+
+
+def test_staging_needs_a_workgroups_rows_to_share_their_keys():
+    """Heads of 32 rows: a subgroup's 16 share their keys, a workgroup's 64
+    do not, so the tiles cannot be staged once per workgroup."""
+    module = vx.flash_attention_2(seq_len=32, kv_len=64, num_heads=4, head_dim=16,
+                                  tile_size=16, dtype="f16")
+    vx.lower_to_gpu(module, optimize=PIPELINES["exact"])
+    with pytest.raises(VyreError, match="items 0 and 32 read different rows of k"):
+        vx.lower_to_gpu(module, optimize=PIPELINES["exact_staged"])
+
+
+def test_staged_tiles_are_read_from_workgroup_memory():
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    text = str(vx.lower_to_gpu(module, optimize=PIPELINES["exact_staged"]))
+    assert "tc_key_tile" in text and "tc_value_tile" in text
+    loads = [line for line in text.splitlines() if "subgroup_mma_load_matrix" in line]
+    assert not any("%k[" in line or "%v[" in line for line in loads)

@@ -204,14 +204,16 @@ def mma_case(shape: MatmulShape) -> Case:
                 reference, tolerance=tolerance, cooperative_matrix=True)
 
 
-def tensor_case(heads: int, n: int, d: int, keys: int = 16) -> Case:
+def tensor_case(heads: int, n: int, d: int, keys: int = 16, stage: bool = False) -> Case:
     """FlashAttention-2 in f16 through vyre-tensor-cores over tiles of
-    `keys` keys (its tolerance)."""
+    `keys` keys, `stage`d or not (its tolerance)."""
     from vyre_xdsl.passes.tensor_cores import TOLERANCE as TENSOR_TOLERANCE
 
     case = fa2_case(heads, n, d, dtype="f16")
-    pipeline = f"vyre-tensor-cores{{force=true keys={keys}}},vyre-to-gpu{{optimize=exact}}"
-    return Case(f"tensor cores {case.name} keys={keys}", case.build, case.inputs,
+    options = f"force=true keys={keys} stage={str(stage).lower()}"
+    pipeline = f"vyre-tensor-cores{{{options}}},vyre-to-gpu{{optimize=exact}}"
+    name = f"tensor cores {case.name} keys={keys}" + " staged" * stage
+    return Case(name, case.build, case.inputs,
                 case.reference, "f16", TENSOR_TOLERANCE, cooperative_matrix=True,
                 optimize=pipeline)
 
@@ -240,8 +242,10 @@ def cases(every: bool) -> list[Case]:
         *(mma_case(shape) for shape in MATMUL_SHAPES),
         tensor_case(32, 4096, 64),
         tensor_case(32, 4096, 64, keys=64),
+        tensor_case(32, 4096, 64, keys=32, stage=True),
         tensor_case(32, 4096, 128),
         tensor_case(32, 4096, 128, keys=32),
+        tensor_case(32, 4096, 128, stage=True),
         tensor_case(2, 128, 16),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE

@@ -1,6 +1,7 @@
 // RUN: vyre-opt %s -p vyre-tensor-cores | filecheck %s
 // RUN: vyre-opt %s -p 'vyre-tensor-cores,vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{keys=32}' | filecheck %s --check-prefix=KEYS32
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{stage=true}' | filecheck %s --check-prefix=STAGED
 
 // FlashAttention-2 in f16 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16, dtype="f16")): 64 rows, one workgroup of four subgroups.
@@ -118,3 +119,16 @@ builtin.module {
 // KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 32 : index}
 // KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 32 : index}
 // KEYS32-NEXT: gpu.barrier
+
+// Staged: the workgroup copies each tile's K and V rows into workgroup
+// memory once, and the subgroups' matrices are read from there.
+// STAGED:     %tc_key_tile = vyre.scratch "tc_key_tile" : memref<256xf16>
+// STAGED-NEXT: %tc_value_tile = vyre.scratch "tc_value_tile" : memref<256xf16>
+// STAGED:     scf.for %tile_idx
+// STAGED:       scf.for %copy_i
+// STAGED:         memref.store %{{.*}}, %tc_key_tile[%{{.*}}] : memref<256xf16>
+// STAGED:       scf.for %copy_i
+// STAGED:         memref.store %{{.*}}, %tc_value_tile[%{{.*}}] : memref<256xf16>
+// STAGED:       gpu.barrier
+// STAGED:       gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 16 : index, transpose}
+// STAGED:       gpu.subgroup_mma_load_matrix %tc_value_tile[%{{.*}}] {leadDimension = 16 : index}
