@@ -55,15 +55,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, gpu, memref
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.dialects.plan import plan_of
 from vyre_xdsl.dim_split import (
     DimLoop,
@@ -137,12 +136,10 @@ def _erase_dead(values: list[SSAValue]) -> None:
 def sum_over_parts(b: IRBuilder, partial: SSAValue, parts: int) -> SSAValue:
     """`partial` added across the `parts` neighbouring lanes of an item: a
     butterfly of gpu.shuffle xor over the whole subgroup."""
-    size = b.emit(gpu.SubgroupSizeOp()).results[0]
-    width = b.emit(arith.IndexCastOp(size, i32)).results[0]
+    width = b.subgroup_width()
     total, offset = partial, 1
     while offset < parts:
-        lanes_apart = b.emit(arith.ConstantOp(IntegerAttr(offset, i32))).results[0]
-        other = b.emit(ShuffleOp(total, lanes_apart, width, ShuffleMode.XOR)).results[0]
+        other = b.shuffle_xor(total, offset, width)
         total = b.addf(total, other, "part_sum")
         offset *= 2
     return total

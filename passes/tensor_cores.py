@@ -60,7 +60,6 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     f16,
     f32,
-    i32,
     i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
@@ -78,8 +77,8 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
-from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.dialects.launch import record_skeleton
+from vyre_xdsl.dim_split import is_dot_product
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import constant_index
@@ -173,19 +172,15 @@ def _widened(value: SSAValue) -> SSAValue:
 
 
 def _product_sum(loop: scf.ForOp, what: str) -> tuple[SSAValue, SSAValue]:
-    """The factors of a loop that yields `carried + a * b`, and nothing
-    else: the multiply-add both fragments' sums must be."""
-    if len(loop.body.block.args) != 2:
-        raise _Unfit(f"{what} carries more than its sum")
-    carried = loop.body.block.args[1]
+    """The factors of a dot product's (dim_split.is_dot_product: from +0.0,
+    nothing stored) term `a * b`, the multiply-add both fragments' sums
+    must be."""
     (total,) = loop.body.block.last_op.operands
-    add = total.owner
-    if not (isinstance(add, arith.AddfOp) and add.lhs is carried
-            and isinstance(add.rhs.owner, arith.MulfOp)):
-        raise _Unfit(f"{what} is not a sum of products")
-    if any(isinstance(o, memref.StoreOp) for o in loop.body.walk()):
-        raise _Unfit(f"{what} stores to memory")
-    return add.rhs.owner.lhs, add.rhs.owner.rhs
+    add, carried = total.owner, loop.body.block.args[-1]
+    term = add.rhs if is_dot_product(loop) and add.lhs is carried else None
+    if term is None or not isinstance(term.owner, arith.MulfOp):
+        raise _Unfit(f"{what} is not a sum of products from 0")
+    return term.owner.lhs, term.owner.rhs
 
 
 def _check_bounds(loop: scf.ForOp, upper, what: str) -> None:
@@ -468,10 +463,7 @@ class TensorCoreExpansion:
 
     def partner(self, b: IRBuilder, value: SSAValue) -> SSAValue:
         """`value` of the other lane of this lane's row."""
-        size = b.emit(gpu.SubgroupSizeOp()).results[0]
-        width = b.emit(arith.IndexCastOp(size, i32)).results[0]  # the whole subgroup
-        one = b.emit(arith.ConstantOp(IntegerAttr(1, i32))).results[0]
-        return b.emit(ShuffleOp(value, one, width, ShuffleMode.XOR)).results[0]
+        return b.shuffle_xor(value, 1, b.subgroup_width())
 
 
 def _may_be_minus_inf(score: SSAValue) -> bool:

@@ -82,7 +82,7 @@ def _dim_loops(
     return [DimLoop(loop, tuple(accesses)) for loop, accesses in found.items()]
 
 
-def _is_dot_product(loop: scf.ForOp) -> bool:
+def is_dot_product(loop: scf.ForOp) -> bool:
     """One f32 carried from +0.0 (each part's sum starts there; their sum
     would count another start value N times), added to once per iteration,
     nothing stored."""
@@ -118,7 +118,7 @@ def _other_dot_products(
             isinstance(loop, scf.ForOp) and loop not in found
             and (constant_index(loop.lb), constant_index(loop.ub), constant_index(loop.step))
             == (0, head_dim, 1)
-            and _is_dot_product(loop)
+            and is_dot_product(loop)
             and not any(f.is_ancestor(loop) or loop.is_ancestor(f) for f in found)
         ):
             others.append(DimLoop(loop, ()))
@@ -183,7 +183,7 @@ def find_dim_loops(op: vyre.TiledOnlineSoftmaxOp) -> DimLoops | str:
     dots = _dim_loops(scores["q_scratch"], scores["lane"], head_dim, "q_scratch")
     if isinstance(dots, str):
         return "its scores fragment does not qualify: " + dots
-    if not all(_is_dot_product(d.loop) for d in dots):
+    if not all(is_dot_product(d.loop) for d in dots):
         return (
             "its scores fragment reads %q_scratch in a loop that is not a dot "
             "product (one f32 carried from 0.0 and added to, nothing stored)"

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, math, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, f32
+from xdsl.dialects import arith, gpu, math, memref, scf
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, f32, i32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -24,6 +24,7 @@ from vyre_xdsl import trace
 from vyre_xdsl.checks import is_integer
 from vyre_xdsl.dialects.constants import I32_MAX, U32_MAX
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.dtypes import is_half
 
@@ -225,6 +226,19 @@ class IRBuilder:
 
     def flush_tiny(self, a: Value) -> SSAValue:
         return self._result(vyre.FlushTinyOp(_v(a)))
+
+    # -- subgroups ---------------------------------------------------------
+
+    def subgroup_width(self) -> SSAValue:
+        """The subgroup size as the i32 width of a shuffle (what SPIR-V's
+        shuffles span, and the only width MLIR's SPIR-V conversion takes)."""
+        size = self._result(gpu.SubgroupSizeOp())
+        return self._result(arith.IndexCastOp(size, i32))
+
+    def shuffle_xor(self, value: Value, lanes_apart: int, width: SSAValue) -> SSAValue:
+        """`value` of the lane `lanes_apart` away (xor) in the subgroup."""
+        offset = self._result(arith.ConstantOp(IntegerAttr(lanes_apart, i32)))
+        return self._result(ShuffleOp(_v(value), offset, width, ShuffleMode.XOR))
 
     # -- memory ------------------------------------------------------------
 

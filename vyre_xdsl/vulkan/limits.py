@@ -33,13 +33,7 @@ def _check_limits(ctx: _Context, spirv: SpirvModule, info: KernelInfo | ProgramI
     _check_subgroup_support(ctx, spirv.capabilities, program)
     _check_16bit_storage(ctx, spirv.capabilities, program)
     _check_cooperative_matrix(ctx, spirv.capabilities, program)
-    if Capability.Int16 in spirv.capabilities and not ctx.int16:
-        raise VyreError(
-            f"{program.label} keeps f16 tiles in workgroup memory (vyre-tensor-cores), "
-            f"which needs the Vulkan feature shaderInt16, but Vulkan device "
-            f"{ctx.name!r} lacks it; run it with backend='interpreter' or pick "
-            f"another device ({DEVICE_ENV})"
-        )
+    _check_int16(ctx, spirv.capabilities, program)
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
     limits = ctx.limits
@@ -92,11 +86,22 @@ def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
         missing.append("shaderFloat16 (f16 matrices)")
     if Capability.VulkanMemoryModel in capabilities and not ctx.memory_model:
         missing.append("vulkanMemoryModel (which cooperative matrices require)")
-
     if missing:
         raise VyreError(
             f"{program.label} uses subgroup matrix ops (gpu.subgroup_mma_*), which "
             f"need the Vulkan feature {' and '.join(missing)}, but Vulkan device "
+            f"{ctx.name!r} lacks it; run it with backend='interpreter' or pick "
+            f"another device ({DEVICE_ENV})"
+        )
+
+
+def _check_int16(ctx: _Context, capabilities: frozenset[int], program: ProgramInfo) -> None:
+    """Refuse a module with f16 workgroup arrays (16-bit words outside
+    storage buffers: Int16, spirv/memref.py) on a device without shaderInt16."""
+    if Capability.Int16 in capabilities and not ctx.int16:
+        raise VyreError(
+            f"{program.label} keeps f16 arrays in workgroup memory (vyre-tensor-cores' "
+            f"tiles), which needs the Vulkan feature shaderInt16, but Vulkan device "
             f"{ctx.name!r} lacks it; run it with backend='interpreter' or pick "
             f"another device ({DEVICE_ENV})"
         )
