@@ -13,7 +13,7 @@ import vyre_xdsl as vx
 from vyre_xdsl import tuning
 from vyre_xdsl.device import device_profile
 from vyre_xdsl.errors import VyreError
-from tests.requirements import needs_vulkan
+from tests.requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 
 BACKENDS = ["interpreter", pytest.param("vulkan", marks=needs_vulkan)]
 
@@ -195,3 +195,28 @@ def test_rows_given_before_the_default_are_kept_and_not_split(backend):
         inputs["q"], inputs["k"], inputs["v"], tile_size=16)
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=0,
                                atol=1e-5 * np.abs(want).max())
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("level", ["none", "exact", "default"])
+def test_mlir_opt_accepts_kernels_with_rows(level):
+    """Rows with a staged tile, a causal mask and kv splits merged in the
+    workgroup, at every level."""
+    causal = lambda: vx.flash_attention_2(  # noqa: E731
+        seq_len=256, head_dim=8, tile_size=16, mask_mod=_causal)
+    decode = lambda: vx.flash_attention_2(  # noqa: E731
+        seq_len=1, kv_len=128, batch=8, num_heads=8, num_kv_heads=2, head_dim=8, tile_size=16)
+    for build, before in ((causal, "vyre-stage-kv-tiles"),
+                          (decode, "vyre-split-kv{splits=4 merge=workgroup}")):
+        lowered = _lowered(build, before, 2 if build is causal else 4, level)
+        assert "_row1" in str(lowered)
+        assert_mlir_opt_accepts(lowered)
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_the_defaults_own_rows():
+    """The H200 plan gives 32 heads of 128 dims two rows a lane."""
+    module = vx.flash_attention_2(seq_len=4096, head_dim=128, num_heads=32)
+    lowered = vx.lower_to_gpu(module, device="h200")
+    assert "o_acc_row1" in str(lowered)
+    assert_mlir_opt_accepts(lowered)

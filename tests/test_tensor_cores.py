@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
-from requirements import assert_mlir_opt_accepts, needs_mlir_opt
+from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.tensor_cores import TOLERANCE, problem
@@ -85,12 +85,14 @@ def test_the_tolerance_catches_a_wrong_kernel():
 
 
 @needs_mlir_opt
-@pytest.mark.parametrize("level", ["exact", "exact_staged"])
+@pytest.mark.parametrize("level", sorted(PIPELINES))
 def test_mlir_opt_accepts_the_lowered_kernel(level):
     module = vx.flash_attention_2(seq_len=64, head_dim=32, num_heads=2, tile_size=16,
                                   dtype="f16")
     printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=PIPELINES[level]))
-    assert printed.count("gpu.subgroup_mma_compute") == 4  # 2 for S, 2 for PV
+    keys = 64 if "keys64" in level else 32 if "keys32" in level else 16
+    # per 16 keys: 2 for S (head_dim 32), 2 for PV (v_head_dim 32)
+    assert printed.count("gpu.subgroup_mma_compute") == 4 * keys // 16
 
 
 @needs_mlir_translate
@@ -177,3 +179,49 @@ def test_staged_tiles_are_read_from_workgroup_memory():
     assert "tc_key_tile" in text and "tc_value_tile" in text
     loads = [line for line in text.splitlines() if "subgroup_mma_load_matrix" in line]
     assert not any("%k[" in line or "%v[" in line for line in loads)
+
+
+# An f16 array in workgroup memory (what holds the weights P V reads): each
+# lane stores its element, and after the barrier reads its mirror's.
+F16_EXCHANGE = """
+      %lane = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %tile = memref.alloc() : memref<32xf16, 3 : i64>
+      %x = memref.load %a[%lane] : memref<32xf16>
+      memref.store %x, %tile[%lane] : memref<32xf16, 3 : i64>
+      "gpu.barrier"() : () -> ()
+      %c31 = arith.constant 31 : index
+      %other = arith.subi %c31, %lane : index
+      %y = memref.load %tile[%other] : memref<32xf16, 3 : i64>
+      memref.store %y, %out[%lane] : memref<32xf16>
+"""
+
+
+def _f16_exchange():
+    from vyre_xdsl.tools.mma_kernels import TileBuffer, lowered_kernel
+
+    buffers = (TileBuffer("a", "read", (1, 32), "f16"), TileBuffer("out", "write", (1, 32), "f16"))
+    return vx.parse_module(lowered_kernel("exchange", buffers, F16_EXCHANGE))
+
+
+def _f16_pattern() -> np.ndarray:
+    """Normal, subnormal, signed zero, inf and NaN halves."""
+    values = np.arange(32, dtype=np.float16) * np.float16(-0.75) + np.float16(3)
+    values[:5] = [np.float16(6e-8), np.float16(-0.0), np.inf, -np.inf, np.nan]
+    return values
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_f16_workgroup_arrays_keep_every_bit(backend):
+    a = _f16_pattern()
+    out = vx.run(_f16_exchange(), {"a": a}, backend=backend)["out"].reshape(-1)
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out.view(np.uint16), a[::-1].view(np.uint16))
+
+
+@needs_vulkan
+def test_a_device_without_shader_int16_is_refused(monkeypatch):
+    from vyre_xdsl.vulkan.device import _context, _validation_requested
+
+    monkeypatch.setattr(_context(_validation_requested(None)), "int16", False)
+    with pytest.raises(VyreError, match="needs the Vulkan feature shaderInt16"):
+        vx.run(_f16_exchange(), {"a": _f16_pattern()}, backend="vulkan")

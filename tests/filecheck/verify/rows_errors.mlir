@@ -135,3 +135,26 @@ builtin.module {
   }
 }
 // CHECK: {{.*}}rows_errors.mlir:{{[0-9]+}}:5: error: 'vyre.tiled_online_softmax' op 'tile_classes' has 4 entries but there are 1 query blocks x 2 tiles = 2
+
+// -----
+
+// A workgroup merge of kv splits needs every lane: the row groups' splits
+// must fill the workgroups.
+builtin.module {
+  vyre.kernel @k items 32 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "out" binding 1 write [64, 2] : memref<128xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<128xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 64 seq_len 4 head_dim 2 tile_size 2 tile_count 2 kv_splits 2 rows_per_lane 4
+        : (memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}rows_errors.mlir:{{[0-9]+}}:5: error: 'vyre.tiled_online_softmax' op with kv_splits 2, item_count / rows_per_lane 4 * kv_splits = 32 must be a multiple of the workgroup size (64): every lane takes part in the merge's barrier
