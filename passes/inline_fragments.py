@@ -276,16 +276,16 @@ class Partials:
         out[d], and the merged m and l."""
         splits = self.splits
 
-        def max_step(b: IRBuilder, s, acc):
-            m_s = self.m_of(b, s)
-            return [b.select(b.cmpf(m_s, acc[0], "ogt"), m_s, acc[0])]
+        # the splits' (m, l, o) combine as the tiles' do: a running max, and
+        # each split's share rescaled from its own max to the merged one
+        def split_max_step(b: IRBuilder, s, acc):
+            return [running_max(b, self.m_of(b, s), acc[0])]
 
-        (m_max,) = b.loop(0, splits, max_step, [b.f32(F32_MIN)], hint="max_s")
+        (m_max,) = b.loop(0, splits, split_max_step, [b.f32(F32_MIN)], hint="max_s")
         m_max.name_hint = "m_max"
 
         def weight_of(b: IRBuilder, s) -> SSAValue:
-            exp = b.exp2 if self.exp2 else b.exp
-            return exp(b.bounded_exp_arg(b.subf(self.m_of(b, s), m_max)))
+            return rescale_of(b, self.m_of(b, s), m_max, self.exp2)
 
         def sum_step(b: IRBuilder, s, acc):
             return [b.addf(acc[0], b.mulf(weight_of(b, s), self.l_of(b, s)))]
