@@ -458,12 +458,80 @@ class SubgroupMmaElementwiseOp(IRDLOperation):
         printer.print_attribute(self.res.type)
 
 
+def _thread_local(matrix: MMAMatrixType, indices: Sequence[SSAValue], element: Attribute,
+                  what: str) -> None:
+    if len(indices) != 1:
+        raise VerifyException(
+            f"takes one index, the element's position in the lane's share, not "
+            f"{len(indices)}")
+    if element != matrix.element_type:
+        raise VerifyException(
+            f"{what} has type {element}, the matrix elements {matrix.element_type}: "
+            f"they must be the same")
+
+
+@irdl_op_definition
+class SubgroupMmaExtractThreadLocalOp(IRDLOperation):
+    """Element `indices[0]` of the calling lane's share of `matrix`: which
+    row and column that is, the device decides (its accumulator layout,
+    vyre_xdsl.mma_layout)."""
+
+    name = "gpu.subgroup_mma_extract_thread_local"
+
+    matrix = operand_def(MMAMatrixType)
+    indices = var_operand_def(IndexType())
+    res = result_def(Attribute)
+
+    traits = traits_def(Pure())
+    assembly_format = "$matrix `[` $indices `]` attr-dict `:` type($matrix) `->` type($res)"
+
+    def __init__(self, matrix: SSAValue, index: SSAValue):
+        assert isinstance(matrix.type, MMAMatrixType)
+        super().__init__(operands=[matrix, [index]], result_types=[matrix.type.element_type])
+
+    def verify_(self) -> None:
+        _thread_local(_matrix(self.matrix, "the matrix"), self.indices, self.res.type,
+                      "the result")
+
+
+@irdl_op_definition
+class SubgroupMmaInsertThreadLocalOp(IRDLOperation):
+    """`matrix` with element `indices[0]` of the calling lane's share
+    replaced by `value`."""
+
+    name = "gpu.subgroup_mma_insert_thread_local"
+
+    value = operand_def(Attribute)
+    matrix = operand_def(MMAMatrixType)
+    indices = var_operand_def(IndexType())
+    res = result_def(MMAMatrixType)
+
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$value `,` $matrix `[` $indices `]` attr-dict `:` type($value) `,` "
+        "type($matrix) `->` type($res)"
+    )
+
+    def __init__(self, value: SSAValue, matrix: SSAValue, index: SSAValue):
+        super().__init__(operands=[value, matrix, [index]], result_types=[matrix.type])
+
+    def verify_(self) -> None:
+        matrix = _matrix(self.matrix, "the matrix")
+        if self.res.type != matrix:
+            raise VerifyException(
+                f"the result has type {self.res.type}, the matrix {matrix}: they "
+                f"must be the same")
+        _thread_local(matrix, self.indices, self.value.type, "the value")
+
+
 MMA_OPS = (
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
     SubgroupMmaElementwiseOp,
+    SubgroupMmaExtractThreadLocalOp,
+    SubgroupMmaInsertThreadLocalOp,
 )
 
 

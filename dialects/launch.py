@@ -39,6 +39,9 @@ from vyre_xdsl.dialects.constants import BINDING_MAX, U32_MAX
 LAUNCH_ATTR = "vyre.launch"  # on a lowered kernel's gpu.func
 SCRATCH_ATTR = "vyre.role"  # on a skeleton's scratch array (vyre.scratch, memref.alloc)
 SKELETON_ATTR = "vyre.skeleton"  # on a vyre.kernel, from inlining to lowering
+# on a vyre.kernel, from vyre-tensor-cores to lowering: the accumulator
+# layout its kernel computes on (vyre_xdsl.mma_layout)
+ACCUMULATOR_ATTR = "vyre.accumulator"
 
 U32_LIMIT = U32_MAX + 1  # item counts, sizes and extents are u32 on the device
 BINDING_LIMIT = BINDING_MAX + 1  # bindings are recorded and emitted as i32
@@ -319,29 +322,69 @@ class SkeletonAttr(_Keyed, ParametrizedAttribute):
 
 
 @irdl_attr_definition
+class AccumulatorAttr(_Keyed, ParametrizedAttribute):
+    """Which element of a 16x16 accumulator matrix each lane of a subgroup
+    holds, as the kernel assumes it (vyre_xdsl.mma_layout):
+    `#vyre.accumulator<lanes = 32, positions = [0, 1, 8, ...]>`, lane l's
+    element i at `row * 16 + col` = positions[l * (256 / lanes) + i]."""
+
+    name = "vyre.accumulator"
+
+    lanes: IntAttr
+    positions_attr: ArrayAttr[IntAttr]
+
+    def __init__(self, lanes: int, positions: Sequence[int]):
+        super().__init__(IntAttr(lanes), ArrayAttr(IntAttr(p) for p in positions))
+
+    @classmethod
+    def value_parsers(cls, parser: AttrParser) -> dict[str, Callable[[], Attribute]]:
+        return {"lanes": lambda: _parse_int(parser), "positions": lambda: _parse_ints(parser)}
+
+    @property
+    def positions(self) -> tuple[int, ...]:
+        return _ints(self.positions_attr)
+
+    def verify(self) -> None:
+        from vyre_xdsl.mma_layout import AccumulatorLayout
+
+        lanes, count = self.lanes.data, len(self.positions)
+        if lanes < 1 or count % lanes:
+            raise VerifyException(
+                f"#vyre.accumulator: {count} positions are not a whole share for "
+                f"each of {lanes} lanes")
+        reason = AccumulatorLayout.from_positions(self.positions, lanes).problem()
+        if reason is not None:
+            raise VerifyException(f"#vyre.accumulator: {reason}")
+
+
+@irdl_attr_definition
 class LaunchAttr(_Keyed, ParametrizedAttribute):
     """How to launch a lowered kernel: `#vyre.launch<items = 100, workgroup =
     [64, 1, 1], grid = [2, 1, 1], buffers = [#vyre.buffer<...>, ...],
-    skeleton = #vyre.skeleton<...>>` (skeleton: only where the kernel was
-    expanded from one)."""
+    skeleton = #vyre.skeleton<...>, accumulator = #vyre.accumulator<...>>`
+    (skeleton: only where the kernel was expanded from one; accumulator:
+    only where it computes on the elements of subgroup matrices)."""
 
     name = "vyre.launch"
-    OPTIONAL = frozenset({"skeleton"})
+    OPTIONAL = frozenset({"skeleton", "accumulator"})
 
     items: IntAttr
     workgroup: ArrayAttr[IntAttr]
     grid: ArrayAttr[IntAttr]
     buffers_attr: ArrayAttr[BufferAttr]
     skeleton_attr: SkeletonAttr | NoneAttr
+    accumulator_attr: AccumulatorAttr | NoneAttr
 
     def __init__(
         self, item_count: int, workgroup_size: Sequence[int], grid_size: Sequence[int],
         buffers: Sequence[BufferAttr], skeleton: SkeletonAttr | None = None,
+        accumulator: AccumulatorAttr | None = None,
     ):
         super().__init__(
             IntAttr(item_count), ArrayAttr(IntAttr(v) for v in workgroup_size),
             ArrayAttr(IntAttr(v) for v in grid_size), ArrayAttr(buffers),
             NoneAttr() if skeleton is None else skeleton,
+            NoneAttr() if accumulator is None else accumulator,
         )
 
     @classmethod
@@ -352,6 +395,7 @@ class LaunchAttr(_Keyed, ParametrizedAttribute):
             "grid": lambda: _parse_ints(parser),
             "buffers": lambda: parser.parse_attribute(),
             "skeleton": lambda: parser.parse_attribute(),
+            "accumulator": lambda: parser.parse_attribute(),
         }
 
     @property
@@ -374,6 +418,10 @@ class LaunchAttr(_Keyed, ParametrizedAttribute):
     def skeleton(self) -> SkeletonAttr | None:
         return None if isinstance(self.skeleton_attr, NoneAttr) else self.skeleton_attr
 
+    @property
+    def accumulator(self) -> AccumulatorAttr | None:
+        return None if isinstance(self.accumulator_attr, NoneAttr) else self.accumulator_attr
+
     def verify(self) -> None:
         if not 0 <= self.item_count < U32_LIMIT:
             raise VerifyException(
@@ -394,7 +442,8 @@ class LaunchAttr(_Keyed, ParametrizedAttribute):
                 )
 
 
-LAUNCH_ATTRIBUTES = (LaunchAttr, BufferAttr, SkeletonAttr, BufferAccessAttr, ScratchRoleAttr)
+LAUNCH_ATTRIBUTES = (LaunchAttr, BufferAttr, SkeletonAttr, AccumulatorAttr, BufferAccessAttr,
+                     ScratchRoleAttr)
 
 
 def launch_of(op: Operation) -> LaunchAttr | None:

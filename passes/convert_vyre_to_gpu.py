@@ -36,6 +36,7 @@ from xdsl.rewriter import InsertPoint
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import (
+    ACCUMULATOR_ATTR,
     LAUNCH_ATTR,
     SCRATCH_ATTR,
     SKELETON_ATTR,
@@ -103,6 +104,7 @@ class LowerKernel(RewritePattern):
         launch = LaunchAttr(
             items, (lanes, 1, 1), (-(-items // lanes), 1, 1),
             [_buffer_description(b) for b in buffers], op.attributes.get(SKELETON_ATTR),
+            op.attributes.get(ACCUMULATOR_ATTR),
         )
         func.attributes.update({"gpu.kernel": UnitAttr(), LAUNCH_ATTR: launch})
         entry = func.body.block

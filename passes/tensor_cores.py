@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf
 from xdsl.dialects.builtin import (
@@ -74,16 +75,19 @@ from vyre_xdsl.dialects.gpu_mma import (
     MMAOperand,
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
+    SubgroupMmaExtractThreadLocalOp,
+    SubgroupMmaInsertThreadLocalOp,
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
-from vyre_xdsl.dialects.launch import record_skeleton
+from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_skeleton
+from vyre_xdsl.device import GENERIC, device_profile
 from vyre_xdsl.dim_split import is_dot_product
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
-TILE = 16  # rows, keys and dims of one matrix tile (16x16x16)
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
 LANES = SUBGROUP * SUBGROUPS
@@ -99,9 +103,10 @@ class _Unfit(Exception):
     """Why a skeleton does not qualify."""
 
 
-def _evaluate(value: SSAValue, known: dict[SSAValue, int]) -> int:
-    """The integer `value` takes when the block arguments are `known`,
-    through arith index arithmetic only."""
+def _evaluate(value: SSAValue, known: dict[SSAValue, int | np.ndarray]) -> int | np.ndarray:
+    """The integer `value` takes when the block arguments are `known` (an
+    argument's values may be an array: the values for each), through arith
+    index arithmetic only."""
     if value in known:
         return known[value]
     owner = value.owner
@@ -145,10 +150,14 @@ class _RowAccess:
         if at(0, 0, 1, 0) - at(0, 0, 0, 0) != width or at(0, 0, 0, 1) - at(0, 0, 0, 0) != 1:
             raise _Unfit(f"the rows that {self.load.memref.name_hint} is read in are not "
                          f"{width} contiguous elements apart")
-        for item in range(shape["item_count"]):
-            if at(item, 0, 0, 0) != at(item - item % block, 0, 0, 0):
-                raise _Unfit(f"items {item - item % block} and {item} read different rows "
-                             f"of {self.load.memref.name_hint}")
+        items = np.arange(shape["item_count"], dtype=np.int64)  # all at once
+        same = np.broadcast_to(at(items, 0, 0, 0) == at(items - items % block, 0, 0, 0),
+                               items.shape)
+        differ = np.nonzero(~same)[0]
+        if differ.size:
+            item = int(differ[0])
+            raise _Unfit(f"items {item - item % block} and {item} read different rows "
+                         f"of {self.load.memref.name_hint}")
 
 
 def _only(items: list, what: str):
@@ -219,6 +228,9 @@ class Fragments:
                       "store in the loop over keys")
         if store.memref is not op.region_arg("scores", "score_tile"):
             raise _Unfit("the loop over keys stores elsewhere than score_tile")
+        if _fragment_inputs(store.value, {dot.results[0]}):
+            raise _Unfit("the stored score depends on the key's or the row's position, "
+                         "not only on the dot product")
         k = _RowAccess(k_load, key_loop.body.block.args[0], dot.body.block.args[0])
         k.check(op, "scores", shape["head_dim"], block)
         update = op.update.block
@@ -241,6 +253,19 @@ class Fragments:
         return Fragments(key_loop, dot, store.value, k, v)
 
 
+def _fragment_inputs(value: SSAValue, known: set[SSAValue]) -> set[SSAValue]:
+    """The fragment's block arguments that `value` depends on, through
+    values other than `known` (kernel-level values depend on none)."""
+    if value in known:
+        return set()
+    owner = value.owner
+    if isinstance(owner, Block):
+        return set() if isinstance(owner.parent_op(), vyre.KernelOp) else {value}
+    if isinstance(owner.parent_op(), vyre.KernelOp):
+        return set()
+    return set().union(*(_fragment_inputs(v, known) for v in owner.operands))
+
+
 def _check_rescaled_add(op, dim_loop: scf.ForOp, sum_loop: scf.ForOp) -> None:
     """The loop over dims stores `rescale * o_acc[i] + sum` back to
     o_acc[i], and does nothing else with memory."""
@@ -258,9 +283,17 @@ def _check_rescaled_add(op, dim_loop: scf.ForOp, sum_loop: scf.ForOp) -> None:
         raise _Unfit("the update does not add the weighted sum to the rescaled o_acc")
 
 
-def problem(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE, stage: bool = False) -> str | None:
-    """Why `op` cannot run on the matrix units in tiles of `keys` keys
-    (`stage`d once per workgroup); None if it can."""
+def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
+            keys: int = TILE, stage: bool = False) -> str | None:
+    """Why `op` cannot run on the matrix units of a device with accumulator
+    `layout` in tiles of `keys` keys (`stage`d once per workgroup); None if
+    it can."""
+    if layout is None:
+        return "the device profile has no accumulator layout (no cooperative matrices)"
+    reason = layout.problem()
+    if reason is not None or layout.lanes != SUBGROUP:
+        return (f"the device's accumulator layout does not suit the expansion: "
+                f"{reason or f'{layout.lanes} lanes, not {SUBGROUP}'}")
     shape = op.shape()
     for what, value, unit in (("head_dim", shape["head_dim"], TILE),
                               ("v_head_dim", op.v_dim, TILE),
@@ -284,39 +317,33 @@ def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
 
 
 class TensorCoreExpansion:
-    """The scf loop nest of one qualifying skeleton, emitted before it."""
+    """The scf loop nest of one qualifying skeleton, emitted before it:
+    each subgroup keeps its 16 rows' S tiles and O in matrices, and
+    computes the softmax on their elements where `layout` puts them."""
 
     def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, keys: int,
-                 stage: bool, b: IRBuilder):
-        self.op, self.f, self.keys = op, fragments, keys
+                 stage: bool, layout: AccumulatorLayout, b: IRBuilder):
+        self.op, self.f, self.keys, self.layout = op, fragments, keys, layout
         shape = op.shape()
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
-        scratch = [("tc_scores", SUBGROUPS * TILE * keys, f32),
-                   ("tc_weights", SUBGROUPS * TILE * keys, f16),
-                   ("tc_values", SUBGROUPS * TILE * self.v_dim, f32),
-                   ("tc_o_acc", LANES * self.v_dim // 2, f32)]
+        scratch = [("tc_weights", SUBGROUPS * TILE * keys, f16)]
         if stage:  # the workgroup's K and V tiles, copied once for its subgroups
             scratch += [("tc_key_tile", keys * self.head_dim, f16),
                         ("tc_value_tile", keys * self.v_dim, f16)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
-        self.scores, self.weights, self.values, self.o_acc = arrays[:4]
-        self.staged = arrays[4:]
+        self.weights, self.staged = arrays[0], arrays[1:]
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
-        in_group = b.remui(self.lane, b.index(SUBGROUP))
-        self.row = b.divui(in_group, b.index(2), "row")  # of the subgroup's 16
-        self.half = b.remui(in_group, b.index(2), "half")
         first = b.muli(b.divui(invocation, b.index(LANES)), b.index(ROWS))
         self.first = b.addi(first, b.muli(group, b.index(TILE)), "first_row")
-        self.item = b.addi(self.first, self.row, "item")
-        self.tile_base = b.muli(group, b.index(TILE * keys))  # of tc_scores, tc_weights
-        self.values_base = b.muli(group, b.index(TILE * self.v_dim))
+        self.tile_base = b.muli(group, b.index(TILE * keys))  # of tc_weights
+        self.width = b.subgroup_width()
 
     def emit(self, b: IRBuilder) -> None:
-        op, head_dim = self.op, self.head_dim
+        op, head_dim, rows = self.op, self.head_dim, self.layout.row_count
         a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
         queries = [
             b.emit(SubgroupMmaLoadMatrixOp(
@@ -324,36 +351,66 @@ class TensorCoreExpansion:
                 a16, head_dim)).results[0]
             for c in range(head_dim // TILE)
         ]
-        slots = self.v_dim // 2
-        b.loop(0, slots, lambda b, e, _: b.store(b.f32(0.0), self.o_acc, self.slot(b, e)) or [],
-               hint="zero_d")
+        c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
+        outs = [self.constant(b, 0.0, c32) for _ in range(self.v_dim // TILE)]
 
         def tile(b: IRBuilder, index, carried):
+            m, l, o = carried[:rows], carried[rows:2 * rows], carried[2 * rows:]  # noqa: E741
             return self.tile(b, queries, b.muli(index, b.index(self.keys), "tile_start"),
-                             *carried)
+                             m, l, o)
 
         tiles = op.shape()["seq_len"] // self.keys
-        m, l = b.loop(0, tiles, tile, [b.f32(F32_MIN), b.f32(0.0)], hint="tile_idx")  # noqa: E741
-        denominator = b.positive_denominator(l)
+        carried = b.loop(0, tiles, tile, [*[b.f32(F32_MIN)] * rows, *[b.f32(0.0)] * rows,
+                                          *outs], hint="tile_idx")
+        denominators = [b.positive_denominator(l) for l in carried[rows:2 * rows]]  # noqa: E741
+        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        for c, o in enumerate(carried[2 * rows:]):
+            out = self.map_elements(
+                b, o, lambda b, value, slot: self.narrow(
+                    b, recurrence.final_value(b, value, denominators[slot])), c16)
+            b.emit(SubgroupMmaStoreMatrixOp(
+                out, op.out, [b.addi(b.muli(self.first, b.index(self.v_dim)),
+                                     b.index(c * TILE))], self.v_dim))
 
-        def write(b: IRBuilder, e, _):
-            d = self.dim_of(b, e)
-            o = b.load(self.o_acc, self.slot(b, e))
-            b.store(recurrence.final_value(b, o, denominator), op.out,
-                    b.flat_index(self.item, self.v_dim, d))
-            return []
+    def constant(self, b: IRBuilder, value: float, matrix: MMAMatrixType) -> SSAValue:
+        element = b.f32(value)
+        if matrix.element_type == f16:
+            element = self.narrow(b, element)
+        return b.emit(SubgroupMmaConstantMatrixOp(element, matrix)).results[0]
 
-        b.loop(0, slots, write, hint="final_d")
+    @staticmethod
+    def narrow(b: IRBuilder, value: SSAValue) -> SSAValue:
+        """`value` rounded to f16 (nearest even)."""
+        return b.emit(arith.TruncFOp(value, f16)).results[0]
 
-    def slot(self, b: IRBuilder, e) -> SSAValue:
-        """Element e of this lane's accumulator share."""
-        return b.flat_index(self.lane, self.v_dim // 2, e)
+    def elements(self, b: IRBuilder, matrix: SSAValue) -> list[SSAValue]:
+        """This lane's elements of an f32 accumulator matrix."""
+        return [b.emit(SubgroupMmaExtractThreadLocalOp(matrix, b.index(i))).results[0]
+                for i in range(self.layout.length)]
 
-    def dim_of(self, b: IRBuilder, e) -> SSAValue:
-        """The dim of element e of this lane's share: 8 of every 16."""
-        chunk = b.divui(e, b.index(HALF))
-        within = b.addi(b.muli(self.half, b.index(HALF)), b.remui(e, b.index(HALF)))
-        return b.addi(b.muli(chunk, b.index(TILE)), within, "d")
+    def map_elements(self, b: IRBuilder, matrix: SSAValue,
+                     fn: Callable[[IRBuilder, SSAValue, int], SSAValue],
+                     result: MMAMatrixType | None = None) -> SSAValue:
+        """`fn(element, its row slot)` of each of this lane's elements of
+        `matrix`, as a matrix of type `result` (default: matrix's)."""
+        values = [fn(b, value, slot)
+                  for value, slot in zip(self.elements(b, matrix), self.layout.slots,
+                                         strict=True)]
+        return self.assemble(b, values, result or matrix.type)
+
+    def assemble(self, b: IRBuilder, values: list[SSAValue],
+                 matrix: MMAMatrixType) -> SSAValue:
+        built = self.constant(b, 0.0, matrix)
+        for i, value in enumerate(values):
+            built = b.emit(SubgroupMmaInsertThreadLocalOp(value, built, b.index(i))).results[0]
+        return built
+
+    def row_total(self, b: IRBuilder, value: SSAValue,
+                  combine: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]) -> SSAValue:
+        """`value` combined over the lanes that share this lane's rows."""
+        for mask in self.layout.masks:
+            value = combine(b, b.shuffle_xor(value, mask, self.width), value)
+        return value
 
     def row_start(self, b: IRBuilder, access: _RowAccess, region: str, tile_start) -> SSAValue:
         """Where the subgroup's first row reads key tile_start, dim 0."""
@@ -364,8 +421,9 @@ class TensorCoreExpansion:
                  access.key: b.index(0), access.dim: b.index(0)}
         return _clone_value(b, access.load.indices[0], known)
 
-    def tile(self, b: IRBuilder, queries, tile_start, m, l):  # noqa: E741
+    def tile(self, b: IRBuilder, queries, tile_start, m, l, outs):  # noqa: E741
         f, head_dim, v_dim, chunks = self.f, self.head_dim, self.v_dim, self.keys // TILE
+        layout, rows = self.layout, self.layout.row_count
         b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         keys = self.row_start(b, f.k, "scores", tile_start)
@@ -377,58 +435,56 @@ class TensorCoreExpansion:
             self.copy(b, f.v.load.memref, values, v_source, self.keys * v_dim)
             keys = values = b.index(0)
             b.emit(gpu.BarrierOp())  # the tiles in place
-        for k in range(chunks):  # S's 16 x 16 blocks, one per 16 keys
-            total = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
+        scores = []  # per 16 keys, this lane's elements of S's block
+        for k in range(chunks):
+            total = self.constant(b, 0.0, c32)
             for c, query in enumerate(queries):
                 at = b.addi(keys, b.index(k * TILE * head_dim + c * TILE))
                 key = b.emit(SubgroupMmaLoadMatrixOp(
                     k_source, [at], b16, head_dim, transpose=True)).results[0]
                 total = b.emit(SubgroupMmaComputeOp(query, key, total)).results[0]
+            scores.append([self.score(b, dot) for dot in self.elements(b, total)])
+        tile_max = [b.f32(F32_MIN)] * rows
+        for block in scores:
+            for s, slot in zip(block, layout.slots, strict=True):
+                tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
+        tile_max = [self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
+                    for t in tile_max]
+        m_new = [recurrence.running_max(b, t, old) for t, old in zip(tile_max, m, strict=True)]
+        rescale = [recurrence.rescale_of(b, old, new, self.exp2)
+                   for old, new in zip(m, m_new, strict=True)]
+        tile_sum = [b.f32(0.0)] * rows
+        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        for k, block in enumerate(scores):
+            weights = []
+            for s, slot in zip(block, layout.slots, strict=True):
+                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
+                                                 _may_be_minus_inf(f.score))
+                tile_sum[slot] = b.addf(tile_sum[slot], weight)
+                weights.append(self.narrow(b, weight))
             b.emit(SubgroupMmaStoreMatrixOp(
-                total, self.scores, [b.addi(self.tile_base, b.index(k * TILE))], self.keys))
-        b.emit(gpu.BarrierOp())
-        scores = [self.score(b, tile_start, j) for j in range(self.keys // 2)]
-        tile_max = b.f32(F32_MIN)
-        for s in scores:
-            tile_max = recurrence.max_step(b, s, tile_max)
-        tile_max = recurrence.max_step(b, self.partner(b, tile_max), tile_max)
-        m_new = recurrence.running_max(b, tile_max, m)
-        rescale = recurrence.rescale_of(b, m, m_new, self.exp2)
-        tile_sum = b.f32(0.0)
-        for j, s in enumerate(scores):
-            weight = recurrence.score_weight(
-                b, s, m_new, self.exp2, _may_be_minus_inf(f.score))
-            b.store(weight, self.weights, self.key_slot(b, j))
-            tile_sum = b.addf(tile_sum, weight)
-        tile_sum = b.addf(tile_sum, self.partner(b, tile_sum))
-        l_new = recurrence.next_denominator(b, rescale, l, tile_sum)
-        b.emit(gpu.BarrierOp())  # every weight in place
+                self.assemble(b, weights, c16), self.weights,
+                [b.addi(self.tile_base, b.index(k * TILE))], self.keys))
+        tile_sum = [self.row_total(b, t, lambda b, x, y: b.addf(x, y)) for t in tile_sum]
+        l_new = [recurrence.next_denominator(b, r, old, t)
+                 for r, old, t in zip(rescale, l, tile_sum, strict=True)]
+        b.emit(gpu.BarrierOp())  # the subgroup's weights in place
         a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
         weights = [  # P's 16 x 16 blocks, one per 16 keys
             b.emit(SubgroupMmaLoadMatrixOp(
                 self.weights, [b.addi(self.tile_base, b.index(k * TILE))], a16,
                 self.keys)).results[0]
             for k in range(chunks)]
-        for c in range(v_dim // TILE):
-            product = b.emit(SubgroupMmaConstantMatrixOp(b.f32(0.0), c32)).results[0]
+        new_outs = []
+        for c, o in enumerate(outs):
+            o = self.map_elements(b, o, lambda b, value, slot: b.mulf(rescale[slot], value))
             for k, weight in enumerate(weights):
                 at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
-                value = b.emit(SubgroupMmaLoadMatrixOp(
-                    v_source, [at], b16, v_dim)).results[0]
-                product = b.emit(SubgroupMmaComputeOp(weight, value, product)).results[0]
-            b.emit(SubgroupMmaStoreMatrixOp(
-                product, self.values, [b.addi(self.values_base, b.index(c * TILE))], v_dim))
-        b.emit(gpu.BarrierOp())  # every product in place
-
-        def update(b: IRBuilder, e, _):
-            row_at = b.addi(self.values_base, b.muli(self.row, b.index(v_dim)))
-            added = b.load(self.values, b.addi(row_at, self.dim_of(b, e)))
-            o = b.load(self.o_acc, self.slot(b, e))
-            b.store(b.addf(b.mulf(rescale, o), added), self.o_acc, self.slot(b, e))
-            return []
-
-        b.loop(0, v_dim // 2, update, hint="update_d")
-        return [m_new, l_new]
+                value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16, v_dim)).results[0]
+                o = b.emit(SubgroupMmaComputeOp(weight, value, o)).results[0]
+            new_outs.append(o)
+        b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
+        return [*m_new, *l_new, *new_outs]
 
     def copy(self, b: IRBuilder, source, start, staged, count: int) -> None:
         """The `count` contiguous elements of `source` from `start` into
@@ -441,29 +497,11 @@ class TensorCoreExpansion:
 
         b.loop(0, count // LANES, element, hint="copy_i")
 
-    def lane_key(self, b: IRBuilder, j: int) -> SSAValue:
-        """This lane's key j of the tile: its half of the row's keys."""
-        return b.addi(b.muli(self.half, b.index(self.keys // 2)), b.index(j))
-
-    def key_slot(self, b: IRBuilder, j: int) -> SSAValue:
-        """Where this lane's key j of its row is in the subgroup's tiles."""
-        row_at = b.muli(self.row, b.index(self.keys))
-        return b.addi(self.tile_base, b.addi(row_at, self.lane_key(b, j)))
-
-    def score(self, b: IRBuilder, tile_start, j: int) -> SSAValue:
-        """This lane's key j's score: the scores fragment's value with its
-        dot product replaced by S's element."""
-        dot = b.load(self.scores, self.key_slot(b, j))
-        key = self.lane_key(b, j)
-        arg = lambda role: self.op.region_arg("scores", role)  # noqa: E731
-        known = {self.f.dot.results[0]: dot, arg("item"): self.item, arg("lane"): self.lane,
-                 arg("tile_start"): tile_start, arg("tile_len"): b.index(self.keys),
-                 self.f.key_loop.body.block.args[0]: key}
-        return _clone_value(b, self.f.score, known)
-
-    def partner(self, b: IRBuilder, value: SSAValue) -> SSAValue:
-        """`value` of the other lane of this lane's row."""
-        return b.shuffle_xor(value, 1, b.subgroup_width())
+    def score(self, b: IRBuilder, dot: SSAValue) -> SSAValue:
+        """The scores fragment's value with its dot product replaced by S's
+        element `dot` (Fragments.of: it depends on nothing else of the
+        fragment)."""
+        return _clone_value(b, self.f.score, {self.f.dot.results[0]: dot})
 
 
 def _may_be_minus_inf(score: SSAValue) -> bool:
@@ -494,15 +532,18 @@ def _clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue])
     return known[value]
 
 
-def expand(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE, stage: bool = False) -> None:
-    """Replace `op` (which qualifies: `problem(op, keys, stage)` is None) by
-    its expansion over tiles of `keys` keys."""
+def expand(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout, keys: int = TILE,
+           stage: bool = False) -> None:
+    """Replace `op` (which qualifies: `problem(op, layout, keys, stage)` is
+    None) by its expansion over tiles of `keys` keys, computing on the
+    elements of the accumulators where `layout` puts them."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
     fragments = Fragments.of(op, ROWS if stage else TILE)
     record_skeleton(op)
+    kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr(layout.lanes, layout.positions())
     b = IRBuilder(InsertPoint.before(op))
-    TensorCoreExpansion(op, fragments, keys, stage, b).emit(b)
+    TensorCoreExpansion(op, fragments, keys, stage, layout, b).emit(b)
     unused = [op.q_scratch, op.score_tile, op.o_acc]
     Rewriter.erase_op(op, safe_erase=False)
     for array in unused:
@@ -515,14 +556,15 @@ def expand(op: vyre.TiledOnlineSoftmaxOp, keys: int = TILE, stage: bool = False)
 
 @dataclass(frozen=True)
 class TensorCoresPass(ModulePass):
-    """Expand every qualifying skeleton onto subgroup matrix ops, over
-    tiles of `keys` keys (a multiple of 16), the tiles read from global
+    """Expand every qualifying skeleton onto the subgroup matrix ops of
+    `device` (a profile name, vyre_xdsl.device), over tiles of `keys` keys (a multiple of 16), the tiles read from global
     memory by each subgroup or, with `stage`, copied once per workgroup
     into workgroup memory (`force`: an error for a skeleton that does not
     qualify)."""
 
     name = "vyre-tensor-cores"
 
+    device: str = GENERIC.name
     keys: int = TILE
     stage: bool = False
     force: bool = False
@@ -531,10 +573,11 @@ class TensorCoresPass(ModulePass):
         if self.keys < TILE or self.keys % TILE:
             raise pass_error(op, f"vyre-tensor-cores: keys must be a positive multiple "
                                  f"of {TILE}, got {self.keys}")
+        layout = device_profile(self.device).accumulator_layout
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            reason = problem(skeleton, self.keys, self.stage)
+            reason = problem(skeleton, layout, self.keys, self.stage)
             if reason is None:
-                expand(skeleton, self.keys, self.stage)
+                expand(skeleton, layout, self.keys, self.stage)
             elif self.force:
                 raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
                                            f"on subgroup matrix ops: {reason}")

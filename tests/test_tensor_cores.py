@@ -16,6 +16,7 @@ import pytest
 import vyre_xdsl as vx
 from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
+from vyre_xdsl.device import H200
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes.tensor_cores import TOLERANCE, problem
 from vyre_xdsl.spirv import emit_spirv_module
@@ -33,14 +34,14 @@ CASES = {
     "batch": dict(seq_len=64, head_dim=16, batch=2),
 }
 PIPELINES = {
-    "none": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=none}",
-    "exact": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=exact}",
-    "default_h200": "vyre-tensor-cores{force=true},vyre-to-gpu{optimize=default device=h200}",
-    "exact_keys32": "vyre-tensor-cores{force=true keys=32},vyre-to-gpu{optimize=exact}",
-    "none_keys64": "vyre-tensor-cores{force=true keys=64},vyre-to-gpu{optimize=none}",
-    "exact_staged": "vyre-tensor-cores{force=true stage=true},vyre-to-gpu{optimize=exact}",
+    "none": "vyre-tensor-cores{device=h200 force=true},vyre-to-gpu{optimize=none}",
+    "exact": "vyre-tensor-cores{device=h200 force=true},vyre-to-gpu{optimize=exact}",
+    "default_h200": "vyre-tensor-cores{device=h200 force=true},vyre-to-gpu{optimize=default device=h200}",
+    "exact_keys32": "vyre-tensor-cores{device=h200 force=true keys=32},vyre-to-gpu{optimize=exact}",
+    "none_keys64": "vyre-tensor-cores{device=h200 force=true keys=64},vyre-to-gpu{optimize=none}",
+    "exact_staged": "vyre-tensor-cores{device=h200 force=true stage=true},vyre-to-gpu{optimize=exact}",
     "none_staged_keys32":
-        "vyre-tensor-cores{force=true stage=true keys=32},vyre-to-gpu{optimize=none}",
+        "vyre-tensor-cores{device=h200 force=true stage=true keys=32},vyre-to-gpu{optimize=none}",
 }
 
 
@@ -91,8 +92,13 @@ def test_mlir_opt_accepts_the_lowered_kernel(level):
                                   dtype="f16")
     printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=PIPELINES[level]))
     keys = 64 if "keys64" in level else 32 if "keys32" in level else 16
-    # per 16 keys: 2 for S (head_dim 32), 2 for PV (v_head_dim 32)
-    assert printed.count("gpu.subgroup_mma_compute") == 4 * keys // 16
+    # per 16 keys: 2 for S (head_dim 32), 2 for PV (v_head_dim 32); the
+    # optimisations may unroll the loop over the 64 keys' tiles
+    computes = printed.count("gpu.subgroup_mma_compute")
+    assert computes in (4 * keys // 16, 4 * 64 // 16)
+    # the softmax on S's and O's elements in registers: a lane's 8 of each
+    assert printed.count("gpu.subgroup_mma_extract_thread_local") % 8 == 0
+    assert "#vyre.accumulator<lanes = 32" in printed
 
 
 @needs_mlir_translate
@@ -132,16 +138,16 @@ def test_kernels_that_do_not_qualify_are_refused_with_the_reason(kwargs, reason)
 def test_problem_is_none_for_the_builders_f16_kernel():
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
-    assert problem(skeleton) is None
+    assert problem(skeleton, H200.accumulator_layout) is None
 
 
 def test_keys_must_be_a_multiple_of_16():
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     with pytest.raises(VyreError, match="keys must be a positive multiple of 16, got 24"):
-        vx.lower_to_gpu(module, optimize="vyre-tensor-cores{keys=24},vyre-to-gpu")
+        vx.lower_to_gpu(module, optimize="vyre-tensor-cores{device=h200 keys=24},vyre-to-gpu")
     too_few = re.escape("the keys (seq_len) (64) is not a multiple of 128")
     with pytest.raises(VyreError, match=too_few):
-        vx.lower_to_gpu(module, optimize="vyre-tensor-cores{keys=128 force=true},vyre-to-gpu")
+        vx.lower_to_gpu(module, optimize="vyre-tensor-cores{device=h200 keys=128 force=true},vyre-to-gpu")
 
 
 @pytest.mark.parametrize("old, new, reason", [

@@ -95,3 +95,28 @@ def matmul_kernel(shape: MatmulShape) -> str:
       %md = gpu.subgroup_mma_compute %ma, %mb, %mc : {ma}, {mb} -> {mc}
       gpu.subgroup_mma_store_matrix %md, %out[%c0] {{leadDimension = {n} : index}} : {mc}, {c}
 """)
+
+
+def accumulator_layout_kernel(element: str, shape: tuple[int, int] = (16, 16)) -> str:
+    """The lowered module of @layout (text): each lane writes element i of
+    its share of a `shape` accumulator ("COp") matrix loaded from c to
+    out[lane, i]; with c[r, col] = r * cols + col, out says which element
+    of the matrix each lane holds (vyre_xdsl.mma_layout)."""
+    rows, cols = shape
+    share = rows * cols // SUBGROUP_LANES
+    buffers = (TileBuffer("c", "read", shape, element),
+               TileBuffer("out", "write", (SUBGROUP_LANES, share), element))
+    c, out = (buffer.memref for buffer in buffers)
+    matrix = f'!gpu.mma_matrix<{rows}x{cols}x{element}, "COp">'
+    stores = "\n".join(f"""      %i{i} = arith.constant {i} : index
+      %v{i} = gpu.subgroup_mma_extract_thread_local %m[%i{i}] : {matrix} -> {element}
+      %at{i} = arith.addi %first, %i{i} : index
+      memref.store %v{i}, %out[%at{i}] : {out}""" for i in range(share))
+    return lowered_kernel("layout", buffers, f"""
+      %c0 = arith.constant 0 : index
+      %share = arith.constant {share} : index
+      %lane = "gpu.thread_id"() <{{dimension = #gpu<dim x>}}> : () -> index
+      %first = arith.muli %lane, %share : index
+      %m = gpu.subgroup_mma_load_matrix %c[%c0] {{leadDimension = {cols} : index}} : {c} -> {matrix}
+{stores}
+""")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,11 @@ class DeviceProfile:
     # SHUFFLE, SHUFFLE_RELATIVE) supported in compute shaders
     subgroup_operations: frozenset[str] = frozenset()
     # (M, N, K) of the VK_KHR_cooperative_matrix shapes with f16 inputs and
-    # f32 results; no kernel uses them yet, so none is listed
+    # f32 results, subgroup scope
     cooperative_matrix_shapes: tuple[tuple[int, int, int], ...] = ()
+    # which lane holds which element of a 16x16 f32 (and f16) accumulator
+    # (vyre_xdsl.mma_layout; None: unknown, no kernel computes on them)
+    accumulator_layout: AccumulatorLayout | None = None
     # f16 and bf16 buffers (storageBuffer16BitAccess; arithmetic stays f32)
     float16: bool = False
     bfloat16: bool = False
@@ -50,9 +54,28 @@ class DeviceProfile:
         return max(1, self.shuffle_subgroup_size)
 
 
+def mma_sync_layout(lanes: int = 32) -> AccumulatorLayout:
+    """The accumulator layout of NVIDIA's tensor cores: a 16x16 tile as two
+    16x8 tiles of PTX's mma.m16n8k16 (PTX ISA, "Matrix Fragments for
+    mma.m16n8k16": lane l holds rows l/4 and l/4 + 8, columns 2 (l % 4) and
+    the next), the first tile's four elements, then the second's.  Read
+    from the H200's driver by the layout kernel (tools/gpu_check.py's
+    `layout` case checks it there)."""
+    def position(lane: int, i: int) -> int:
+        row = lane // 4 + (i // 4) * (TILE // 2)
+        col = 2 * (lane % 4) + i % 2 + ((i // 2) % 2) * (TILE // 2)
+        return row * TILE + col
+
+    share = TILE * TILE // lanes
+    return AccumulatorLayout.from_positions(
+        [position(lane, i) for lane in range(lanes) for i in range(share)], lanes)
+
+
 _SHUFFLES = frozenset({"BASIC", "SHUFFLE", "SHUFFLE_RELATIVE"})
 GENERIC = DeviceProfile("generic", 16384, 128, 0, 2**27)
-H200 = DeviceProfile("h200", 49152, 1024, 32, 2**32 - 1, _SHUFFLES, float16=True, bfloat16=True)
+H200 = DeviceProfile("h200", 49152, 1024, 32, 2**32 - 1, _SHUFFLES,
+                     cooperative_matrix_shapes=((16, 16, 16), (16, 8, 16), (16, 8, 8)),
+                     accumulator_layout=mma_sync_layout(), float16=True, bfloat16=True)
 LAVAPIPE = DeviceProfile(
     "lavapipe", 32768, 1024, 8, 2**27, _SHUFFLES, float16=True, bfloat16=True
 )

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
 from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
+from vyre_xdsl.mma_layout import AccumulatorLayout
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
@@ -103,6 +104,9 @@ class KernelInfo(_BufferSets):
     # The tile size of the skeleton it was expanded from (None: it had none,
     # e.g. the merging kernel of a split): what the oracle must use.
     tile_size: int | None = None
+    # The accumulator layout its subgroup matrices' elements are computed
+    # on (None: it computes on none); the device must have it.
+    accumulator: AccumulatorLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -382,6 +386,8 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         func=func,
         loop_iterations=loop_iterations(func.body),
         tile_size=None if skeleton is None else skeleton.tile_size.data,
+        accumulator=None if launch.accumulator is None else AccumulatorLayout.from_positions(
+            launch.accumulator.positions, launch.accumulator.lanes.data),
     )
 
 

@@ -164,7 +164,8 @@ def _run_kernel(
 ) -> None:
     """Launch every workgroup of `kernel`, one after the other."""
     func = kernel.func
-    state = LaneState(tuple(kernel.workgroup_size), tuple(kernel.grid_size))
+    state = LaneState(tuple(kernel.workgroup_size), tuple(kernel.grid_size),
+                      accumulator=kernel.accumulator)
     interpreter = make_interpreter(module, state, listeners)
     args = tuple(buffers[b.name] for b in kernel.buffers)
     gx, gy, gz = kernel.grid_size

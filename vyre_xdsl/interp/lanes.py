@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.mma_layout import AccumulatorLayout
 
 # `index` is a u32 on the device (docs/lowered-ir.md).
 INDEX_DTYPE = np.dtype(np.uint32)
@@ -102,6 +103,8 @@ class LaneState:
     grid_dim: tuple = ()
     mask: np.ndarray | None = None  # None: every lane of the workgroup active
     ops_executed: int = 0
+    # the kernel's recorded accumulator layout (KernelInfo.accumulator)
+    accumulator: AccumulatorLayout | None = None
 
     def __post_init__(self) -> None:
         wx, wy, wz = self.workgroup_size

@@ -8,6 +8,10 @@ subgroup-collective, as `gpu.shuffle`: every lane of a subgroup that runs
 one runs it with the same indices (VyreError otherwise, where a GPU would
 be undefined); a subgroup none of whose lanes is active skips it.
 
+`gpu.subgroup_mma_extract/insert_thread_local` read and write a lane's
+elements where the kernel's recorded accumulator layout
+(`#vyre.accumulator`, vyre_xdsl.mma_layout) puts them.
+
 Numerics: D = A * B + C with A's and B's elements converted exactly to f32
 (an f16 is an f32 exactly, and so is the product of two), C's too, and the
 sum accumulated in f32 in numpy's order; hardware may sum in another order
@@ -28,6 +32,8 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
     SubgroupMmaElementwiseOp,
+    SubgroupMmaExtractThreadLocalOp,
+    SubgroupMmaInsertThreadLocalOp,
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
@@ -35,6 +41,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import dtype_of
 from vyre_xdsl.interp.memref import Buffer, linear_index
+from vyre_xdsl.mma_layout import TILE
 
 
 # an f16 operation computed in f32 and rounded once is the f16 operation
@@ -169,3 +176,46 @@ class MmaFunctions(LaneFunctions):
     def run_elementwise(self, interpreter, op: SubgroupMmaElementwiseOp, args):
         result = _ELEMENTWISE[op.opType.data](*(m.tiles.astype(np.float32) for m in args))
         return (SubgroupMatrices(result.astype(dtype_of(op.res.type.element_type))),)
+
+    def _lane_elements(self, op, index) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The subgroup, row and column of each running lane's element
+        `index`, by the kernel's accumulator layout."""
+        state, layout = self.state, self.state.accumulator
+        if layout is None:
+            raise VyreError(
+                f"{op.name}: the kernel records no accumulator layout (its "
+                f"vyre.launch has no `accumulator`), so which element a lane "
+                f"holds is unknown; record the layout it was compiled for")
+        if op.matrix.type.get_shape() != (TILE, TILE) or layout.lanes != state.subgroup_size:
+            raise VyreError(
+                f"{op.name}: the recorded layout is of a {TILE}x{TILE} matrix over "
+                f"{layout.lanes} lanes; this is a {op.matrix.type.get_shape()} "
+                f"matrix over subgroups of {state.subgroup_size}")
+        position = int(index)
+        if not 0 <= position < layout.length:
+            raise VyreError(f"{op.name}: a lane holds {layout.length} elements, not "
+                            f"element {position}")
+        subgroups = self._per_subgroup(op, index)
+        lanes = state.lane_ids[np.isin(state.lane_ids // state.subgroup_size,
+                                       list(subgroups))]
+        within = lanes % state.subgroup_size
+        rows = np.array([r[position] for r in layout.rows])[within]
+        cols = np.array([c[position] for c in layout.cols])[within]
+        return lanes, rows, cols
+
+    @impl(SubgroupMmaExtractThreadLocalOp)
+    def run_extract(self, interpreter, op: SubgroupMmaExtractThreadLocalOp, args):
+        matrix, index = args
+        lanes, rows, cols = self._lane_elements(op, index)
+        result = np.zeros(self.state.lane_count, matrix.tiles.dtype)
+        result[lanes] = matrix.tiles[lanes // self.state.subgroup_size, rows, cols]
+        return (result,)
+
+    @impl(SubgroupMmaInsertThreadLocalOp)
+    def run_insert(self, interpreter, op: SubgroupMmaInsertThreadLocalOp, args):
+        value, matrix, index = args
+        lanes, rows, cols = self._lane_elements(op, index)
+        values = np.broadcast_to(np.asarray(value), self.state.lane_ids.shape)
+        tiles = matrix.tiles.copy()
+        tiles[lanes // self.state.subgroup_size, rows, cols] = values[lanes]
+        return (SubgroupMatrices(tiles),)

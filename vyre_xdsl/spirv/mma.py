@@ -15,6 +15,9 @@ vulkanMemoryModel, which the runtime enables where the device has them):
     subgroup_mma_elementwise         OpFAdd, OpFSub, OpFMul, OpFDiv, OpFNegate
                                      on the matrices; mulf by a constant
                                      matrix OpMatrixTimesScalar
+    subgroup_mma_extract_thread_local OpCompositeExtract of the lane's
+                                     element (a constant index)
+    subgroup_mma_insert_thread_local OpCompositeInsert
 
 An f16 matrix is a matrix of SPIR-V f16 (capability Float16), loaded from
 and stored to the 16-bit elements of an f16 buffer (spirv/half.py) as they
@@ -36,10 +39,13 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
     SubgroupMmaElementwiseOp,
+    SubgroupMmaExtractThreadLocalOp,
+    SubgroupMmaInsertThreadLocalOp,
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.spirv.memref import _memory, _pointer
 from vyre_xdsl.spirv.spec import (
     Capability,
@@ -60,7 +66,7 @@ _USE = {
 }
 
 
-def _component(e, element: Attribute) -> int:
+def _component_type(e, element: Attribute) -> int:
     if isinstance(element, Float16Type):
         e.capability(Capability.Float16)
         return e.b.type_float(16)
@@ -81,7 +87,7 @@ def matrix_type(e, matrix: MMAMatrixType) -> int:
     e.extension(VULKAN_MEMORY_MODEL)
     e.b.set_memory_model(MemoryModel.Vulkan)
     rows, cols = matrix.get_shape()
-    return e.b.type_cooperative_matrix(_component(e, matrix.element_type),
+    return e.b.type_cooperative_matrix(_component_type(e, matrix.element_type),
                                        Scope.Subgroup, rows, cols, _USE[matrix.use])
 
 
@@ -118,10 +124,10 @@ def _compute(e, op: SubgroupMmaComputeOp) -> None:
                            e.value(op.opA), e.value(op.opB), e.value(op.opC)))
 
 
-def _component_value(e, op: SubgroupMmaConstantMatrixOp) -> int:
-    """The constant matrix's one value, as a scalar of its component type."""
-    value = e.value(op.value)
-    if isinstance(op.value.type, Float16Type):  # its bits in a uint (half.py)
+def _component(e, scalar) -> int:
+    """`scalar` as a value of a matrix's component type."""
+    value = e.value(scalar)
+    if isinstance(scalar.type, Float16Type):  # its bits in a uint (half.py)
         fn = e.fn
         bits = fn.op(Op.UConvert, e.b.type_int(16, False), value)
         value = fn.op(Op.Bitcast, e.b.type_float(16), bits)
@@ -130,7 +136,7 @@ def _component_value(e, op: SubgroupMmaConstantMatrixOp) -> int:
 
 def _constant(e, op: SubgroupMmaConstantMatrixOp) -> None:
     result_type = matrix_type(e, op.res.type)
-    e.bind(op.res, e.fn.op(Op.CompositeConstruct, result_type, _component_value(e, op)))
+    e.bind(op.res, e.fn.op(Op.CompositeConstruct, result_type, _component(e, op.value)))
 
 
 _ELEMENTWISE = {
@@ -151,10 +157,33 @@ def _elementwise(e, op: SubgroupMmaElementwiseOp) -> None:
         for matrix, scale in (op.args, op.args[::-1]):
             if isinstance(scale.owner, SubgroupMmaConstantMatrixOp):
                 e.bind(op.res, e.fn.op(Op.MatrixTimesScalar, result_type,
-                                       e.value(matrix), _component_value(e, scale.owner)))
+                                       e.value(matrix), _component(e, scale.owner.value)))
                 return
     e.bind(op.res, e.fn.op(_ELEMENTWISE[kind], result_type,
                            *(e.value(arg) for arg in op.args)))
+
+
+def _position(op) -> int:
+    position = constant_index(op.indices[0])
+    if position is None:
+        raise VyreError(f"'{op.name}': the element's index must be a constant "
+                        f"(SPIR-V's OpCompositeExtract/Insert take a literal)")
+    return position
+
+
+def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
+    fn, element = e.fn, op.res.type
+    value = fn.op(Op.CompositeExtract, _component_type(e, element), e.value(op.matrix),
+                  _position(op))
+    if isinstance(element, Float16Type):  # to its bits in a uint (half.py)
+        value = fn.op(Op.UConvert, e.uint,
+                      fn.op(Op.Bitcast, e.b.type_int(16, False), value))
+    e.bind(op.res, value)
+
+
+def _insert_thread_local(e, op: SubgroupMmaInsertThreadLocalOp) -> None:
+    e.bind(op.res, e.fn.op(Op.CompositeInsert, matrix_type(e, op.res.type),
+                           _component(e, op.value), e.value(op.matrix), _position(op)))
 
 
 HANDLERS = {
@@ -163,4 +192,6 @@ HANDLERS = {
     SubgroupMmaComputeOp: _compute,
     SubgroupMmaConstantMatrixOp: _constant,
     SubgroupMmaElementwiseOp: _elementwise,
+    SubgroupMmaExtractThreadLocalOp: _extract_thread_local,
+    SubgroupMmaInsertThreadLocalOp: _insert_thread_local,
 }

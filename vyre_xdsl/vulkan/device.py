@@ -21,6 +21,7 @@ import weakref
 from dataclasses import dataclass
 
 from vyre_xdsl.device import DeviceProfile
+from vyre_xdsl.mma_layout import TILE
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv.spec import Capability
 
@@ -398,7 +399,10 @@ def _describe(props) -> str:
 def live_profile(validation: bool | None = None) -> DeviceProfile:
     """The limits of the Vulkan device that `execute` uses, as a profile
     for the tuning (vyre_xdsl.device)."""
+    from vyre_xdsl.vulkan.runtime import device_accumulator
+
     ctx = _context(_validation_requested(validation))
+    accumulator = device_accumulator(ctx) if ctx.float16 else None
     subgroup = ctx.subgroup
     shuffles = subgroup.compute and {"SHUFFLE", "SHUFFLE_RELATIVE"} <= subgroup.operations
     limits = ctx.limits
@@ -411,6 +415,9 @@ def live_profile(validation: bool | None = None) -> DeviceProfile:
         subgroup_operations=subgroup.operations if subgroup.compute else frozenset(),
         float16=ctx.storage_16bit,
         bfloat16=ctx.storage_16bit,
+        # the 16x16x16 shape is the one whose layout the probe reads
+        cooperative_matrix_shapes=((TILE, TILE, TILE),) if accumulator else (),
+        accumulator_layout=accumulator,
     )
 
 

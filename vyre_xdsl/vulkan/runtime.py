@@ -29,6 +29,7 @@ import numpy as np
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
+from vyre_xdsl.mma_layout import AccumulatorLayout
 from vyre_xdsl.spirv.module import SpirvModule
 from vyre_xdsl.vulkan.device import (  # noqa: F401 (the names tests and tools use)
     DEVICE_ENV,
@@ -71,6 +72,7 @@ def load(spirv: SpirvModule, info: KernelInfo | ProgramInfo, *,
         )
     ctx = _context(_validation_requested(validation))
     _check_limits(ctx, spirv, program, {} if arrays is None else arrays)
+    _check_accumulator(ctx, program)
     ctx.messages.clear()
     dispatcher = Dispatcher(ctx, spirv.binary, program, staging)
     try:
@@ -125,3 +127,53 @@ def execute(spirv: SpirvModule, info: KernelInfo | ProgramInfo,
     _check(ctx.messages, f"the run of {program.label} on {ctx.name}")
     if timings is not None:
         timings["total_ms"] = (time.perf_counter() - start) * 1e3
+
+
+def _check_accumulator(ctx: _Context, program: ProgramInfo) -> None:
+    """Refuse kernels compiled for another accumulator layout than the
+    device's: they would compute on the wrong elements."""
+    for kernel in program.kernels:
+        if kernel.accumulator is not None and kernel.accumulator != device_accumulator(ctx):
+            raise VyreError(
+                f"kernel @{kernel.name} computes on the elements of subgroup "
+                f"matrices laid out as its vyre.launch's `accumulator` says, but "
+                f"Vulkan device {ctx.name!r} lays them out differently (or has no "
+                f"cooperative matrices); lower it for this device "
+                f"(vx.lower_to_gpu(..., device='vulkan'), "
+                f"vyre-tensor-cores{{device=vulkan}}) or run it with "
+                f"backend='interpreter'")
+
+
+def device_accumulator(ctx: _Context) -> AccumulatorLayout | None:
+    """Which lane holds which element of the device's 16x16 accumulator
+    matrices (vyre_xdsl.mma_layout), read once by running
+    tools/mma_kernels.py's layout kernel for f32 and f16 accumulators;
+    None without cooperative matrices, or where the two differ or the
+    kernels could not compute on them."""
+    if not hasattr(ctx, "accumulator"):
+        ctx.accumulator = _read_accumulator(ctx) if ctx.cooperative_matrix else None
+    return ctx.accumulator
+
+
+def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
+    from xdsl.parser import Parser
+
+    from vyre_xdsl.compiler import make_context
+    from vyre_xdsl.kernel_info import program_info
+    from vyre_xdsl.spirv import emit_spirv_module
+    from vyre_xdsl.tools.mma_kernels import SUBGROUP_LANES, accumulator_layout_kernel
+
+    if ctx.subgroup.size != SUBGROUP_LANES:
+        return None
+    layouts = []
+    for dtype in (np.float32, np.float16):
+        module = Parser(make_context(), accumulator_layout_kernel(
+            np.dtype(dtype).name.replace("float", "f"))).parse_module()
+        info = program_info(module)
+        count = info.buffer("c").count
+        arrays = {"c": np.arange(count).astype(dtype), "out": np.zeros(count, dtype)}
+        execute(emit_spirv_module(module, info), info, arrays)
+        layouts.append(AccumulatorLayout.from_positions(
+            arrays["out"].astype(np.int64).tolist(), SUBGROUP_LANES))
+    same = layouts[0] == layouts[1] and layouts[0].problem() is None
+    return layouts[0] if same else None

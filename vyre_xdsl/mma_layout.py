@@ -1,0 +1,104 @@
+"""Which element of a subgroup's accumulator matrix each lane holds.
+
+`gpu.subgroup_mma_extract_thread_local %m[i]` gives the calling lane's
+element i of `m`; which row and column that is, SPIR-V leaves to the device
+(SPV_KHR_cooperative_matrix: "implementation-dependent").  A kernel that
+computes on a matrix's elements in registers (vyre-tensor-cores: the
+softmax of S = Q Kᵀ, the rescaling of O) must know it, so a device profile
+carries it, read from the device by running tools/mma_kernels.py's layout
+kernel, and a kernel records the layout it was compiled for
+(`#vyre.accumulator`, on its `vyre.launch`): the Vulkan runtime refuses a
+device whose layout differs, and the interpreter executes the recorded
+one.
+
+What the kernels rely on, checked by `problem()`:
+
+- the lanes' shares cover the matrix, each element once;
+- a lane's elements lie in `row_count` rows, and element i lies in the
+  lane's row `slots[i]` (rows in ascending order), the same i for every
+  lane: a lane keeps one running max and denominator a row;
+- the lanes that hold a row are the lane's partners under xor by the
+  `masks` (a row's max and sum combine with one gpu.shuffle xor a mask).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+TILE = 16  # the accumulator's rows and columns (16x16, f32)
+
+
+@dataclass(frozen=True)
+class AccumulatorLayout:
+    """`rows[l][i]`, `cols[l][i]`: where lane l's element i of a TILE x TILE
+    accumulator is."""
+
+    rows: tuple[tuple[int, ...], ...]
+    cols: tuple[tuple[int, ...], ...]
+
+    @staticmethod
+    def from_positions(positions: list[int] | tuple[int, ...], lanes: int) -> AccumulatorLayout:
+        """From the flat `row * TILE + col` of each lane's elements, lane by
+        lane (what the layout kernel writes)."""
+        share = len(positions) // lanes
+        table = [tuple(int(p) for p in positions[lane * share:(lane + 1) * share])
+                 for lane in range(lanes)]
+        return AccumulatorLayout(tuple(tuple(p // TILE for p in t) for t in table),
+                                 tuple(tuple(p % TILE for p in t) for t in table))
+
+    def positions(self) -> tuple[int, ...]:
+        return tuple(r * TILE + c for rows, cols in zip(self.rows, self.cols, strict=True)
+                     for r, c in zip(rows, cols, strict=True))
+
+    @property
+    def lanes(self) -> int:
+        return len(self.rows)
+
+    @property
+    def length(self) -> int:
+        """Elements a lane holds."""
+        return len(self.rows[0])
+
+    def lane_rows(self, lane: int) -> tuple[int, ...]:
+        return tuple(sorted(set(self.rows[lane])))
+
+    @property
+    def row_count(self) -> int:
+        return len(self.lane_rows(0))
+
+    @property
+    def slots(self) -> tuple[int, ...]:
+        """Element i's row among the lane's `row_count` rows."""
+        return tuple(self.lane_rows(0).index(r) for r in self.rows[0])
+
+    @cached_property
+    def masks(self) -> tuple[int, ...]:
+        """Xor masks (powers of two) whose partners share the lane's rows."""
+        sharing = {lane for lane in range(self.lanes)
+                   if self.lane_rows(lane) == self.lane_rows(0)}
+        return tuple(1 << bit for bit in range(self.lanes.bit_length() - 1)
+                     if (1 << bit) in sharing)
+
+    def problem(self) -> str | None:
+        """Why kernels cannot compute on this layout's elements; None if
+        they can."""
+        lengths = {len(r) for r in self.rows} | {len(c) for c in self.cols}
+        if len(lengths) != 1 or len(self.cols) != self.lanes:
+            return "the lanes hold different numbers of elements"
+        if sorted(self.positions()) != list(range(TILE * TILE)):
+            return "the lanes' elements do not cover the matrix once each"
+        for lane in range(self.lanes):
+            rows = self.lane_rows(lane)
+            if tuple(rows.index(r) for r in self.rows[lane]) != self.slots:
+                return (f"lane {lane} keeps its rows' elements at other positions "
+                        f"than lane 0")
+            group = {lane}
+            for mask in self.masks:
+                group |= {other ^ mask for other in group}
+            holders = {other for other in range(self.lanes)
+                       if set(self.lane_rows(other)) & set(rows)}
+            if holders != group or any(self.lane_rows(o) != rows for o in group):
+                return (f"the lanes that hold lane {lane}'s rows are not its "
+                        f"partners under xor")
+        return None
