@@ -2,49 +2,55 @@
 
 The per-lane expansion (vyre-inline-fragments) gives each query row its own
 lane, and every score a dot product of multiply-adds.  This pass expands a
-qualifying skeleton instead for subgroups of 32 lanes, each owning 16 rows,
-with MLIR's gpu.subgroup_mma ops (16x16x16, f16 inputs, f32 accumulators):
+qualifying skeleton instead for subgroups of 32 lanes, each owning
+`row_tiles` blocks of 16 rows, with MLIR's gpu.subgroup_mma ops (16x16x16,
+f16 inputs, f32 accumulators), for a device whose accumulator layout its
+profile knows (`device`; vyre_xdsl.mma_layout):
 
-- S = Q Kᵀ for a tile of `keys` keys (16 by default): for each 16 of them,
-  head_dim / 16 `gpu.subgroup_mma_compute` of the rows' Q (read once,
-  before the tile loop) and the keys' K, read column-major from the k
-  buffer; stored to the subgroup's 16 x keys f32 tile in workgroup memory
-  (`tc_scores`).
-- the softmax: lane 2r + h takes half of row r's keys, applies the
-  scores fragment's own epilogue to each (the scale and
-  vyre.bounded_score: the ops between its dot product and its store, cloned
-  with the dot product replaced by S's element), and runs the recurrence
-  (vyre_xdsl.recurrence), the two lanes' tile max and tile sum combined with
-  one `gpu.shuffle xor 1`; the weights, rounded to f16, go to `tc_weights`.
-- PV = P V: for each 16 dims, keys / 16 computes of the weights and 16x16
-  tiles of the v buffer into `tc_values` (16 x v_head_dim f32); each lane
-  rescales its accumulator share (8 dims of every 16 of its row) and adds
-  PV's.
+- S = Q Kᵀ for a tile of `keys` keys: for each 16 of them, head_dim / 16
+  `gpu.subgroup_mma_compute` of a row block's Q (read once, before the tile
+  loop) and the keys' K, read column-major; each K block serves every row
+  block of the subgroup.
+- the softmax on S's elements where they are: each lane takes its 8
+  (`gpu.subgroup_mma_extract_thread_local`), applies the scores fragment's
+  own epilogue (the ops between its dot product and its store, cloned with
+  the dot product replaced by the element) and runs the recurrence
+  (vyre_xdsl.recurrence) for each of its rows, a row's tile max and sum
+  combined over the lanes that hold it (`gpu.shuffle xor`, the layout's
+  masks); the weights, rounded to f16, are inserted into an f16 matrix and
+  stored to `tc_weights`, from where P V reads them as its A operand (a
+  KHR matrix cannot change use).
+- O stays a matrix carried by the tile loop: each lane rescales its
+  elements by its rows' rescale, then O += P V on the matrix unit, each V
+  block read once for every row block; at the end O's elements are divided
+  by their rows' denominators and the f16 matrix stored to out.
 
-With `stage=true` the workgroup's lanes first copy the tile's K and V rows
-(contiguous in their buffers) into workgroup memory once, behind one more
-barrier, and the four subgroups read them there; the 64 rows of a
-workgroup must then read the same rows.
+With `stage=true` the workgroup's subgroups first copy the tile's K and V
+rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks,
+behind one more barrier; all rows of a workgroup must then read the same
+keys.  The kernel records the layout on its launch (`#vyre.accumulator`):
+the interpreter executes it, the Vulkan runtime checks the device's.
 
 The fragments qualify when the scores region is one loop over the tile's
 keys whose body takes one dot product of the query row (q_scratch) with a
-key row of a read buffer, and stores a function of it at the key's slot of
-score_tile; the update region weighs rows of a read buffer with
+key row of a read buffer, and stores a function of it alone at the key's
+slot of score_tile; the update region weighs rows of a read buffer with
 vyre.tile_weight and adds them into o_acc, rescaled (the builders'
 FlashAttention-2 without a mask or score_mod: with one, the update keeps a
 dropped key's exact 0 even against an infinite value, which a matrix
-product cannot); q, k, v and out are f16; head_dim and
-v_head_dim are multiples of 16, the keys of `keys`, the items of 64 (a workgroup
-of four subgroups); the 16 rows of a subgroup read the same keys and
-values (checked by evaluating the fragments' addresses for every item);
-no mask, kv splits, dim parts, rows per lane, kv_lens, lse or hooks.
+product cannot); q, k, v and out are f16; head_dim and v_head_dim are
+multiples of 16, the keys of `keys`, the items of a workgroup's rows (four
+subgroups'); the rows of a subgroup (of a workgroup, staged) read the same
+keys and values (checked by evaluating the fragments' addresses for every
+item); no mask, kv splits, dim parts, rows per lane, kv_lens, lse or hooks.
 
 Results differ from the per-lane kernel's in the order of the dot
 products' sums (the matrix unit's) and in the weights, which P·V reads
 rounded to f16 (as FlashAttention does); docs/performance.md gives the
-tolerance.  The kernel then runs two invocations per item in workgroups of
+tolerance.  The kernel runs 32 invocations per row block in workgroups of
 128 lanes.  `vyre-tensor-cores` leaves a skeleton that does not qualify as
-it is; `{force=true}` reports why instead.
+it is; `{force=true}` reports why instead.  vyre-to-gpu's default plan
+runs the expansion with the tuning's tiling (vyre_xdsl.tuning).
 """
 
 from __future__ import annotations
@@ -90,8 +96,8 @@ from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
+F16_BYTES = 2
 LANES = SUBGROUP * SUBGROUPS
-ROWS = TILE * SUBGROUPS  # query rows of a workgroup
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
 # max |out - oracle| / max |oracle| (docs/performance.md): the weights P·V
 # reads are rounded to f16 (relative 2^-11 each) and the matrix unit sums in
@@ -283,11 +289,41 @@ def _check_rescaled_add(op, dim_loop: scf.ForOp, sum_loop: scf.ForOp) -> None:
         raise _Unfit("the update does not add the weighted sum to the rescaled o_acc")
 
 
+@dataclass(frozen=True)
+class Tiling:
+    """How the expansion spreads the work: tiles of `keys` keys, `row_tiles`
+    16-row blocks a subgroup, the K and V tiles `stage`d once per
+    workgroup."""
+
+    keys: int = TILE
+    row_tiles: int = 1
+    stage: bool = False
+
+    @property
+    def subgroup_rows(self) -> int:
+        return TILE * self.row_tiles
+
+    @property
+    def rows(self) -> int:
+        """Query rows of a workgroup."""
+        return self.subgroup_rows * SUBGROUPS
+
+    @property
+    def sharing(self) -> int:
+        """Rows that must read the same keys and values."""
+        return self.rows if self.stage else self.subgroup_rows
+
+    def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
+        """The workgroup memory of the expansion: the f16 weights of its
+        rows, and the staged K and V tiles."""
+        staged = self.keys * (head_dim + v_dim) if self.stage else 0
+        return F16_BYTES * (self.rows * self.keys + staged)
+
+
 def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
-            keys: int = TILE, stage: bool = False) -> str | None:
+            tiling: Tiling = Tiling()) -> str | None:
     """Why `op` cannot run on the matrix units of a device with accumulator
-    `layout` in tiles of `keys` keys (`stage`d once per workgroup); None if
-    it can."""
+    `layout`, spread as `tiling` says; None if it can."""
     if layout is None:
         return "the device profile has no accumulator layout (no cooperative matrices)"
     reason = layout.problem()
@@ -295,10 +331,13 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
         return (f"the device's accumulator layout does not suit the expansion: "
                 f"{reason or f'{layout.lanes} lanes, not {SUBGROUP}'}")
     shape = op.shape()
+    if tiling.keys < TILE or tiling.keys % TILE or tiling.row_tiles < 1:
+        return (f"tiles of {tiling.keys} keys and {tiling.row_tiles} row blocks: keys "
+                f"must be a positive multiple of {TILE}, row blocks positive")
     for what, value, unit in (("head_dim", shape["head_dim"], TILE),
                               ("v_head_dim", op.v_dim, TILE),
-                              ("the keys (seq_len)", shape["seq_len"], keys),
-                              ("item_count", shape["item_count"], ROWS)):
+                              ("the keys (seq_len)", shape["seq_len"], tiling.keys),
+                              ("item_count", shape["item_count"], tiling.rows)):
         if value % unit:
             return f"{what} ({value}) is not a multiple of {unit}"
     if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
@@ -306,7 +345,7 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
     if op.lse is not None or not op.hooks_empty:
         return "it writes the log-sum-exp or has a prologue or epilogue"
     try:
-        Fragments.of(op, ROWS if stage else TILE)
+        Fragments.of(op, tiling.sharing)
     except _Unfit as unfit:
         return str(unfit)
     return None
@@ -318,59 +357,70 @@ def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
 
 class TensorCoreExpansion:
     """The scf loop nest of one qualifying skeleton, emitted before it:
-    each subgroup keeps its 16 rows' S tiles and O in matrices, and
-    computes the softmax on their elements where `layout` puts them."""
+    each subgroup keeps its rows' S tiles and O in matrices, and computes
+    the softmax on their elements where `layout` puts them."""
 
-    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, keys: int,
-                 stage: bool, layout: AccumulatorLayout, b: IRBuilder):
-        self.op, self.f, self.keys, self.layout = op, fragments, keys, layout
+    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: Fragments, tiling: Tiling,
+                 layout: AccumulatorLayout, b: IRBuilder):
+        self.op, self.f, self.tiling, self.layout = op, fragments, tiling, layout
+        self.keys = tiling.keys
         shape = op.shape()
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
-        scratch = [("tc_weights", SUBGROUPS * TILE * keys, f16)]
-        if stage:  # the workgroup's K and V tiles, copied once for its subgroups
-            scratch += [("tc_key_tile", keys * self.head_dim, f16),
-                        ("tc_value_tile", keys * self.v_dim, f16)]
+        scratch = [("tc_weights", tiling.rows * self.keys, f16)]
+        if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
+            scratch += [("tc_key_tile", self.keys * self.head_dim, f16),
+                        ("tc_value_tile", self.keys * self.v_dim, f16)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
         self.weights, self.staged = arrays[0], arrays[1:]
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
-        group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
-        first = b.muli(b.divui(invocation, b.index(LANES)), b.index(ROWS))
-        self.first = b.addi(first, b.muli(group, b.index(TILE)), "first_row")
-        self.tile_base = b.muli(group, b.index(TILE * keys))  # of tc_weights
+        self.group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
+        first = b.muli(b.divui(invocation, b.index(LANES)), b.index(tiling.rows))
+        self.first = b.addi(first, b.muli(self.group, b.index(tiling.subgroup_rows)),
+                            "first_row")
+        # the subgroup's rows of tc_weights
+        self.tile_base = b.muli(self.group, b.index(tiling.subgroup_rows * self.keys))
         self.width = b.subgroup_width()
 
     def emit(self, b: IRBuilder) -> None:
-        op, head_dim, rows = self.op, self.head_dim, self.layout.row_count
+        op, head_dim, tiles = self.op, self.head_dim, range(self.tiling.row_tiles)
         a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
-        queries = [
+        queries = [[
             b.emit(SubgroupMmaLoadMatrixOp(
-                op.q, [b.addi(b.muli(self.first, b.index(head_dim)), b.index(c * TILE))],
+                op.q, [b.addi(self.row_at(b, r, head_dim), b.index(c * TILE))],
                 a16, head_dim)).results[0]
-            for c in range(head_dim // TILE)
-        ]
+            for c in range(head_dim // TILE)] for r in tiles]
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
-        outs = [self.constant(b, 0.0, c32) for _ in range(self.v_dim // TILE)]
+        rows, outs = self.layout.row_count, self.v_dim // TILE
+        state = [b.f32(F32_MIN)] * rows + [b.f32(0.0)] * rows
+        state += [self.constant(b, 0.0, c32) for _ in range(outs)]
+        per_tile = len(state)
 
         def tile(b: IRBuilder, index, carried):
-            m, l, o = carried[:rows], carried[rows:2 * rows], carried[2 * rows:]  # noqa: E741
-            return self.tile(b, queries, b.muli(index, b.index(self.keys), "tile_start"),
-                             m, l, o)
+            blocks = [_Rows(carried[r * per_tile:(r + 1) * per_tile], rows) for r in tiles]
+            start = b.muli(index, b.index(self.keys), "tile_start")
+            return [v for block in self.tile(b, queries, start, blocks) for v in block.values]
 
-        tiles = op.shape()["seq_len"] // self.keys
-        carried = b.loop(0, tiles, tile, [*[b.f32(F32_MIN)] * rows, *[b.f32(0.0)] * rows,
-                                          *outs], hint="tile_idx")
-        denominators = [b.positive_denominator(l) for l in carried[rows:2 * rows]]  # noqa: E741
+        count = op.shape()["seq_len"] // self.keys
+        carried = b.loop(0, count, tile, state * self.tiling.row_tiles, hint="tile_idx")
         c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
-        for c, o in enumerate(carried[2 * rows:]):
-            out = self.map_elements(
-                b, o, lambda b, value, slot: self.narrow(
-                    b, recurrence.final_value(b, value, denominators[slot])), c16)
-            b.emit(SubgroupMmaStoreMatrixOp(
-                out, op.out, [b.addi(b.muli(self.first, b.index(self.v_dim)),
-                                     b.index(c * TILE))], self.v_dim))
+        for r in tiles:
+            block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
+            denominators = [b.positive_denominator(l) for l in block.l]  # noqa: E741
+            for c, o in enumerate(block.o):
+                out = self.map_elements(
+                    b, o, lambda b, value, slot: self.narrow(
+                        b, recurrence.final_value(b, value, denominators[slot])), c16)
+                b.emit(SubgroupMmaStoreMatrixOp(
+                    out, op.out, [b.addi(self.row_at(b, r, self.v_dim), b.index(c * TILE))],
+                    self.v_dim))
+
+    def row_at(self, b: IRBuilder, r: int, width: int) -> SSAValue:
+        """Where row block r of the subgroup starts in a row-major array of
+        rows `width` long (q, out)."""
+        return b.muli(b.addi(self.first, b.index(r * TILE)), b.index(width))
 
     def constant(self, b: IRBuilder, value: float, matrix: MMAMatrixType) -> SSAValue:
         element = b.f32(value)
@@ -421,9 +471,10 @@ class TensorCoreExpansion:
                  access.key: b.index(0), access.dim: b.index(0)}
         return _clone_value(b, access.load.indices[0], known)
 
-    def tile(self, b: IRBuilder, queries, tile_start, m, l, outs):  # noqa: E741
+    def tile(self, b: IRBuilder, queries, tile_start, blocks: list[_Rows]) -> list[_Rows]:
+        """One tile of keys for each of the subgroup's row blocks: S, the
+        softmax on its elements, O rescaled plus P V."""
         f, head_dim, v_dim, chunks = self.f, self.head_dim, self.v_dim, self.keys // TILE
-        layout, rows = self.layout, self.layout.row_count
         b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         keys = self.row_start(b, f.k, "scores", tile_start)
@@ -431,77 +482,126 @@ class TensorCoreExpansion:
         k_source, v_source = f.k.load.memref, f.v.load.memref
         if self.staged:
             k_source, v_source = self.staged
-            self.copy(b, f.k.load.memref, keys, k_source, self.keys * head_dim)
-            self.copy(b, f.v.load.memref, values, v_source, self.keys * v_dim)
+            self.copy(b, f.k.load.memref, keys, k_source, head_dim)
+            self.copy(b, f.v.load.memref, values, v_source, v_dim)
             keys = values = b.index(0)
             b.emit(gpu.BarrierOp())  # the tiles in place
-        scores = []  # per 16 keys, this lane's elements of S's block
-        for k in range(chunks):
-            total = self.constant(b, 0.0, c32)
-            for c, query in enumerate(queries):
+        totals = [[self.constant(b, 0.0, c32) for _ in range(chunks)] for _ in blocks]
+        for k in range(chunks):  # S's 16 x 16 blocks, each K block read once
+            for c in range(head_dim // TILE):
                 at = b.addi(keys, b.index(k * TILE * head_dim + c * TILE))
                 key = b.emit(SubgroupMmaLoadMatrixOp(
                     k_source, [at], b16, head_dim, transpose=True)).results[0]
-                total = b.emit(SubgroupMmaComputeOp(query, key, total)).results[0]
-            scores.append([self.score(b, dot) for dot in self.elements(b, total)])
+                for r, block in enumerate(totals):
+                    block[k] = b.emit(SubgroupMmaComputeOp(
+                        queries[r][c], key, block[k])).results[0]
+        rescales = [self.softmax(b, block, carried, r)
+                    for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
+        b.emit(gpu.BarrierOp())  # the subgroup's weights in place
+        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        weights = [[  # P's 16 x 16 blocks, one per 16 keys
+            b.emit(SubgroupMmaLoadMatrixOp(
+                self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
+                self.keys)).results[0]
+            for k in range(chunks)] for r in range(len(blocks))]
+        outs = [[self.map_elements(b, o, lambda b, x, slot, s=rescale: b.mulf(s[slot], x))
+                 for o in carried.o] for carried, rescale in zip(blocks, rescales, strict=True)]
+        for c in range(v_dim // TILE):  # each V block read once
+            for k in range(chunks):
+                at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
+                value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16, v_dim)).results[0]
+                for r, o in enumerate(outs):
+                    o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
+        b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
+        return [_Rows.of(block.m_new, block.l_new, o)
+                for block, o in zip(blocks, outs, strict=True)]
+
+    def weights_at(self, b: IRBuilder, r: int) -> SSAValue:
+        """Where row block r's weights start in tc_weights."""
+        return b.addi(self.tile_base, b.index(r * TILE * self.keys))
+
+    def softmax(self, b: IRBuilder, scores_blocks: list[SSAValue], carried: _Rows,
+                r: int) -> list[SSAValue]:
+        """Row block r's tile: its weights stored to tc_weights as f16, its
+        new running max and denominator set on `carried` (m_new, l_new);
+        returns each row slot's rescale of O."""
+        layout, rows = self.layout, self.layout.row_count
+        scores = [[self.score(b, dot) for dot in self.elements(b, total)]
+                  for total in scores_blocks]
         tile_max = [b.f32(F32_MIN)] * rows
         for block in scores:
             for s, slot in zip(block, layout.slots, strict=True):
                 tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
         tile_max = [self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
                     for t in tile_max]
-        m_new = [recurrence.running_max(b, t, old) for t, old in zip(tile_max, m, strict=True)]
+        m_new = [recurrence.running_max(b, t, old)
+                 for t, old in zip(tile_max, carried.m, strict=True)]
         rescale = [recurrence.rescale_of(b, old, new, self.exp2)
-                   for old, new in zip(m, m_new, strict=True)]
+                   for old, new in zip(carried.m, m_new, strict=True)]
         tile_sum = [b.f32(0.0)] * rows
         c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
         for k, block in enumerate(scores):
             weights = []
             for s, slot in zip(block, layout.slots, strict=True):
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
-                                                 _may_be_minus_inf(f.score))
+                                                 _may_be_minus_inf(self.f.score))
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
                 weights.append(self.narrow(b, weight))
             b.emit(SubgroupMmaStoreMatrixOp(
                 self.assemble(b, weights, c16), self.weights,
-                [b.addi(self.tile_base, b.index(k * TILE))], self.keys))
+                [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
         tile_sum = [self.row_total(b, t, lambda b, x, y: b.addf(x, y)) for t in tile_sum]
-        l_new = [recurrence.next_denominator(b, r, old, t)
-                 for r, old, t in zip(rescale, l, tile_sum, strict=True)]
-        b.emit(gpu.BarrierOp())  # the subgroup's weights in place
-        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
-        weights = [  # P's 16 x 16 blocks, one per 16 keys
-            b.emit(SubgroupMmaLoadMatrixOp(
-                self.weights, [b.addi(self.tile_base, b.index(k * TILE))], a16,
-                self.keys)).results[0]
-            for k in range(chunks)]
-        new_outs = []
-        for c, o in enumerate(outs):
-            o = self.map_elements(b, o, lambda b, value, slot: b.mulf(rescale[slot], value))
-            for k, weight in enumerate(weights):
-                at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
-                value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16, v_dim)).results[0]
-                o = b.emit(SubgroupMmaComputeOp(weight, value, o)).results[0]
-            new_outs.append(o)
-        b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
-        return [*m_new, *l_new, *new_outs]
+        carried.m_new = m_new
+        carried.l_new = [recurrence.next_denominator(b, scale, old, t)
+                         for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]
+        return rescale
 
-    def copy(self, b: IRBuilder, source, start, staged, count: int) -> None:
-        """The `count` contiguous elements of `source` from `start` into
-        `staged`, spread over the workgroup's lanes (exact: f16 to f32 and
-        back)."""
-        def element(b: IRBuilder, t, _):
-            at = b.addi(self.lane, b.muli(t, b.index(LANES)))
-            b.store(b.load(source, b.addi(start, at)), staged, at)
-            return []
+    def copy(self, b: IRBuilder, source, start, staged, width: int) -> None:
+        """The tile's `keys` rows of `width` f16 from `source` (from element
+        `start`) into `staged`, in 16 x 16 blocks spread over the
+        workgroup's subgroups (matrix loads and stores: exact)."""
+        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        across = width // TILE
+        count = self.keys // TILE * across
 
-        b.loop(0, count // LANES, element, hint="copy_i")
+        def block(b: IRBuilder, index) -> None:
+            at = b.addi(b.muli(b.divui(index, b.index(across)), b.index(TILE * width)),
+                        b.muli(b.remui(index, b.index(across)), b.index(TILE)))
+            matrix = b.emit(SubgroupMmaLoadMatrixOp(
+                source, [b.addi(start, at)], c16, width)).results[0]
+            b.emit(SubgroupMmaStoreMatrixOp(matrix, staged, [at], width))
+
+        for t in range(-(-count // SUBGROUPS)):
+            index = b.addi(b.index(t * SUBGROUPS), self.group)
+            if (t + 1) * SUBGROUPS <= count:
+                block(b, index)
+            else:  # the last round: the subgroups with a block left
+                b.if_then(b.cmpi(index, b.index(count), "ult"), lambda b: block(b, index))
 
     def score(self, b: IRBuilder, dot: SSAValue) -> SSAValue:
         """The scores fragment's value with its dot product replaced by S's
         element `dot` (Fragments.of: it depends on nothing else of the
         fragment)."""
         return _clone_value(b, self.f.score, {self.f.dot.results[0]: dot})
+
+
+class _Rows:
+    """A row block's loop-carried state: each row slot's running max `m`
+    and denominator `l`, and O's matrices."""
+
+    def __init__(self, values, rows: int):
+        values = list(values)
+        self.m, self.l, self.o = values[:rows], values[rows:2 * rows], values[2 * rows:]
+        self.m_new: list[SSAValue] = []
+        self.l_new: list[SSAValue] = []
+
+    @staticmethod
+    def of(m, l, o) -> _Rows:  # noqa: E741
+        return _Rows([*m, *l, *o], len(m))
+
+    @property
+    def values(self) -> list[SSAValue]:
+        return [*self.m, *self.l, *self.o]
 
 
 def _may_be_minus_inf(score: SSAValue) -> bool:
@@ -532,40 +632,42 @@ def _clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue])
     return known[value]
 
 
-def expand(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout, keys: int = TILE,
-           stage: bool = False) -> None:
-    """Replace `op` (which qualifies: `problem(op, layout, keys, stage)` is
-    None) by its expansion over tiles of `keys` keys, computing on the
-    elements of the accumulators where `layout` puts them."""
+def expand(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
+           tiling: Tiling = Tiling()) -> None:
+    """Replace `op` (which qualifies: `problem(op, layout, tiling)` is None)
+    by its expansion, computing on the elements of the accumulators where
+    `layout` puts them."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
-    fragments = Fragments.of(op, ROWS if stage else TILE)
+    fragments = Fragments.of(op, tiling.sharing)
     record_skeleton(op)
     kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr(layout.lanes, layout.positions())
     b = IRBuilder(InsertPoint.before(op))
-    TensorCoreExpansion(op, fragments, keys, stage, layout, b).emit(b)
+    TensorCoreExpansion(op, fragments, tiling, layout, b).emit(b)
     unused = [op.q_scratch, op.score_tile, op.o_acc]
     Rewriter.erase_op(op, safe_erase=False)
     for array in unused:
         if not array.uses:
             Rewriter.erase_op(array.owner)
     items = op.shape()["item_count"]
-    kernel.properties["item_count"] = IntegerAttr(2 * items, i64)
+    kernel.properties["item_count"] = IntegerAttr(items * SUBGROUP // tiling.subgroup_rows, i64)
     kernel.properties["workgroup_size"] = IntegerAttr(LANES, i64)
 
 
 @dataclass(frozen=True)
 class TensorCoresPass(ModulePass):
     """Expand every qualifying skeleton onto the subgroup matrix ops of
-    `device` (a profile name, vyre_xdsl.device), over tiles of `keys` keys (a multiple of 16), the tiles read from global
-    memory by each subgroup or, with `stage`, copied once per workgroup
-    into workgroup memory (`force`: an error for a skeleton that does not
-    qualify)."""
+    `device` (a profile name, vyre_xdsl.device): tiles of `keys` keys (a
+    multiple of 16), `row_tiles` blocks of 16 rows a subgroup, the K and V
+    tiles read from global memory by each subgroup or, with `stage`,
+    copied once per workgroup into workgroup memory (`force`: an error for
+    a skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
     device: str = GENERIC.name
     keys: int = TILE
+    row_tiles: int = 1
     stage: bool = False
     force: bool = False
 
@@ -573,11 +675,15 @@ class TensorCoresPass(ModulePass):
         if self.keys < TILE or self.keys % TILE:
             raise pass_error(op, f"vyre-tensor-cores: keys must be a positive multiple "
                                  f"of {TILE}, got {self.keys}")
+        if self.row_tiles < 1:
+            raise pass_error(op, f"vyre-tensor-cores: row_tiles must be positive, got "
+                                 f"{self.row_tiles}")
         layout = device_profile(self.device).accumulator_layout
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            reason = problem(skeleton, layout, self.keys, self.stage)
+            tiling = Tiling(self.keys, self.row_tiles, self.stage)
+            reason = problem(skeleton, layout, tiling)
             if reason is None:
-                expand(skeleton, layout, self.keys, self.stage)
+                expand(skeleton, layout, tiling)
             elif self.force:
                 raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
                                            f"on subgroup matrix ops: {reason}")

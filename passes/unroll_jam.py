@@ -5,7 +5,8 @@ product, a weighted sum) inside loops: a GPU waits on each add.  This pass
 gives it independent work to interleave, without changing any result:
 
 - an innermost `scf.for` is unrolled by `factor` (the copies run in order;
-  a loop of at most `factor` iterations is unrolled completely);
+  a loop of at most `factor` iterations is unrolled completely), unless it
+  holds subgroup matrix products;
 - an `scf.for` whose body is `pre; inner scf.for; post` (the inner loop
   innermost) is unrolled and jammed: the `factor` copies of the inner loop
   become one loop carrying every copy's values, so `factor` dot products or
@@ -41,6 +42,7 @@ from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.gpu_mma import SubgroupMmaComputeOp
 from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.dim_split import CHUNK_LOOP_ATTR
 from vyre_xdsl.errors import VyreError
@@ -194,6 +196,9 @@ def _eligible(loop: scf.ForOp) -> bool:
         constant_index(loop.step) == 1
         and constant_index(loop.lb) is not None
         and UNROLLED_ATTR not in loop.attributes
+        # a loop of subgroup matrix products (vyre-tensor-cores) already
+        # gives the device independent work: copies would only take registers
+        and not any(isinstance(o, SubgroupMmaComputeOp) for o in loop.body.walk())
     )
 
 

@@ -7,8 +7,11 @@
            jammed (vyre-unroll-jam), loads of neighbouring elements merged
            into vector loads (vyre-vectorize-loads), common subexpressions
            and dead code removed
-  default  compute the plan (vyre-absorb-mla{kernels=3}, then vyre-plan
-           for `device`: vyre_xdsl.tuning), then run the passes that follow
+  default  compute the plan (vyre-absorb-mla{kernels=3}; the skeletons
+           that can run on `device`'s matrix units expanded there, as
+           vyre-tensor-cores with the tuning's tiling, which reorders sums
+           and reads the weights in f16 within its declared tolerance; then
+           vyre-plan for `device`: vyre_xdsl.tuning), then run the passes that follow
            it: vyre-resize-workgroup, and vyre-retile and vyre-split-kv,
            which reorder floating-point sums within the tolerance of
            docs/performance.md, then vyre-stage-kv-tiles and
@@ -33,9 +36,10 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from vyre_xdsl import tuning
 from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
+from vyre_xdsl.dialects.vyre import TiledOnlineSoftmaxOp
 from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.kernel_info import lowered_kernels, read_kernel, workgroup_memory_bytes
-from vyre_xdsl.passes import ALL_PASSES
+from vyre_xdsl.passes import ALL_PASSES, tensor_cores
 
 OPTIMISATION_LEVELS = ("none", "exact", "default")
 LOWERING = ("vyre-inline-fragments", "vyre-expand-stability", "convert-vyre-to-gpu")
@@ -91,6 +95,9 @@ class VyreToGpuPass(ModulePass):
         unroll, interleave = tuning.UNROLL, ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)
+            for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
+                if (tiling := tuning.tensor_core_tiling(skeleton, device)) is not None:
+                    tensor_cores.expand(skeleton, device.accumulator_layout, tiling)
             plans = list(tuning.record_plans(op, device).values())
             for name in PLANNED:
                 _pass(name).apply(ctx, op)

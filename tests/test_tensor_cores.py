@@ -74,6 +74,26 @@ def test_interpreter_matches_the_oracle_within_the_tolerance(case, level):
     assert error <= TOLERANCE
 
 
+LONG = dict(seq_len=128, head_dim=32, num_heads=2)
+
+
+@pytest.mark.parametrize("kwargs, options", [
+    (CASES["d32_gqa"], "row_tiles=2"), (CASES["d32_gqa"], "row_tiles=4 keys=32"),
+    (LONG, "row_tiles=2"), (LONG, "row_tiles=2 stage=true keys=32"),
+    (LONG, "stage=true keys=64"),
+])
+def test_row_blocks_of_a_subgroup_match_the_oracle(kwargs, options):
+    """A subgroup owning 32 or 64 rows reads each K and V block once for
+    all of them (staged: a workgroup's 128 or 256 rows share them)."""
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs)
+    pipeline = f"vyre-tensor-cores{{device=h200 force=true {options}}},vyre-to-gpu{{optimize=exact}}"
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    inputs = _inputs(lowered)
+    got = vx.run(lowered, inputs)["out"].astype(np.float32)
+    want = _oracle(kwargs, inputs).reshape(got.shape)
+    assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE
+
+
 def test_the_tolerance_catches_a_wrong_kernel():
     """Keys and values swapped: the same matrix code on the wrong rows."""
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
@@ -111,6 +131,9 @@ def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
     assert Capability.CooperativeMatrixKHR in entry.capabilities
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     assert "spirv.KHR.CooperativeMatrixMulAdd" in text
+    # the softmax on the lanes' elements; weights narrowed by the device
+    assert "spirv.CompositeExtract" in text and "coopmatrix" in text
+    assert re.search(r"spirv.FConvert %\w+ : f32 to f16", text)
 
 
 @pytest.mark.parametrize("kwargs, reason", [
@@ -184,7 +207,12 @@ def test_staged_tiles_are_read_from_workgroup_memory():
     text = str(vx.lower_to_gpu(module, optimize=PIPELINES["exact_staged"]))
     assert "tc_key_tile" in text and "tc_value_tile" in text
     loads = [line for line in text.splitlines() if "subgroup_mma_load_matrix" in line]
-    assert not any("%k[" in line or "%v[" in line for line in loads)
+    # the products read the staged tiles; only the copies (16x16 "COp"
+    # blocks, stored to workgroup memory) read k and v
+    operands = [line for line in loads if '"BOp"' in line]
+    copies = [line for line in loads if "%k[" in line or "%v[" in line]
+    assert operands and not any("%k[" in line or "%v[" in line for line in operands)
+    assert copies and all('"COp"' in line for line in copies)
 
 
 # An f16 array in workgroup memory (what holds the weights P V reads): each

@@ -45,7 +45,7 @@ INSTRUCTIONS = (
     "OpConstantNull",
     "OpFunction", "OpFunctionParameter", "OpFunctionEnd",
     "OpVariable", "OpLoad", "OpStore", "OpAccessChain",
-    "OpDecorate", "OpMemberDecorate", "OpCompositeExtract", "OpCompositeInsert",
+    "OpDecorate", "OpMemberDecorate", "OpCompositeExtract", "OpCompositeInsert", "OpFConvert",
     "OpConvertFToU", "OpConvertFToS", "OpConvertSToF", "OpConvertUToF",
     "OpUConvert", "OpBitcast",
     "OpSNegate", "OpFNegate", "OpIAdd", "OpFAdd", "OpISub", "OpFSub",

@@ -48,6 +48,39 @@ LONG_ROW_BLOCK = 2  # items per invocation for long rows over lanes on large gri
 INTERLEAVED = ("q_scratch",)  # kept lane-minor on small grids with long rows
 
 
+def tensor_core_tilings(row_dims: int):
+    """vyre-tensor-cores' tilings for rows of `row_dims` dims (the longer of
+    head_dim and v_head_dim), best first as measured on the H200
+    (docs/performance.md, "Tensor cores"): more row blocks a subgroup read
+    each K and V block for more rows, until O's matrices take too many
+    registers."""
+    from vyre_xdsl.passes.tensor_cores import Tiling
+
+    fallbacks = (Tiling(keys=32, stage=True), Tiling(keys=32, row_tiles=2), Tiling(keys=32))
+    if row_dims <= SHORT_ROWS:
+        return (Tiling(keys=32, row_tiles=4, stage=True), Tiling(keys=32, row_tiles=4),
+                Tiling(keys=32, row_tiles=2, stage=True), *fallbacks)
+    return (Tiling(keys=32, row_tiles=2, stage=True), Tiling(keys=64, row_tiles=2),
+            *fallbacks)
+
+
+def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
+    """How `op` runs on `device`'s matrix units (a vyre-tensor-cores
+    Tiling), or None where it does not: the device lacks 16x16x16 f16
+    matrices or their layout, or no tiling qualifies and fits."""
+    from vyre_xdsl.passes.tensor_cores import TILE, problem
+
+    layout = device.accumulator_layout
+    if layout is None or (TILE, TILE, TILE) not in device.cooperative_matrix_shapes:
+        return None
+    head_dim = op.shape()["head_dim"]
+    for tiling in tensor_core_tilings(max(head_dim, op.v_dim)):
+        fits = tiling.workgroup_bytes(head_dim, op.v_dim) <= device.shared_memory_bytes
+        if fits and problem(op, layout, tiling) is None:
+            return tiling
+    return None
+
+
 def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
     """How many workgroups of GRID_UNIT lanes `op`'s kernel needs (a kernel
     resized to 128 lanes counts as many as before: SMALL_GRID was measured

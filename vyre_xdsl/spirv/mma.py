@@ -29,6 +29,7 @@ bitcasts it.
 
 from __future__ import annotations
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import Float16Type, Float32Type
 from xdsl.ir import Attribute, Operation
 
@@ -182,8 +183,16 @@ def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
 
 
 def _insert_thread_local(e, op: SubgroupMmaInsertThreadLocalOp) -> None:
-    e.bind(op.res, e.fn.op(Op.CompositeInsert, matrix_type(e, op.res.type),
-                           _component(e, op.value), e.value(op.matrix), _position(op)))
+    narrowed = op.value.owner
+    if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, Float16Type)
+            and isinstance(narrowed.input.type, Float32Type)):
+        # an f32 rounded into an f16 matrix: the device's own conversion
+        # (one instruction; half.py's exact integer one stays for buffers)
+        value = e.fn.op(Op.FConvert, e.b.type_float(16), e.value(narrowed.input))
+    else:
+        value = _component(e, op.value)
+    e.bind(op.res, e.fn.op(Op.CompositeInsert, matrix_type(e, op.res.type), value,
+                           e.value(op.matrix), _position(op)))
 
 
 HANDLERS = {

@@ -1,7 +1,9 @@
-// RUN: vyre-opt %s -p vyre-tensor-cores | filecheck %s
-// RUN: vyre-opt %s -p 'vyre-tensor-cores,vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
-// RUN: vyre-opt %s -p 'vyre-tensor-cores{keys=32}' | filecheck %s --check-prefix=KEYS32
-// RUN: vyre-opt %s -p 'vyre-tensor-cores{stage=true}' | filecheck %s --check-prefix=STAGED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 keys=32}' | filecheck %s --check-prefix=KEYS32
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true}' | filecheck %s --check-prefix=STAGED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
+// RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 
 // FlashAttention-2 in f16 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16, dtype="f16")): 64 rows, one workgroup of four subgroups.
@@ -83,52 +85,74 @@ builtin.module {
   }
 }
 
-// Two invocations a row in workgroups of 128; the subgroup's tiles in
-// workgroup memory, the weights in f16; the skeleton's own scratch is gone.
+// Two invocations a row in workgroups of 128; the kernel records the H200's
+// accumulator layout (PTX's mma fragments: lane 0 holds (0, 0), (0, 1),
+// (0, 8), (0, 9), (8, 0), ...); only the f16 weights live in workgroup
+// memory, the skeleton's own scratch is gone.
 // CHECK:      vyre.kernel @flash_attention_2 items 128 workgroup_size 128
+// CHECK-SAME: vyre.accumulator = #vyre.accumulator<lanes = 32, positions = [0, 1, 8, 9, 128, 129, 136, 137, 2, 3,
 // CHECK-NOT:  vyre.scratch "q_scratch"
-// CHECK:      %tc_scores = vyre.scratch "tc_scores" : memref<1024xf32>
-// CHECK-NEXT: %tc_weights = vyre.scratch "tc_weights" : memref<1024xf16>
-// CHECK-NEXT: %tc_values = vyre.scratch "tc_values" : memref<1024xf32>
-// CHECK-NEXT: %tc_o_acc = vyre.scratch "tc_o_acc" : memref<1024xf32>
-// The rows' Q once, then per tile of 16 keys S = Q K^T (K read column-major),
-// the softmax over the row's two lanes, and P V.
+// CHECK:      %tc_weights = vyre.scratch "tc_weights" : memref<1024xf16>
+// CHECK-NOT:  vyre.scratch
+// The rows' Q once; the tile loop carries each of a lane's two rows' max and
+// denominator, and O as a matrix.
 // CHECK:      gpu.subgroup_mma_load_matrix %q[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
-// CHECK:      scf.for %tile_idx
+// CHECK:      scf.for %tile_idx = {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, !gpu.mma_matrix<16x16xf32, "COp">)
+// S = Q K^T (K read column-major), its eight elements of the lane scaled by
+// the fragment's epilogue, each row's max over the lanes that hold it
+// (xor 1 and 2), the weights rounded into an f16 matrix and stored for P V.
 // CHECK:        gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index, transpose} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
-// CHECK:        gpu.subgroup_mma_compute
-// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 16 : index}
-// CHECK-NEXT:   gpu.barrier
+// CHECK:        %[[S:.*]] = gpu.subgroup_mma_compute
+// CHECK-COUNT-8: gpu.subgroup_mma_extract_thread_local %[[S]]
 // CHECK:        vyre.bounded_score
 // CHECK:        gpu.shuffle xor
-// CHECK:        memref.store %{{.*}}, %tc_weights[%{{.*}}] : memref<1024xf16>
+// CHECK:        %rescale = math.exp
+// CHECK:        %rescale_1 = math.exp
+// CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f16, !gpu.mma_matrix<16x16xf16, "COp">
+// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "COp">
 // CHECK:        gpu.barrier
 // CHECK:        gpu.subgroup_mma_load_matrix %tc_weights[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// O rescaled element by element, then O += P V on the matrix unit.
+// CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
 // CHECK:        gpu.subgroup_mma_load_matrix %v[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
-// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_values[%{{.*}}] {leadDimension = 16 : index}
-// CHECK-NEXT:   gpu.barrier
-// CHECK:        scf.for %update_d
+// CHECK:        gpu.subgroup_mma_compute
+// CHECK:        gpu.barrier
+// CHECK:        scf.yield
+// The end: O divided by the rows' denominators, rounded, stored to out.
+// CHECK:      vyre.positive_denominator
+// CHECK:      gpu.subgroup_mma_store_matrix %{{.*}}, %out[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "COp">, memref<1024xf16>
 
-// Lowered: the f16 tile is a workgroup array beside the f32 ones.
+// Lowered: the f16 weights are a workgroup array; the launch records the
+// layout for the runtime (which checks the device's) and the interpreter.
 // LOWERED:    memref.alloc() : memref<1024xf16, 3 : i64>
 // LOWERED:    gpu.subgroup_mma_compute
+// LOWERED:    vyre.launch = #vyre.launch<items = 128, workgroup = [128, 1, 1], grid = [1, 1, 1]
+// LOWERED-SAME: accumulator = #vyre.accumulator<lanes = 32
 
-// Tiles of 32 keys: S and P are 16 x 32 a subgroup, two blocks of 16 keys each.
-// KEYS32:     %tc_scores = vyre.scratch "tc_scores" : memref<2048xf32>
-// KEYS32-NEXT: %tc_weights = vyre.scratch "tc_weights" : memref<2048xf16>
-// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 32 : index}
-// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_scores[%{{.*}}] {leadDimension = 32 : index}
-// KEYS32-NEXT: gpu.barrier
+// Tiles of 32 keys: two S blocks, each stored as 16 of P's 32 columns.
+// KEYS32:     %tc_weights = vyre.scratch "tc_weights" : memref<2048xf16>
+// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 32 : index}
+// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 32 : index}
+// KEYS32-NOT: gpu.subgroup_mma_store_matrix
+// KEYS32:     gpu.barrier
 
-// Staged: the workgroup copies each tile's K and V rows into workgroup
-// memory once, and the subgroups' matrices are read from there.
+// Staged: the workgroup's subgroups copy each tile's K and V rows into
+// workgroup memory once, in 16x16 blocks, and the products read them there.
 // STAGED:     %tc_key_tile = vyre.scratch "tc_key_tile" : memref<256xf16>
 // STAGED-NEXT: %tc_value_tile = vyre.scratch "tc_value_tile" : memref<256xf16>
 // STAGED:     scf.for %tile_idx
-// STAGED:       scf.for %copy_i
-// STAGED:         memref.store %{{.*}}, %tc_key_tile[%{{.*}}] : memref<256xf16>
-// STAGED:       scf.for %copy_i
-// STAGED:         memref.store %{{.*}}, %tc_value_tile[%{{.*}}] : memref<256xf16>
+// STAGED:       scf.if
+// STAGED:         gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
+// STAGED:         gpu.subgroup_mma_store_matrix %{{.*}}, %tc_key_tile[%{{.*}}] {leadDimension = 16 : index}
+// STAGED:       scf.if
+// STAGED:         gpu.subgroup_mma_store_matrix %{{.*}}, %tc_value_tile[%{{.*}}] {leadDimension = 16 : index}
 // STAGED:       gpu.barrier
 // STAGED:       gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 16 : index, transpose}
 // STAGED:       gpu.subgroup_mma_load_matrix %tc_value_tile[%{{.*}}] {leadDimension = 16 : index}
+
+// A device profile without cooperative matrices: the skeleton is left alone.
+// LEFT:       vyre.tiled_online_softmax
+
+// vyre-to-gpu's default plan puts it on the H200's matrix units by itself.
+// PLANNED:    gpu.subgroup_mma_compute
+// PLANNED:    accumulator = #vyre.accumulator<lanes = 32

@@ -1,6 +1,8 @@
-// RUN: not vyre-opt %s -p 'vyre-tensor-cores{force=true}' 2>&1 | filecheck %s
-// RUN: vyre-opt %s -p vyre-tensor-cores | filecheck %s --check-prefix=LEFT
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s --check-prefix=LEFT
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{keys=24}' 2>&1 | filecheck %s --check-prefix=KEYS
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=ROWS
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{force=true}' 2>&1 | filecheck %s --check-prefix=GENERIC
 
 // An f32 kernel: the matrix units take f16 inputs, so the pass refuses it
 // when forced and leaves it alone otherwise.
@@ -83,3 +85,6 @@ builtin.module {
 // CHECK: tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: q holds f32, not f16
 // LEFT:  vyre.tiled_online_softmax
 // KEYS:  error: vyre-tensor-cores: keys must be a positive multiple of 16, got 24
+// ROWS:  error: vyre-tensor-cores: row_tiles must be positive, got 0
+// The generic profile has no cooperative matrices, so no layout to compute on.
+// GENERIC: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the device profile has no accumulator layout (no cooperative matrices)

@@ -147,5 +147,37 @@ func.func @unknown_kind(%a: !gpu.mma_matrix<16x16xf32, "COp">) {
 }
 // CHECK: {{.*}}gpu_mma_errors.mlir:145:37: error: element-wise operation must be one of addf, mulf, subf, maxf, minf, divf, addi, muli, subi, divs, divu, negatef, negates, extf
 
+// -----
+
+func.func @extract_two_indices(%a: !gpu.mma_matrix<16x16xf32, "COp">, %i: index) {
+  %x = gpu.subgroup_mma_extract_thread_local %a[%i, %i] : !gpu.mma_matrix<16x16xf32, "COp"> -> f32
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:153:3: error: 'gpu.subgroup_mma_extract_thread_local' op takes one index, the element's position in the lane's share, not 2
+
+// -----
+
+func.func @extract_type(%a: !gpu.mma_matrix<16x16xf32, "COp">, %i: index) {
+  %x = gpu.subgroup_mma_extract_thread_local %a[%i] : !gpu.mma_matrix<16x16xf32, "COp"> -> f16
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:161:3: error: 'gpu.subgroup_mma_extract_thread_local' op the result has type f16, the matrix elements f32: they must be the same
+
+// -----
+
+func.func @insert_type(%a: !gpu.mma_matrix<16x16xf32, "COp">, %v: f16, %i: index) {
+  %x = gpu.subgroup_mma_insert_thread_local %v, %a[%i] : f16, !gpu.mma_matrix<16x16xf32, "COp"> -> !gpu.mma_matrix<16x16xf32, "COp">
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:169:3: error: 'gpu.subgroup_mma_insert_thread_local' op the value has type f16, the matrix elements f32: they must be the same
+
+// -----
+
+func.func @insert_result(%a: !gpu.mma_matrix<16x16xf32, "COp">, %v: f32, %i: index) {
+  %x = "gpu.subgroup_mma_insert_thread_local"(%v, %a, %i) : (f32, !gpu.mma_matrix<16x16xf32, "COp">, index) -> !gpu.mma_matrix<16x16xf16, "COp">
+  func.return
+}
+// CHECK: {{.*}}gpu_mma_errors.mlir:177:3: error: 'gpu.subgroup_mma_insert_thread_local' op the result has type !gpu.mma_matrix<16x16xf16, "COp">, the matrix !gpu.mma_matrix<16x16xf32, "COp">: they must be the same
+
 // EXIT: error:
 // EXIT-NOT: Traceback

@@ -1,0 +1,127 @@
+"""Accumulator layouts (vyre_xdsl.mma_layout): what a lane holds of a
+subgroup matrix, as the H200's profile records it, as the interpreter
+executes `gpu.subgroup_mma_extract/insert_thread_local` by it, and as
+vyre-tensor-cores computes on it.  The H200 reads it from its driver
+through tools/gpu_check.py's `layout` case."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+import vyre_xdsl as vx
+from requirements import needs_vulkan
+from vyre_xdsl.compiler import make_context
+from vyre_xdsl.device import GENERIC, H200, LAVAPIPE, mma_sync_layout
+from vyre_xdsl.dialects.launch import AccumulatorAttr
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import program_info
+from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
+from vyre_xdsl.passes.tensor_cores import TOLERANCE, Tiling, expand
+from vyre_xdsl.tools.mma_kernels import accumulator_layout_kernel
+from vyre_xdsl.tuning import tensor_core_tiling
+
+LANES = 32
+
+
+def _row_pairs() -> AccumulatorLayout:
+    """Another valid layout: lane l holds row l / 2, the columns 8 (l % 2)
+    to 8 (l % 2) + 7, in reverse order (one row a lane, partners xor 1)."""
+    return AccumulatorLayout.from_positions(
+        [(lane // 2) * TILE + (lane % 2) * 8 + 7 - i for lane in range(LANES) for i in range(8)],
+        LANES)
+
+
+def test_the_h200_layout_is_ptx_mma_fragments():
+    layout = H200.accumulator_layout
+    assert layout == mma_sync_layout() and layout.problem() is None
+    assert (layout.length, layout.row_count, layout.masks) == (8, 2, (1, 2))
+    assert layout.slots == (0, 0, 0, 0, 1, 1, 1, 1)
+    # lane 5: group 1, thread 1 -> rows 1 and 9, columns 2, 3, 10, 11
+    assert layout.rows[5] == (1, 1, 1, 1, 9, 9, 9, 9)
+    assert layout.cols[5] == (2, 3, 10, 11, 2, 3, 10, 11)
+
+
+def test_another_layout_derives_its_own_rows_and_partners():
+    layout = _row_pairs()
+    assert layout.problem() is None
+    assert (layout.row_count, layout.masks, layout.slots) == (1, (1,), (0,) * 8)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda p: p[:1] + p[:1] + p[2:], "do not cover the matrix once each"),
+    (lambda p: p[:8] + p[12:16] + p[8:12] + p[16:], "lane 1 keeps its rows' elements"),
+])
+def test_layouts_kernels_cannot_compute_on_are_refused(change, reason):
+    positions = list(H200.accumulator_layout.positions())
+    layout = AccumulatorLayout.from_positions(change(positions), LANES)
+    assert reason in layout.problem()
+
+
+def _layout_module(layout: AccumulatorLayout | None, dtype: str = "f32"):
+    text = accumulator_layout_kernel(dtype)
+    if layout is not None:
+        attr = AccumulatorAttr(layout.lanes, layout.positions())
+        text = text.replace("grid = [1, 1, 1],", f"grid = [1, 1, 1], accumulator = {attr},")
+    return Parser(make_context(), text).parse_module()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("layout", [H200.accumulator_layout, _row_pairs()],
+                         ids=["h200", "row_pairs"])
+def test_the_interpreter_extracts_where_the_recorded_layout_says(layout, dtype):
+    module = _layout_module(layout, dtype)
+    count = program_info(module).buffer("c").count
+    out = vx.run(module, {"c": np.arange(count).astype(dtype.replace("f", "float"))})["out"]
+    assert out.astype(np.int64).reshape(-1).tolist() == list(layout.positions())
+
+
+def test_a_kernel_without_a_recorded_layout_cannot_extract():
+    module = _layout_module(None)
+    with pytest.raises(VyreError, match="records no accumulator layout"):
+        vx.run(module, {"c": np.arange(256, dtype=np.float32)})
+
+
+def test_the_expansion_follows_the_layout_it_is_given():
+    """The softmax on another layout's elements (one row a lane, partners
+    xor 1) is as right as on the H200's: nothing assumes the H200's."""
+    kwargs = dict(seq_len=128, head_dim=32, num_heads=2)
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs)
+    (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
+    expand(skeleton, _row_pairs(), Tiling(keys=32, row_tiles=2))
+    lowered = vx.lower_to_gpu(module, optimize="exact")
+    assert f"positions = [{', '.join(map(str, _row_pairs().positions()[:4]))}" in str(lowered)
+    rng = np.random.default_rng(1)
+    inputs = {b.name: rng.standard_normal(b.shape).astype(np.float16)
+              for b in program_info(lowered).inputs}
+    got = vx.run(lowered, inputs)["out"].astype(np.float32)
+    want = np.asarray(vx.reference.flash_attention_2(
+        inputs["q"], inputs["k"], inputs["v"], tile_size=16, dtype="f16"), np.float32)
+    assert np.abs(got - want.reshape(got.shape)).max() / np.abs(want).max() <= TOLERANCE
+
+
+def test_the_plan_uses_tensor_cores_only_where_the_profile_has_them():
+    module = vx.flash_attention_2(seq_len=256, head_dim=64, num_heads=2, tile_size=16,
+                                  dtype="f16")
+    (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
+    assert tensor_core_tiling(skeleton, H200) == Tiling(keys=32, row_tiles=4, stage=True)
+    assert tensor_core_tiling(skeleton, GENERIC) is None
+    assert tensor_core_tiling(skeleton, LAVAPIPE) is None
+    f32 = vx.flash_attention_2(seq_len=256, head_dim=64, num_heads=2, tile_size=16)
+    (skeleton,) = [op for op in f32.walk() if op.name == "vyre.tiled_online_softmax"]
+    assert tensor_core_tiling(skeleton, H200) is None
+
+
+@needs_vulkan
+def test_the_runtime_refuses_a_layout_its_device_does_not_have():
+    """lavapipe has no cooperative matrices: a kernel compiled for the
+    H200's layout is refused before it runs, with the fix."""
+    text = accumulator_layout_kernel("f32")
+    body_start, body_end = text.index("%c0 = "), text.index('"gpu.return"')
+    attr = AccumulatorAttr(LANES, H200.accumulator_layout.positions())
+    text = (text[:body_start] + text[body_end:]).replace(
+        "grid = [1, 1, 1],", f"grid = [1, 1, 1], accumulator = {attr},")
+    module = Parser(make_context(), text).parse_module()
+    with pytest.raises(VyreError, match="lays them out differently .*device='vulkan'"):
+        vx.run(module, {"c": np.zeros(256, np.float32)}, backend="vulkan")
