@@ -28,7 +28,10 @@ profile knows (`device`; vyre_xdsl.mma_layout):
 With `stage=true` the workgroup's subgroups first copy the tile's K and V
 rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks,
 behind one more barrier; all rows of a workgroup must then read the same
-keys.  The kernel records the layout on its launch (`#vyre.accumulator`):
+keys.  With `prefetch=true` as well, the staged tiles have two buffers:
+each subgroup loads its blocks of the next tile into registers before it
+computes this one and stores them into the other buffer after, so the
+loads overlap the products and the tile needs two barriers, not three.  The kernel records the layout on its launch (`#vyre.accumulator`):
 the interpreter executes it, the Vulkan runtime checks the device's.
 
 The fragments qualify when the scores region is one loop over the tile's
@@ -298,6 +301,14 @@ class Tiling:
     keys: int = TILE
     row_tiles: int = 1
     stage: bool = False
+    # staged tiles double-buffered: the next tile's K and V loaded while
+    # this one is computed, one barrier a tile fewer
+    prefetch: bool = False
+
+    @property
+    def buffers(self) -> int:
+        """Copies of the staged tiles."""
+        return 2 if self.prefetch else 1
 
     @property
     def subgroup_rows(self) -> int:
@@ -316,7 +327,7 @@ class Tiling:
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the f16 weights of its
         rows, and the staged K and V tiles."""
-        staged = self.keys * (head_dim + v_dim) if self.stage else 0
+        staged = self.buffers * self.keys * (head_dim + v_dim) if self.stage else 0
         return F16_BYTES * (self.rows * self.keys + staged)
 
 
@@ -334,6 +345,10 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
     if tiling.keys < TILE or tiling.keys % TILE or tiling.row_tiles < 1:
         return (f"tiles of {tiling.keys} keys and {tiling.row_tiles} row blocks: keys "
                 f"must be a positive multiple of {TILE}, row blocks positive")
+    blocks = [tiling.keys // TILE * dim // TILE for dim in (shape["head_dim"], op.v_dim)]
+    if tiling.prefetch and (not tiling.stage or any(n % SUBGROUPS for n in blocks)):
+        return (f"prefetching needs staged tiles whose 16x16 blocks ({blocks[0]} of K, "
+                f"{blocks[1]} of V) the {SUBGROUPS} subgroups share evenly")
     for what, value, unit in (("head_dim", shape["head_dim"], TILE),
                               ("v_head_dim", op.v_dim, TILE),
                               ("the keys (seq_len)", shape["seq_len"], tiling.keys),
@@ -367,10 +382,11 @@ class TensorCoreExpansion:
         shape = op.shape()
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
+        self.count = shape["seq_len"] // self.keys  # tiles
         scratch = [("tc_weights", tiling.rows * self.keys, f16)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
-            scratch += [("tc_key_tile", self.keys * self.head_dim, f16),
-                        ("tc_value_tile", self.keys * self.v_dim, f16)]
+            scratch += [("tc_key_tile", tiling.buffers * self.keys * self.head_dim, f16),
+                        ("tc_value_tile", tiling.buffers * self.keys * self.v_dim, f16)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
         self.weights, self.staged = arrays[0], arrays[1:]
@@ -400,11 +416,12 @@ class TensorCoreExpansion:
 
         def tile(b: IRBuilder, index, carried):
             blocks = [_Rows(carried[r * per_tile:(r + 1) * per_tile], rows) for r in tiles]
-            start = b.muli(index, b.index(self.keys), "tile_start")
-            return [v for block in self.tile(b, queries, start, blocks) for v in block.values]
+            return [v for block in self.tile(b, queries, index, blocks) for v in block.values]
 
-        count = op.shape()["seq_len"] // self.keys
-        carried = b.loop(0, count, tile, state * self.tiling.row_tiles, hint="tile_idx")
+        if self.tiling.prefetch:  # the first tile in buffer 0
+            self.store_blocks(b, self.load_blocks(b, b.index(0)), 0)
+            b.emit(gpu.BarrierOp())
+        carried = b.loop(0, self.count, tile, state * self.tiling.row_tiles, hint="tile_idx")
         c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
@@ -471,21 +488,28 @@ class TensorCoreExpansion:
                  access.key: b.index(0), access.dim: b.index(0)}
         return _clone_value(b, access.load.indices[0], known)
 
-    def tile(self, b: IRBuilder, queries, tile_start, blocks: list[_Rows]) -> list[_Rows]:
-        """One tile of keys for each of the subgroup's row blocks: S, the
-        softmax on its elements, O rescaled plus P V."""
+    def tile(self, b: IRBuilder, queries, index, blocks: list[_Rows]) -> list[_Rows]:
+        """Tile `index` of keys for each of the subgroup's row blocks: S,
+        the softmax on its elements, O rescaled plus P V."""
         f, head_dim, v_dim, chunks = self.f, self.head_dim, self.v_dim, self.keys // TILE
         b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
-        keys = self.row_start(b, f.k, "scores", tile_start)
-        values = self.row_start(b, f.v, "update", tile_start)
-        k_source, v_source = f.k.load.memref, f.v.load.memref
-        if self.staged:
-            k_source, v_source = self.staged
-            self.copy(b, f.k.load.memref, keys, k_source, head_dim)
-            self.copy(b, f.v.load.memref, values, v_source, v_dim)
-            keys = values = b.index(0)
+        pending = []
+        if self.tiling.prefetch:  # this tile is in buffer index % 2; load the next
+            (k_source, v_source), parity = self.staged, b.remui(index, b.index(2))
+            keys = b.muli(parity, b.index(self.keys * head_dim))
+            values = b.muli(parity, b.index(self.keys * v_dim))
+            last = b.index(self.count - 1)
+            pending = self.load_blocks(b, b.minui(b.addi(index, b.index(1)), last))
+        elif self.staged:
+            (k_source, v_source), keys, values = self.staged, b.index(0), b.index(0)
+            self.store_blocks(b, self.load_blocks(b, index), 0)
             b.emit(gpu.BarrierOp())  # the tiles in place
+        else:  # each subgroup reads the k and v buffers
+            k_source, v_source = f.k.load.memref, f.v.load.memref
+            tile_start = b.muli(index, b.index(self.keys), "tile_start")
+            keys = self.row_start(b, f.k, "scores", tile_start)
+            values = self.row_start(b, f.v, "update", tile_start)
         totals = [[self.constant(b, 0.0, c32) for _ in range(chunks)] for _ in blocks]
         for k in range(chunks):  # S's 16 x 16 blocks, each K block read once
             for c in range(head_dim // TILE):
@@ -512,6 +536,8 @@ class TensorCoreExpansion:
                 value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16, v_dim)).results[0]
                 for r, o in enumerate(outs):
                     o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
+        if pending:  # the next tile into the other buffer, which no lane reads now
+            self.store_blocks(b, pending, b.remui(b.addi(index, b.index(1)), b.index(2)))
         b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
         return [_Rows.of(block.m_new, block.l_new, o)
                 for block, o in zip(blocks, outs, strict=True)]
@@ -556,33 +582,74 @@ class TensorCoreExpansion:
                          for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]
         return rescale
 
-    def copy(self, b: IRBuilder, source, start, staged, width: int) -> None:
-        """The tile's `keys` rows of `width` f16 from `source` (from element
-        `start`) into `staged`, in 16 x 16 blocks spread over the
-        workgroup's subgroups (matrix loads and stores: exact)."""
-        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
-        across = width // TILE
-        count = self.keys // TILE * across
+    def load_blocks(self, b: IRBuilder, index) -> list[_Block]:
+        """Tile `index`'s K and V rows in 16x16 blocks spread over the
+        workgroup's subgroups: this subgroup's, loaded as f16 matrices
+        (exact), but for a block of a last round that only some subgroups
+        have, which `store_blocks` loads and stores under its guard."""
+        f, blocks = self.f, []
+        start = b.muli(index, b.index(self.keys), "tile_start")
+        for access, region, staged, width in (
+                (f.k, "scores", self.staged[0], self.head_dim),
+                (f.v, "update", self.staged[1], self.v_dim)):
+            first = self.row_start(b, access, region, start)
+            across = width // TILE
+            count = self.keys // TILE * across
+            for t in range(-(-count // SUBGROUPS)):
+                n = b.addi(b.index(t * SUBGROUPS), self.group)
+                at = b.addi(b.muli(b.divui(n, b.index(across)), b.index(TILE * width)),
+                            b.muli(b.remui(n, b.index(across)), b.index(TILE)))
+                block = _Block(access.load.memref, b.addi(first, at), at, staged, width)
+                if (t + 1) * SUBGROUPS <= count:
+                    block.matrix = block.load(b)
+                else:
+                    block.guard = b.cmpi(n, b.index(count), "ult")
+                blocks.append(block)
+        return blocks
 
-        def block(b: IRBuilder, index) -> None:
-            at = b.addi(b.muli(b.divui(index, b.index(across)), b.index(TILE * width)),
-                        b.muli(b.remui(index, b.index(across)), b.index(TILE)))
-            matrix = b.emit(SubgroupMmaLoadMatrixOp(
-                source, [b.addi(start, at)], c16, width)).results[0]
-            b.emit(SubgroupMmaStoreMatrixOp(matrix, staged, [at], width))
-
-        for t in range(-(-count // SUBGROUPS)):
-            index = b.addi(b.index(t * SUBGROUPS), self.group)
-            if (t + 1) * SUBGROUPS <= count:
-                block(b, index)
-            else:  # the last round: the subgroups with a block left
-                b.if_then(b.cmpi(index, b.index(count), "ult"), lambda b: block(b, index))
+    def store_blocks(self, b: IRBuilder, blocks: list[_Block], buffer) -> None:
+        """`load_blocks`' blocks into copy `buffer` of the staged tiles."""
+        for block in blocks:
+            offset = b.muli(_index(b, buffer), b.index(self.keys * block.width))
+            if block.guard is None:
+                block.store(b, block.matrix, offset)
+            else:
+                b.if_then(block.guard,
+                          lambda b, block=block, offset=offset: block.store(
+                              b, block.load(b), offset))
 
     def score(self, b: IRBuilder, dot: SSAValue) -> SSAValue:
         """The scores fragment's value with its dot product replaced by S's
         element `dot` (Fragments.of: it depends on nothing else of the
         fragment)."""
         return _clone_value(b, self.f.score, {self.f.dot.results[0]: dot})
+
+
+@dataclass
+class _Block:
+    """A 16x16 block of a staged K or V tile: at `at_source` of `source`,
+    at `at` of the tile in `staged` (rows `width` long)."""
+
+    source: SSAValue
+    at_source: SSAValue
+    at: SSAValue
+    staged: SSAValue
+    width: int
+    matrix: SSAValue | None = None  # loaded
+    guard: SSAValue | None = None  # loaded and stored only where this holds
+
+    def load(self, b: IRBuilder) -> SSAValue:
+        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], c16,
+                                              self.width)).results[0]
+
+    def store(self, b: IRBuilder, matrix: SSAValue, offset: SSAValue) -> None:
+        b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(offset, self.at)],
+                                        self.width))
+
+
+def _index(b: IRBuilder, value: int | SSAValue) -> SSAValue:
+    return b.index(value) if isinstance(value, int) else value
 
 
 class _Rows:
@@ -660,8 +727,9 @@ class TensorCoresPass(ModulePass):
     `device` (a profile name, vyre_xdsl.device): tiles of `keys` keys (a
     multiple of 16), `row_tiles` blocks of 16 rows a subgroup, the K and V
     tiles read from global memory by each subgroup or, with `stage`,
-    copied once per workgroup into workgroup memory (`force`: an error for
-    a skeleton that does not qualify)."""
+    copied once per workgroup into workgroup memory (with `prefetch`, into
+    two buffers, the next tile's loaded while this one is computed;
+    `force`: an error for a skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
@@ -669,6 +737,7 @@ class TensorCoresPass(ModulePass):
     keys: int = TILE
     row_tiles: int = 1
     stage: bool = False
+    prefetch: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -680,7 +749,7 @@ class TensorCoresPass(ModulePass):
                                  f"{self.row_tiles}")
         layout = device_profile(self.device).accumulator_layout
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            tiling = Tiling(self.keys, self.row_tiles, self.stage)
+            tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch)
             reason = problem(skeleton, layout, tiling)
             if reason is None:
                 expand(skeleton, layout, tiling)

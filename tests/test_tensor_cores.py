@@ -80,7 +80,8 @@ LONG = dict(seq_len=128, head_dim=32, num_heads=2)
 @pytest.mark.parametrize("kwargs, options", [
     (CASES["d32_gqa"], "row_tiles=2"), (CASES["d32_gqa"], "row_tiles=4 keys=32"),
     (LONG, "row_tiles=2"), (LONG, "row_tiles=2 stage=true keys=32"),
-    (LONG, "stage=true keys=64"),
+    (LONG, "stage=true keys=64"), (LONG, "stage=true prefetch=true keys=32"),
+    (LONG, "row_tiles=2 stage=true prefetch=true keys=64"),
 ])
 def test_row_blocks_of_a_subgroup_match_the_oracle(kwargs, options):
     """A subgroup owning 32 or 64 rows reads each K and V block once for
@@ -91,6 +92,20 @@ def test_row_blocks_of_a_subgroup_match_the_oracle(kwargs, options):
     inputs = _inputs(lowered)
     got = vx.run(lowered, inputs)["out"].astype(np.float32)
     want = _oracle(kwargs, inputs).reshape(got.shape)
+    assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE
+
+
+def test_exp2_with_the_scale_folded_in_stays_within_the_tolerance():
+    """vyre-use-exp2 first: the scores carry log2(e) and the recurrence
+    takes exp2, which the expansion follows (op.exp2)."""
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
+    pipeline = ("vyre-use-exp2,vyre-tensor-cores{device=h200 force=true row_tiles=2 "
+                "stage=true prefetch=true keys=32},vyre-to-gpu{optimize=exact}")
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    assert "math.exp2" in str(lowered) and "math.exp " not in str(lowered)
+    inputs = _inputs(lowered)
+    got = vx.run(lowered, inputs)["out"].astype(np.float32)
+    want = _oracle(LONG, inputs).reshape(got.shape)
     assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE
 
 

@@ -2,6 +2,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 keys=32}' | filecheck %s --check-prefix=KEYS32
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true}' | filecheck %s --check-prefix=STAGED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true prefetch=true keys=64}' | filecheck %s --check-prefix=PREFETCH
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 
@@ -149,6 +150,26 @@ builtin.module {
 // STAGED:       gpu.barrier
 // STAGED:       gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 16 : index, transpose}
 // STAGED:       gpu.subgroup_mma_load_matrix %tc_value_tile[%{{.*}}] {leadDimension = 16 : index}
+
+// Prefetched: two buffers of each staged tile; the first tile copied before
+// the loop; in it, the next tile's blocks (the last one's again at the end)
+// loaded first, the products read this tile's buffer, and the loaded blocks
+// stored into the other buffer before the tile's last barrier.
+// PREFETCH:     %tc_key_tile = vyre.scratch "tc_key_tile" : memref<2048xf16>
+// PREFETCH-NEXT: %tc_value_tile = vyre.scratch "tc_value_tile" : memref<2048xf16>
+// PREFETCH:     gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
+// PREFETCH:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_key_tile[%{{.*}}]
+// PREFETCH:     gpu.barrier
+// PREFETCH:     scf.for %tile_idx
+// PREFETCH:       arith.minui
+// PREFETCH:       %[[NEXT:.*]] = gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
+// PREFETCH:       gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 16 : index, transpose}
+// PREFETCH:       gpu.barrier
+// PREFETCH:       gpu.subgroup_mma_load_matrix %tc_value_tile[%{{.*}}] {leadDimension = 16 : index}
+// PREFETCH:       gpu.subgroup_mma_store_matrix %[[NEXT]], %tc_key_tile[%{{.*}}]
+// PREFETCH-NEXT:  arith.constant
+// PREFETCH:       gpu.barrier
+// PREFETCH-NEXT:  scf.yield
 
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax

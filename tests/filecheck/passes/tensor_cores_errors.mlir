@@ -3,6 +3,7 @@
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{keys=24}' 2>&1 | filecheck %s --check-prefix=KEYS
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=ROWS
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{force=true}' 2>&1 | filecheck %s --check-prefix=GENERIC
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true prefetch=true}' 2>&1 | filecheck %s --check-prefix=PREFETCH
 
 // An f32 kernel: the matrix units take f16 inputs, so the pass refuses it
 // when forced and leaves it alone otherwise.
@@ -86,5 +87,7 @@ builtin.module {
 // LEFT:  vyre.tiled_online_softmax
 // KEYS:  error: vyre-tensor-cores: keys must be a positive multiple of 16, got 24
 // ROWS:  error: vyre-tensor-cores: row_tiles must be positive, got 0
+// Prefetching needs staging, and 16x16 blocks the four subgroups share.
+// PREFETCH: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: prefetching needs staged tiles whose 16x16 blocks (1 of K, 1 of V) the 4 subgroups share evenly
 // The generic profile has no cooperative matrices, so no layout to compute on.
 // GENERIC: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the device profile has no accumulator layout (no cooperative matrices)
