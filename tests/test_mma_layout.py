@@ -101,16 +101,32 @@ def test_the_expansion_follows_the_layout_it_is_given():
     assert np.abs(got - want.reshape(got.shape)).max() / np.abs(want).max() <= TOLERANCE
 
 
-def test_the_plan_uses_tensor_cores_only_where_the_profile_has_them():
-    module = vx.flash_attention_2(seq_len=256, head_dim=64, num_heads=2, tile_size=16,
-                                  dtype="f16")
+def _skeleton(**kwargs):
+    module = vx.flash_attention_2(tile_size=16, **kwargs)
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
-    assert tensor_core_tiling(skeleton, H200) == Tiling(keys=32, row_tiles=4, stage=True)
+    return skeleton
+
+
+@pytest.mark.parametrize("kwargs, tiling", [
+    # a grid of 256 workgroups of 256 rows: the fastest tiling measured
+    (dict(seq_len=2048, num_heads=32, head_dim=64),
+     Tiling(keys=16, row_tiles=4, stage=True, prefetch=True)),
+    (dict(seq_len=1024, num_heads=64, head_dim=128),
+     Tiling(keys=16, row_tiles=2, stage=True, prefetch=True)),
+    # 512 rows: the most workgroups there can be (8 of 64 rows)
+    (dict(seq_len=256, num_heads=2, head_dim=64), Tiling(keys=32, stage=True)),
+    # 32 dims: 16x16 blocks of a 16-key tile do not split over 4 subgroups
+    (dict(seq_len=2048, num_heads=32, head_dim=32), Tiling(keys=32, row_tiles=4, stage=True)),
+])
+def test_the_plan_picks_a_tiling_that_fills_the_device(kwargs, tiling):
+    assert tensor_core_tiling(_skeleton(dtype="f16", **kwargs), H200) == tiling
+
+
+def test_the_plan_uses_tensor_cores_only_where_the_profile_has_them():
+    skeleton = _skeleton(seq_len=256, head_dim=64, num_heads=2, dtype="f16")
     assert tensor_core_tiling(skeleton, GENERIC) is None
     assert tensor_core_tiling(skeleton, LAVAPIPE) is None
-    f32 = vx.flash_attention_2(seq_len=256, head_dim=64, num_heads=2, tile_size=16)
-    (skeleton,) = [op for op in f32.walk() if op.name == "vyre.tiled_online_softmax"]
-    assert tensor_core_tiling(skeleton, H200) is None
+    assert tensor_core_tiling(_skeleton(seq_len=256, head_dim=64, num_heads=2), H200) is None
 
 
 @needs_vulkan

@@ -37,7 +37,8 @@ LONG_ROW_SMALL_GRID_TILE = 4  # ... on a small grid
 SPLIT_ROW_TILE = 32  # ... split over lanes (dim_parts)
 MIN_SPLIT_TILE = 4  # the shortest tiles chosen to give kv splits a tile each
 GRID_UNIT = 64  # lanes of the workgroups SMALL_GRID counts
-SMALL_GRID = 2 * 132  # workgroups of GRID_UNIT lanes: two per SM of an H200
+SMS = 132  # an H200's streaming multiprocessors
+SMALL_GRID = 2 * SMS  # workgroups of GRID_UNIT lanes: two per SM of an H200
 LARGE_GRID_LANES = 128  # lanes per workgroup on larger grids
 TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
 STAGE_TILE_BYTES = 16 * 1024  # staged tiles at most this large on large grids
@@ -53,32 +54,41 @@ def tensor_core_tilings(row_dims: int):
     head_dim and v_head_dim), best first as measured on the H200
     (docs/performance.md, "Tensor cores"): more row blocks a subgroup read
     each K and V block for more rows, until O's matrices take too many
-    registers."""
+    registers; prefetched tiles of 16 keys were the fastest at 64 and 128
+    dims."""
     from vyre_xdsl.passes.tensor_cores import Tiling
 
     fallbacks = (Tiling(keys=32, stage=True), Tiling(keys=32, row_tiles=2), Tiling(keys=32))
     if row_dims <= SHORT_ROWS:
-        return (Tiling(keys=32, row_tiles=4, stage=True), Tiling(keys=32, row_tiles=4),
+        return (Tiling(keys=16, row_tiles=4, stage=True, prefetch=True),
+                Tiling(keys=32, row_tiles=4, stage=True), Tiling(keys=32, row_tiles=4),
                 Tiling(keys=32, row_tiles=2, stage=True), *fallbacks)
-    return (Tiling(keys=32, row_tiles=2, stage=True), Tiling(keys=64, row_tiles=2),
+    return (Tiling(keys=16, row_tiles=2, stage=True, prefetch=True),
+            Tiling(keys=32, row_tiles=2, stage=True), Tiling(keys=64, row_tiles=2),
             *fallbacks)
 
 
 def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     """How `op` runs on `device`'s matrix units (a vyre-tensor-cores
     Tiling), or None where it does not: the device lacks 16x16x16 f16
-    matrices or their layout, or no tiling qualifies and fits."""
+    matrices or their layout, or no tiling qualifies and fits.  The first
+    tiling that gives every SM a workgroup, else the one with the most
+    workgroups (larger row blocks on too small a grid were slower:
+    docs/performance.md)."""
     from vyre_xdsl.passes.tensor_cores import TILE, problem
 
     layout = device.accumulator_layout
     if layout is None or (TILE, TILE, TILE) not in device.cooperative_matrix_shapes:
         return None
-    head_dim = op.shape()["head_dim"]
-    for tiling in tensor_core_tilings(max(head_dim, op.v_dim)):
-        fits = tiling.workgroup_bytes(head_dim, op.v_dim) <= device.shared_memory_bytes
-        if fits and problem(op, layout, tiling) is None:
-            return tiling
-    return None
+    shape = op.shape()
+    head_dim, items = shape["head_dim"], shape["item_count"]
+    usable = [t for t in tensor_core_tilings(max(head_dim, op.v_dim))
+              if t.workgroup_bytes(head_dim, op.v_dim) <= device.shared_memory_bytes
+              and problem(op, layout, t) is None]
+    filling = [t for t in usable if items // t.rows >= SMS]
+    if filling or not usable:
+        return filling[0] if filling else None
+    return max(usable, key=lambda t: items // t.rows)  # the first of the most
 
 
 def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
