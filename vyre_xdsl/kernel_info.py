@@ -20,10 +20,10 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
 from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
-from vyre_xdsl.mma_layout import AccumulatorLayout
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
+from vyre_xdsl.mma_layout import AccumulatorLayout
 
 
 @dataclass(frozen=True)

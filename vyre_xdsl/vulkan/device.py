@@ -21,8 +21,8 @@ import weakref
 from dataclasses import dataclass
 
 from vyre_xdsl.device import DeviceProfile
-from vyre_xdsl.mma_layout import TILE
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.mma_layout import TILE
 from vyre_xdsl.spirv.spec import Capability
 
 INSTALL_HINT = (
@@ -218,6 +218,9 @@ class _Context:
         self.float16, self.memory_model, self.cooperative_matrix = self._matrix_support()
         # 16-bit integers outside storage buffers: f16 tiles in workgroup memory
         self.int16 = bool(vk.vkGetPhysicalDeviceFeatures(self.physical).shaderInt16)
+        # the accumulator layout, read on first need (runtime.device_accumulator)
+        self.accumulator_read = False
+        self.accumulator = None
 
     def _subgroup_support(self) -> SubgroupSupport:
         vk = self.vk
@@ -402,7 +405,7 @@ def live_profile(validation: bool | None = None) -> DeviceProfile:
     from vyre_xdsl.vulkan.runtime import device_accumulator
 
     ctx = _context(_validation_requested(validation))
-    accumulator = device_accumulator(ctx) if ctx.float16 else None
+    accumulator = device_accumulator(ctx)
     subgroup = ctx.subgroup
     shuffles = subgroup.compute and {"SHUFFLE", "SHUFFLE_RELATIVE"} <= subgroup.operations
     limits = ctx.limits

@@ -148,10 +148,14 @@ def device_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     """Which lane holds which element of the device's 16x16 accumulator
     matrices (vyre_xdsl.mma_layout), read once by running
     tools/mma_kernels.py's layout kernel for f32 and f16 accumulators;
-    None without cooperative matrices, or where the two differ or the
-    kernels could not compute on them."""
-    if not hasattr(ctx, "accumulator"):
-        ctx.accumulator = _read_accumulator(ctx) if ctx.cooperative_matrix else None
+    None without what vyre-tensor-cores' kernels need (cooperative
+    matrices, f16 arithmetic, the Vulkan memory model, 16-bit workgroup
+    words), or where the two differ or kernels could not compute on them."""
+    if not ctx.accumulator_read:
+        usable = (ctx.cooperative_matrix and ctx.float16 and ctx.memory_model
+                  and ctx.int16)
+        ctx.accumulator = _read_accumulator(ctx) if usable else None
+        ctx.accumulator_read = True
     return ctx.accumulator
 
 
@@ -172,7 +176,10 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
         info = program_info(module)
         count = info.buffer("c").count
         arrays = {"c": np.arange(count).astype(dtype), "out": np.zeros(count, dtype)}
-        execute(emit_spirv_module(module, info), info, arrays)
+        try:
+            execute(emit_spirv_module(module, info), info, arrays)
+        except VyreError:  # a driver that refuses the kernel has no usable layout
+            return None
         layouts.append(AccumulatorLayout.from_positions(
             arrays["out"].astype(np.int64).tolist(), SUBGROUP_LANES))
     same = layouts[0] == layouts[1] and layouts[0].problem() is None

@@ -125,8 +125,13 @@ builtin.module {
 
 // Lowered: the f16 weights are a workgroup array; the launch records the
 // layout for the runtime (which checks the device's) and the interpreter.
+// vyre-unroll-jam leaves the loop of matrix products (4 tiles, S and P V
+// in each) as it is.
 // LOWERED:    memref.alloc() : memref<1024xf16, 3 : i64>
-// LOWERED:    gpu.subgroup_mma_compute
+// LOWERED:    scf.for
+// LOWERED-COUNT-2: gpu.subgroup_mma_compute
+// LOWERED-NOT:  gpu.subgroup_mma_compute
+// LOWERED:      scf.yield
 // LOWERED:    vyre.launch = #vyre.launch<items = 128, workgroup = [128, 1, 1], grid = [1, 1, 1]
 // LOWERED-SAME: accumulator = #vyre.accumulator<lanes = 32
 
