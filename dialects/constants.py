@@ -21,6 +21,9 @@ MIN_POSITIVE = 1.1754943508222875e-38
 # What vyre.bounded_score makes of -inf scores and vyre.bounded_exp_arg's
 # lower bound: exp(-80) is still a normal f32.
 SCORE_FLOOR = -80.0
+# The smallest positive f16 (a subnormal): no weight exp(bounded_exp_arg(x))
+# is 0, so none that vyre-tensor-cores reads in f16 may round to 0 either.
+F16_SMALLEST = 2.0**-24
 
 # The memref memory space of workgroup (shared) memory, as in MLIR's GPU
 # dialect and SPIR-V's Workgroup storage class.

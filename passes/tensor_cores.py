@@ -78,7 +78,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl import recurrence
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F32_MIN
+from vyre_xdsl.dialects.constants import F16_SMALLEST, F32_MIN
 from vyre_xdsl.dialects.gpu_mma import (
     MMAMatrixType,
     MMAOperand,
@@ -572,7 +572,8 @@ class TensorCoreExpansion:
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
                                                  _may_be_minus_inf(self.f.score))
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, weight))
+                weights.append(self.narrow(b, _at_least_smallest_f16(
+                    b, weight, _may_be_minus_inf(self.f.score))))
             b.emit(SubgroupMmaStoreMatrixOp(
                 self.assemble(b, weights, c16), self.weights,
                 [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
@@ -669,6 +670,18 @@ class _Rows:
     @property
     def values(self) -> list[SSAValue]:
         return [*self.m, *self.l, *self.o]
+
+
+def _at_least_smallest_f16(b: IRBuilder, weight: SSAValue, may_be_zero: bool) -> SSAValue:
+    """`weight`, raised to the smallest f16 where it would round to 0: a
+    kept key's weight is never 0 (bounded_exp_arg), so an infinite value
+    times it is infinite, as in the oracle, not NaN.  NaN passes through,
+    and so does the exact 0 of a dropped key (`may_be_zero`)."""
+    smallest = b.f32(F16_SMALLEST)
+    tiny = b.cmpf(weight, smallest, "olt")
+    if may_be_zero:
+        tiny = b.andi(tiny, b.cmpf(weight, b.f32(0.0), "ogt"))
+    return b.select(tiny, smallest, weight)
 
 
 def _may_be_minus_inf(score: SSAValue) -> bool:

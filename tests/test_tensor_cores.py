@@ -109,6 +109,33 @@ def test_exp2_with_the_scale_folded_in_stays_within_the_tolerance():
     assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE
 
 
+def _place_non_finite(inputs, case: str) -> None:
+    q, k, v = (inputs[n].reshape(-1, LONG["head_dim"]) for n in "qkv")
+    if case == "nan_query_inf_key_and_values":
+        q[5, 3], k[7, 1], v[9, 4], v[200, 4] = np.nan, np.inf, -np.inf, np.inf
+    else:  # row 10's weight of key 20 is below the smallest f16, its value inf
+        q[10], k[20], k[21], v[20, 4] = 4.0, -4.0, 3.0, np.inf
+
+
+@pytest.mark.parametrize("case", ["nan_query_inf_key_and_values", "tiny_weight_inf_value"])
+def test_nan_and_inf_land_where_the_oracle_puts_them(case):
+    """A weight too small for f16 still multiplies an infinite value into
+    inf (not 0 * inf = NaN): P never rounds a kept key's weight to 0."""
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
+    pipeline = ("vyre-tensor-cores{device=h200 force=true row_tiles=2 stage=true "
+                "prefetch=true keys=32},vyre-to-gpu{optimize=exact}")
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    inputs = _inputs(lowered)
+    _place_non_finite(inputs, case)
+    got = vx.run(lowered, inputs)["out"].astype(np.float32)
+    want = _oracle(LONG, inputs).reshape(got.shape)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    finite = np.isfinite(want)
+    assert np.isfinite(got[finite]).all()
+    assert np.abs(got[finite] - want[finite]).max() / np.abs(want[finite]).max() <= TOLERANCE
+
+
 def test_the_tolerance_catches_a_wrong_kernel():
     """Keys and values swapped: the same matrix code on the wrong rows."""
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
