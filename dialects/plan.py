@@ -1,5 +1,10 @@
 """`#vyre.plan<...>`: what `optimize=default` decided for one skeleton.
 
+A skeleton that `default` runs on the device's matrix units gets
+`vyre.tensor_cores = #vyre.tensor_cores<keys = 16, row_tiles = 4, stage =
+true, prefetch = true>` instead: vyre-tensor-cores' tiling (its options of
+the same names), and no `vyre.plan`.
+
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
 tuning's plan (vyre_xdsl.tuning) as the discardable attribute `vyre.plan`
 of each `vyre.tiled_online_softmax`; the optimisation passes given `0`
@@ -33,6 +38,8 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
+
+from vyre_xdsl.mma_layout import TILE
 
 PLAN_ATTR = "vyre.plan"  # on a vyre.tiled_online_softmax
 SCRATCH_ROLES = ("q_scratch", "score_tile", "o_acc")
@@ -174,7 +181,77 @@ class PlanAttr(ParametrizedAttribute):
         printer.print_string(f", interleave = [{', '.join(self.interleave)}]>")
 
 
-PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr)
+TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
+_TILING_INTS = ("keys", "row_tiles")
+_TILING_FLAGS = ("stage", "prefetch")
+
+
+@irdl_attr_definition
+class TensorCoresAttr(ParametrizedAttribute):
+    """One skeleton's plan on the matrix units: vyre-tensor-cores' tiling."""
+
+    name = "vyre.tensor_cores"
+
+    keys_attr: IntAttr
+    row_tiles_attr: IntAttr
+    stage_attr: IntAttr  # 0 or 1
+    prefetch_attr: IntAttr  # 0 or 1
+
+    def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool):
+        super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
+                         IntAttr(int(prefetch)))
+
+    keys = _data("keys_attr")
+    row_tiles = _data("row_tiles_attr")
+
+    @property
+    def stage(self) -> bool:
+        return bool(self.stage_attr.data)
+
+    @property
+    def prefetch(self) -> bool:
+        return bool(self.prefetch_attr.data)
+
+    def verify(self) -> None:
+        if self.keys < TILE or self.keys % TILE:
+            raise VerifyException(
+                f"#vyre.tensor_cores: keys must be a positive multiple of "
+                f"{TILE}, got {self.keys}")
+        if self.row_tiles < 1:
+            raise VerifyException(
+                f"#vyre.tensor_cores: row_tiles must be >= 1, got {self.row_tiles}")
+        if self.prefetch and not self.stage:
+            raise VerifyException(
+                "#vyre.tensor_cores: prefetch double-buffers staged tiles, so it "
+                "needs stage = true")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        values: list[Attribute] = []
+        parser.parse_punctuation("<")
+        for i, key in enumerate((*_TILING_INTS, *_TILING_FLAGS)):
+            if i:
+                parser.parse_punctuation(",")
+            parser.parse_keyword(key)
+            parser.parse_punctuation("=")
+            value = (parser.parse_integer(allow_boolean=False, allow_negative=True)
+                     if key in _TILING_INTS else int(parser.parse_boolean()))
+            values.append(IntAttr(value))
+        parser.parse_punctuation(">")
+        try:
+            cls.new(values)
+        except VerifyException as error:  # located at the attribute, not its op
+            parser.raise_error(str(error), start, parser.pos)
+        return values
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(
+            f"<keys = {self.keys}, row_tiles = {self.row_tiles}, "
+            f"stage = {str(self.stage).lower()}, prefetch = {str(self.prefetch).lower()}>")
+
+
+PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr)
 
 
 def plan_of(op: Operation) -> PlanAttr | None:

@@ -3,8 +3,10 @@
 Computes, once, the plan of every `vyre.tiled_online_softmax` for the
 device profile NAME (vyre_xdsl.device: generic, h200, lavapipe, or vulkan
 for the device vx.run would use) and records it on the skeleton as
-`vyre.plan = #vyre.plan<...>` (dialects/plan.py); the IR is otherwise left
-as it is.  The optimisation passes given `0` ("choose") then follow it;
+`vyre.plan = #vyre.plan<...>` (dialects/plan.py), or, for a skeleton
+that will run on the device's matrix units, as `vyre.tensor_cores =
+#vyre.tensor_cores<...>` (vyre-tensor-cores' tiling); the IR is otherwise
+left as it is.  The optimisation passes given `0` ("choose") then follow it;
 `vyre-to-gpu{optimize=default}` runs this pass and then them.  The plan is
 the tuning's (vyre_xdsl.tuning); docs/performance.md says why it chooses
 what it does.  vyre-to-gpu plans MLA decode after vyre-absorb-mla, so run

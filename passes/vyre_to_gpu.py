@@ -7,11 +7,11 @@
            jammed (vyre-unroll-jam), loads of neighbouring elements merged
            into vector loads (vyre-vectorize-loads), common subexpressions
            and dead code removed
-  default  compute the plan (vyre-absorb-mla{kernels=3}; the skeletons
-           that can run on `device`'s matrix units expanded there, as
-           vyre-tensor-cores with the tuning's tiling, which reorders sums
-           and reads the weights in f16 within its declared tolerance; then
-           vyre-plan for `device`: vyre_xdsl.tuning), then run the passes that follow
+  default  compute the plan (vyre-absorb-mla{kernels=3}, then vyre-plan
+           for `device`: vyre_xdsl.tuning), expand the skeletons it puts on
+           `device`'s matrix units (`vyre.tensor_cores`: vyre-tensor-cores
+           with that tiling, which reorders sums and reads the weights in
+           f16 within its declared tolerance), then run the passes that follow
            it: vyre-resize-workgroup, and vyre-retile and vyre-split-kv,
            which reorder floating-point sums within the tolerance of
            docs/performance.md, then vyre-stage-kv-tiles and
@@ -36,6 +36,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from vyre_xdsl import tuning
 from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
+from vyre_xdsl.dialects.plan import TENSOR_CORES_ATTR, TensorCoresAttr
 from vyre_xdsl.dialects.vyre import TiledOnlineSoftmaxOp
 from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.kernel_info import lowered_kernels, read_kernel, workgroup_memory_bytes
@@ -95,10 +96,13 @@ class VyreToGpuPass(ModulePass):
         unroll, interleave = tuning.UNROLL, ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)
-            for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
-                if (tiling := tuning.tensor_core_tiling(skeleton, device)) is not None:
-                    tensor_cores.expand(skeleton, device.accumulator_layout, tiling)
             plans = list(tuning.record_plans(op, device).values())
+            for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
+                if isinstance(on_matrices := skeleton.attributes.get(TENSOR_CORES_ATTR),
+                              TensorCoresAttr):
+                    tiling = tensor_cores.Tiling(on_matrices.keys, on_matrices.row_tiles,
+                                                 on_matrices.stage, on_matrices.prefetch)
+                    tensor_cores.expand(skeleton, device.accumulator_layout, tiling)
             for name in PLANNED:
                 _pass(name).apply(ctx, op)
             if plans:  # staging, unrolling and interleaving are the module's

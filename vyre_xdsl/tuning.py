@@ -23,7 +23,13 @@ from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.plan import PLAN_ATTR, MergeKind, PlanAttr
+from vyre_xdsl.dialects.plan import (
+    PLAN_ATTR,
+    TENSOR_CORES_ATTR,
+    MergeKind,
+    PlanAttr,
+    TensorCoresAttr,
+)
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
 
@@ -333,9 +339,8 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
     """The plan of every skeleton of `module` (vyre IR, MLA absorbed) for
     `device`.  Staging, unrolling and interleaving act on the whole module
     (they run on the lowered IR), so every skeleton's plan has the same."""
-    predicted = [
-        _predict(s, device) for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)
-    ]
+    predicted = [_predict(s, device) for s in _skeletons(module)
+                 if TENSOR_CORES_ATTR not in s.attributes]
     parts = {p.op: 1 for p in predicted}
     rows = {p.op: p.op.rows for p in predicted}
     stage_bytes, unroll, interleave = 0, UNROLL, ()
@@ -403,8 +408,21 @@ def _kernel(op: vyre.TiledOnlineSoftmaxOp) -> vyre.KernelOp:
 
 def record_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
     """Compute the plans of `module`'s skeletons and record each on its
-    skeleton (`vyre.plan`), where the passes given `0` read it."""
+    skeleton: `vyre.tensor_cores` for those that run on `device`'s matrix
+    units (tensor_core_tiling), `vyre.plan` for the others, where the passes
+    given `0` read it; returns the latter."""
+    for skeleton in _skeletons(module):
+        tiling = tensor_core_tiling(skeleton, device)
+        skeleton.attributes.pop(TENSOR_CORES_ATTR, None)
+        if tiling is not None:
+            skeleton.attributes.pop(PLAN_ATTR, None)
+            skeleton.attributes[TENSOR_CORES_ATTR] = TensorCoresAttr(
+                tiling.keys, tiling.row_tiles, tiling.stage, tiling.prefetch)
     plans = module_plans(module, device)
     for skeleton, plan in plans.items():
         skeleton.attributes[PLAN_ATTR] = plan
     return plans
+
+
+def _skeletons(module: ModuleOp) -> list[vyre.TiledOnlineSoftmaxOp]:
+    return [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]

@@ -5,6 +5,8 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true prefetch=true keys=64}' | filecheck %s --check-prefix=PREFETCH
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | vyre-opt | filecheck %s --check-prefix=PLAN
 
 // FlashAttention-2 in f16 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16, dtype="f16")): 64 rows, one workgroup of four subgroups.
@@ -179,6 +181,11 @@ builtin.module {
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
 
-// vyre-to-gpu's default plan puts it on the H200's matrix units by itself.
+// vyre-plan records the tiling it will run on the H200's matrix units with
+// (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
+// plan; vyre-to-gpu's default follows it.
+// PLAN:       vyre.tiled_online_softmax
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false>}
+// PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32
