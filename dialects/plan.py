@@ -67,6 +67,17 @@ def _data(parameter: str) -> property:
     return property(lambda self: getattr(self, parameter).data)
 
 
+def _verified(cls, parameters: Sequence[Attribute], parser: AttrParser,
+              start: int) -> Sequence[Attribute]:
+    """`parameters`, parsed from `start`, if they make a valid `cls`; else a
+    parse error located at the attribute, not at its op."""
+    try:
+        cls.new(parameters)
+    except VerifyException as error:
+        parser.raise_error(str(error), start, parser.pos)
+    return parameters
+
+
 @irdl_attr_definition
 class PlanAttr(ParametrizedAttribute):
     """One skeleton's plan (module docstring)."""
@@ -164,12 +175,7 @@ class PlanAttr(ParametrizedAttribute):
             parser.Delimiter.SQUARE, lambda: StringAttr(parser.parse_identifier())
         )
         parser.parse_punctuation(">")
-        parameters = (device, *ints, merge, *later, ArrayAttr(names))
-        try:
-            cls.new(parameters)
-        except VerifyException as error:  # located at the attribute, not its op
-            parser.raise_error(str(error), start, parser.pos)
-        return parameters
+        return _verified(cls, (device, *ints, merge, *later, ArrayAttr(names)), parser, start)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(f'<device = "{self.device}"')
@@ -239,11 +245,7 @@ class TensorCoresAttr(ParametrizedAttribute):
                      if key in _TILING_INTS else int(parser.parse_boolean()))
             values.append(IntAttr(value))
         parser.parse_punctuation(">")
-        try:
-            cls.new(values)
-        except VerifyException as error:  # located at the attribute, not its op
-            parser.raise_error(str(error), start, parser.pos)
-        return values
+        return _verified(cls, values, parser, start)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(
