@@ -345,9 +345,13 @@ class AccumulatorAttr(_Keyed, ParametrizedAttribute):
         return _ints(self.positions_attr)
 
     def verify(self) -> None:
-        from vyre_xdsl.mma_layout import AccumulatorLayout
+        from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
         lanes, count = self.lanes.data, len(self.positions)
+        if count != TILE * TILE:
+            raise VerifyException(
+                f"#vyre.accumulator: {count} positions; a {TILE}x{TILE} accumulator "
+                f"has {TILE * TILE}, one for each of its elements")
         if lanes < 1 or count % lanes:
             raise VerifyException(
                 f"#vyre.accumulator: {count} positions are not a whole share for "

@@ -6,6 +6,8 @@ through tools/gpu_check.py's `layout` case."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from xdsl.parser import Parser
@@ -19,6 +21,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.passes.tensor_cores import TOLERANCE, Tiling, expand
+from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.tools.mma_kernels import accumulator_layout_kernel
 from vyre_xdsl.tuning import tensor_core_tiling
 
@@ -81,6 +84,25 @@ def test_a_kernel_without_a_recorded_layout_cannot_extract():
     module = _layout_module(None)
     with pytest.raises(VyreError, match="records no accumulator layout"):
         vx.run(module, {"c": np.arange(256, dtype=np.float32)})
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("%m[%i0]", "%m[%lane]", "pass different indices"),
+    ("%i3 = arith.constant 3 : index", "%i3 = arith.constant 9 : index",
+     "a lane holds elements 0 to 7, and every lane takes the same one; not element(s) [9]"),
+])
+def test_an_element_index_a_lane_does_not_hold_is_refused(old, new, message):
+    module = Parser(make_context(), str(_layout_module(H200.accumulator_layout)).replace(
+        old, new, 1)).parse_module()
+    with pytest.raises(VyreError, match=re.escape(message)):
+        vx.run(module, {"c": np.arange(256, dtype=np.float32)})
+
+
+def test_the_emitter_needs_a_constant_element_index():
+    module = Parser(make_context(), str(_layout_module(H200.accumulator_layout)).replace(
+        "%m[%i0]", "%m[%lane]", 1)).parse_module()
+    with pytest.raises(VyreError, match="the element's index must be a constant"):
+        emit_spirv_module(module, program_info(module))
 
 
 def test_the_expansion_follows_the_layout_it_is_given():

@@ -163,6 +163,26 @@ def test_mlir_opt_accepts_the_lowered_kernel(level):
     assert "#vyre.accumulator<lanes = 32" in printed
 
 
+@needs_mlir_opt
+@pytest.mark.parametrize("options, level", [
+    ("row_tiles=2", "none"), ("row_tiles=4 keys=32", "exact"),
+    ("row_tiles=2 stage=true prefetch=true keys=32", "none"),
+    ("stage=true prefetch=true keys=32", "exact"),
+])
+def test_mlir_opt_accepts_row_blocks_and_prefetch(options, level):
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
+    pipeline = f"vyre-tensor-cores{{device=h200 force=true {options}}},vyre-to-gpu{{optimize={level}}}"
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=pipeline))
+    assert "gpu.subgroup_mma_insert_thread_local" in printed
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_what_the_default_plan_puts_on_the_matrix_units():
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, device="h200"))
+    assert "gpu.subgroup_mma_compute" in printed
+
+
 @needs_mlir_translate
 @needs_mlir_opt
 @pytest.mark.parametrize("level", ["exact", "exact_staged"])

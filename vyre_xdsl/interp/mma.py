@@ -191,11 +191,12 @@ class MmaFunctions(LaneFunctions):
                 f"{op.name}: the recorded layout is of a {TILE}x{TILE} matrix over "
                 f"{layout.lanes} lanes; this is a {op.matrix.type.get_shape()} "
                 f"matrix over subgroups of {state.subgroup_size}")
-        position = int(index)
-        if not 0 <= position < layout.length:
-            raise VyreError(f"{op.name}: a lane holds {layout.length} elements, not "
-                            f"element {position}")
-        subgroups = self._per_subgroup(op, index)
+        subgroups = self._per_subgroup(op, index)  # one index a subgroup
+        (position, *others) = {int(i) for i in subgroups.values()} or {0}
+        if others or not 0 <= position < layout.length:
+            raise VyreError(f"{op.name}: a lane holds elements 0 to {layout.length - 1}, "
+                            f"and every lane takes the same one; not element(s) "
+                            f"{sorted([position, *others])}")
         lanes = state.lane_ids[np.isin(state.lane_ids // state.subgroup_size,
                                        list(subgroups))]
         within = lanes % state.subgroup_size
