@@ -63,6 +63,7 @@ from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
 from vyre_xdsl.recurrence import (
+    final_denominator,
     final_value,
     max_step,
     next_denominator,
@@ -291,7 +292,7 @@ class Partials:
             return [b.addf(acc[0], b.mulf(weight_of(b, s), self.l_of(b, s)))]
 
         (l_total,) = b.loop(0, splits, sum_step, [b.f32(0.0)], hint="sum_s")
-        denom = b.positive_denominator(l_total)
+        denom = final_denominator(b, l_total)
 
         def out_of(b: IRBuilder, d) -> SSAValue:
             def o_step(b: IRBuilder, s, acc):
@@ -598,7 +599,7 @@ class SkeletonExpansion:
             0, self.tiles_bound(b), body, [m0, l0], hint="tile_idx", attributes=attributes
         )
         splice_copy(b, op.epilogue, [item, lane, op.o_acc])
-        denom = b.positive_denominator(l_final)
+        denom = final_denominator(b, l_final)
 
         def write_output(b: IRBuilder, d, slot, _):
             o = b.load(op.o_acc, b.flat_index(lane, self.lane_v_dims, slot))

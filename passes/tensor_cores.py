@@ -90,6 +90,7 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaStoreMatrixOp,
 )
 from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_skeleton
+from vyre_xdsl.dialects.plan import TensorCoresAttr
 from vyre_xdsl.device import GENERIC, device_profile
 from vyre_xdsl.dim_split import is_dot_product
 from vyre_xdsl.errors import pass_error
@@ -112,6 +113,13 @@ class _Unfit(Exception):
     """Why a skeleton does not qualify."""
 
 
+_FOLDS: dict[type, Callable] = {  # what _evaluate follows
+    arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+    arith.MuliOp: lambda a, b: a * b, arith.DivUIOp: lambda a, b: a // b,
+    arith.RemUIOp: lambda a, b: a % b,
+}
+
+
 def _evaluate(value: SSAValue, known: dict[SSAValue, int | np.ndarray]) -> int | np.ndarray:
     """The integer `value` takes when the block arguments are `known` (an
     argument's values may be an array: the values for each), through arith
@@ -121,14 +129,9 @@ def _evaluate(value: SSAValue, known: dict[SSAValue, int | np.ndarray]) -> int |
     owner = value.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
-    folds: dict[type, Callable[[int, int], int]] = {
-        arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
-        arith.MuliOp: lambda a, b: a * b, arith.DivUIOp: lambda a, b: a // b,
-        arith.RemUIOp: lambda a, b: a % b,
-    }
-    if isinstance(owner, Operation) and type(owner) in folds:
+    if isinstance(owner, Operation) and type(owner) in _FOLDS:
         lhs, rhs = (_evaluate(v, known) for v in owner.operands)
-        return folds[type(owner)](lhs, rhs)
+        return _FOLDS[type(owner)](lhs, rhs)
     raise _Unfit(f"an address depends on {value.name_hint or 'a value'} "
                  f"({owner.name if isinstance(owner, Operation) else 'an argument'}), "
                  f"which is not index arithmetic on the fragment's arguments")
@@ -324,6 +327,14 @@ class Tiling:
         """Rows that must read the same keys and values."""
         return self.rows if self.stage else self.subgroup_rows
 
+    @staticmethod
+    def of(attr: TensorCoresAttr) -> Tiling:
+        """The tiling a plan records (`#vyre.tensor_cores`)."""
+        return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch)
+
+    def attr(self) -> TensorCoresAttr:
+        return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch)
+
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the f16 weights of its
         rows, and the staged K and V tiles."""
@@ -425,7 +436,7 @@ class TensorCoreExpansion:
         c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
-            denominators = [b.positive_denominator(l) for l in block.l]  # noqa: E741
+            denominators = [recurrence.final_denominator(b, l) for l in block.l]  # noqa: E741
             for c, o in enumerate(block.o):
                 out = self.map_elements(
                     b, o, lambda b, value, slot: self.narrow(

@@ -100,9 +100,8 @@ class VyreToGpuPass(ModulePass):
             for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
                 if isinstance(on_matrices := skeleton.attributes.get(TENSOR_CORES_ATTR),
                               TensorCoresAttr):
-                    tiling = tensor_cores.Tiling(on_matrices.keys, on_matrices.row_tiles,
-                                                 on_matrices.stage, on_matrices.prefetch)
-                    tensor_cores.expand(skeleton, device.accumulator_layout, tiling)
+                    tensor_cores.expand(skeleton, device.accumulator_layout,
+                                        tensor_cores.Tiling.of(on_matrices))
             for name in PLANNED:
                 _pass(name).apply(ctx, op)
             if plans:  # staging, unrolling and interleaving are the module's

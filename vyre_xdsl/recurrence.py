@@ -10,7 +10,8 @@ Per tile, with the running max m and denominator l of a row:
     w_j      = exp(bounded_exp_arg(s_j - m_new))   (`score_weight`)
     l_new    = rescale * l + sum_j w_j             (`next_denominator`)
 
-and at the end `out = flush_tiny(o / positive_denominator(l))` (`final_value`).
+and at the end `out = flush_tiny(o / positive_denominator(l))` (`final_value`
+of `final_denominator`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,13 @@ def next_denominator(
     return b.addf(b.mulf(rescale, l), tile_sum, "l_new")
 
 
+def final_denominator(b: IRBuilder, l: SSAValue) -> SSAValue:  # noqa: E741
+    """What a row's outputs are divided by, from its final `l` (computed
+    once a row, not once an element)."""
+    return b.positive_denominator(l)
+
+
 def final_value(b: IRBuilder, o: SSAValue, denominator: SSAValue) -> SSAValue:
     """An output element from its accumulator `o` and the row's
-    `denominator` (b.positive_denominator of the final l)."""
+    `denominator` (final_denominator)."""
     return b.flush_tiny(b.divf(o, denominator))

@@ -28,7 +28,6 @@ from vyre_xdsl.dialects.plan import (
     TENSOR_CORES_ATTR,
     MergeKind,
     PlanAttr,
-    TensorCoresAttr,
 )
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
@@ -416,8 +415,7 @@ def record_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
         skeleton.attributes.pop(TENSOR_CORES_ATTR, None)
         if tiling is not None:
             skeleton.attributes.pop(PLAN_ATTR, None)
-            skeleton.attributes[TENSOR_CORES_ATTR] = TensorCoresAttr(
-                tiling.keys, tiling.row_tiles, tiling.stage, tiling.prefetch)
+            skeleton.attributes[TENSOR_CORES_ATTR] = tiling.attr()
     plans = module_plans(module, device)
     for skeleton, plan in plans.items():
         skeleton.attributes[PLAN_ATTR] = plan

@@ -163,6 +163,7 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     from xdsl.parser import Parser
 
     from vyre_xdsl.compiler import make_context
+    from vyre_xdsl.dtypes import numpy_dtype
     from vyre_xdsl.kernel_info import program_info
     from vyre_xdsl.spirv import emit_spirv_module
     from vyre_xdsl.tools.mma_kernels import SUBGROUP_LANES, accumulator_layout_kernel
@@ -170,12 +171,12 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     if ctx.subgroup.size != SUBGROUP_LANES:
         return None
     layouts = []
-    for dtype in (np.float32, np.float16):
-        module = Parser(make_context(), accumulator_layout_kernel(
-            np.dtype(dtype).name.replace("float", "f"))).parse_module()
+    for dtype in ("f32", "f16"):
+        module = Parser(make_context(), accumulator_layout_kernel(dtype)).parse_module()
         info = program_info(module)
         count = info.buffer("c").count
-        arrays = {"c": np.arange(count).astype(dtype), "out": np.zeros(count, dtype)}
+        host = numpy_dtype(dtype)
+        arrays = {"c": np.arange(count).astype(host), "out": np.zeros(count, host)}
         try:
             execute(emit_spirv_module(module, info), info, arrays)
         except VyreError:  # a driver that refuses the kernel has no usable layout
