@@ -17,7 +17,7 @@ unregistered dialect (`mlir-opt --allow-unregistered-dialect`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -35,6 +35,9 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from vyre_xdsl.dialects.constants import BINDING_MAX, U32_MAX
+
+if TYPE_CHECKING:
+    from vyre_xdsl.mma_layout import AccumulatorLayout
 
 LAUNCH_ATTR = "vyre.launch"  # on a lowered kernel's gpu.func
 SCRATCH_ATTR = "vyre.role"  # on a skeleton's scratch array (vyre.scratch, memref.alloc)
@@ -326,26 +329,47 @@ class AccumulatorAttr(_Keyed, ParametrizedAttribute):
     """Which element of a 16x16 accumulator matrix each lane of a subgroup
     holds, as the kernel assumes it (vyre_xdsl.mma_layout):
     `#vyre.accumulator<lanes = 32, positions = [0, 1, 8, ...]>`, lane l's
-    element i at `row * 16 + col` = positions[l * (256 / lanes) + i]."""
+    element i at `row * 16 + col` = positions[l * (256 / lanes) + i]; with
+    `operand_a = [0, 1, 4, ...]` (where the kernel builds f16 A operands
+    from its elements), element j of a lane's A operand is its element
+    operand_a[j]."""
 
     name = "vyre.accumulator"
+    OPTIONAL = frozenset({"operand_a"})
 
     lanes: IntAttr
     positions_attr: ArrayAttr[IntAttr]
+    operand_a_attr: ArrayAttr[IntAttr] | NoneAttr
 
-    def __init__(self, lanes: int, positions: Sequence[int]):
-        super().__init__(IntAttr(lanes), ArrayAttr(IntAttr(p) for p in positions))
+    def __init__(self, lanes: int, positions: Sequence[int],
+                 operand_a: Sequence[int] | None = None):
+        super().__init__(IntAttr(lanes), ArrayAttr(IntAttr(p) for p in positions),
+                         NoneAttr() if operand_a is None
+                         else ArrayAttr(IntAttr(j) for j in operand_a))
+
+    @staticmethod
+    def of(layout: AccumulatorLayout) -> AccumulatorAttr:
+        return AccumulatorAttr(layout.lanes, layout.positions(), layout.operand_a)
 
     @classmethod
     def value_parsers(cls, parser: AttrParser) -> dict[str, Callable[[], Attribute]]:
-        return {"lanes": lambda: _parse_int(parser), "positions": lambda: _parse_ints(parser)}
+        return {"lanes": lambda: _parse_int(parser), "positions": lambda: _parse_ints(parser),
+                "operand_a": lambda: _parse_ints(parser)}
 
     @property
     def positions(self) -> tuple[int, ...]:
         return _ints(self.positions_attr)
 
+    @property
+    def layout(self) -> AccumulatorLayout:
+        from vyre_xdsl.mma_layout import AccumulatorLayout
+
+        operand = (None if isinstance(self.operand_a_attr, NoneAttr)
+                   else _ints(self.operand_a_attr))
+        return AccumulatorLayout.from_positions(self.positions, self.lanes.data, operand)
+
     def verify(self) -> None:
-        from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
+        from vyre_xdsl.mma_layout import TILE
 
         lanes, count = self.lanes.data, len(self.positions)
         if count != TILE * TILE:
@@ -356,7 +380,7 @@ class AccumulatorAttr(_Keyed, ParametrizedAttribute):
             raise VerifyException(
                 f"#vyre.accumulator: {count} positions are not a whole share for "
                 f"each of {lanes} lanes")
-        reason = AccumulatorLayout.from_positions(self.positions, lanes).problem()
+        reason = self.layout.problem()
         if reason is not None:
             raise VerifyException(f"#vyre.accumulator: {reason}")
 

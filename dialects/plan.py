@@ -2,7 +2,7 @@
 
 A skeleton that `default` runs on the device's matrix units gets
 `vyre.tensor_cores = #vyre.tensor_cores<keys = 16, row_tiles = 4, stage =
-true, prefetch = true>` instead: vyre-tensor-cores' tiling (its options of
+true, prefetch = true, registers = true>` instead: vyre-tensor-cores' tiling (its options of
 the same names), and no `vyre.plan`.
 
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
@@ -189,7 +189,7 @@ class PlanAttr(ParametrizedAttribute):
 
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
 _TILING_INTS = ("keys", "row_tiles")
-_TILING_FLAGS = ("stage", "prefetch")
+_TILING_FLAGS = ("stage", "prefetch", "registers")
 
 
 @irdl_attr_definition
@@ -202,10 +202,12 @@ class TensorCoresAttr(ParametrizedAttribute):
     row_tiles_attr: IntAttr
     stage_attr: IntAttr  # 0 or 1
     prefetch_attr: IntAttr  # 0 or 1
+    registers_attr: IntAttr  # 0 or 1
 
-    def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool):
+    def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool,
+                 registers: bool):
         super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
-                         IntAttr(int(prefetch)))
+                         IntAttr(int(prefetch)), IntAttr(int(registers)))
 
     keys = _data("keys_attr")
     row_tiles = _data("row_tiles_attr")
@@ -217,6 +219,10 @@ class TensorCoresAttr(ParametrizedAttribute):
     @property
     def prefetch(self) -> bool:
         return bool(self.prefetch_attr.data)
+
+    @property
+    def registers(self) -> bool:
+        return bool(self.registers_attr.data)
 
     def verify(self) -> None:
         if self.keys < TILE or self.keys % TILE:
@@ -248,9 +254,8 @@ class TensorCoresAttr(ParametrizedAttribute):
         return _verified(cls, values, parser, start)
 
     def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(
-            f"<keys = {self.keys}, row_tiles = {self.row_tiles}, "
-            f"stage = {str(self.stage).lower()}, prefetch = {str(self.prefetch).lower()}>")
+        flags = "".join(f", {key} = {str(getattr(self, key)).lower()}" for key in _TILING_FLAGS)
+        printer.print_string(f"<keys = {self.keys}, row_tiles = {self.row_tiles}{flags}>")
 
 
 PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr)

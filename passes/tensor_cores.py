@@ -19,7 +19,10 @@ profile knows (`device`; vyre_xdsl.mma_layout):
   combined over the lanes that hold it (`gpu.shuffle xor`, the layout's
   masks); the weights, rounded to f16, are inserted into an f16 matrix and
   stored to `tc_weights`, from where P V reads them as its A operand (a
-  KHR matrix cannot change use).
+  KHR matrix cannot change use); with `registers=true`, on a device whose
+  A operands hold a lane's accumulator elements (the layout's
+  `operand_a`), they are inserted into the A operand itself, and the tile
+  has no weights to store, load or wait for.
 - O stays a matrix carried by the tile loop: each lane rescales its
   elements by its rows' rescale, then O += P V on the matrix unit, each V
   block read once for every row block; at the end O's elements are divided
@@ -59,7 +62,7 @@ runs the expansion with the tuning's tiling (vyre_xdsl.tuning).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.context import Context
@@ -307,6 +310,8 @@ class Tiling:
     # staged tiles double-buffered: the next tile's K and V loaded while
     # this one is computed, one barrier a tile fewer
     prefetch: bool = False
+    # P built in registers as P V's A operand (needs the layout's operand_a)
+    registers: bool = False
 
     @property
     def buffers(self) -> int:
@@ -330,16 +335,18 @@ class Tiling:
     @staticmethod
     def of(attr: TensorCoresAttr) -> Tiling:
         """The tiling a plan records (`#vyre.tensor_cores`)."""
-        return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch)
+        return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers)
 
     def attr(self) -> TensorCoresAttr:
-        return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch)
+        return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch,
+                               self.registers)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the f16 weights of its
-        rows, and the staged K and V tiles."""
+        rows (but in registers), and the staged K and V tiles."""
         staged = self.buffers * self.keys * (head_dim + v_dim) if self.stage else 0
-        return F16_BYTES * (self.rows * self.keys + staged)
+        weights = 0 if self.registers else self.rows * self.keys
+        return F16_BYTES * (weights + staged)
 
 
 def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
@@ -352,6 +359,9 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
     if reason is not None or layout.lanes != SUBGROUP:
         return (f"the device's accumulator layout does not suit the expansion: "
                 f"{reason or f'{layout.lanes} lanes, not {SUBGROUP}'}")
+    if tiling.registers and layout.operand_a is None:
+        return ("the device's f16 A operands do not hold a lane's accumulator elements "
+                "(no operand_a in its layout), so P cannot stay in registers")
     shape = op.shape()
     if tiling.keys < TILE or tiling.keys % TILE or tiling.row_tiles < 1:
         return (f"tiles of {tiling.keys} keys and {tiling.row_tiles} row blocks: keys "
@@ -394,13 +404,14 @@ class TensorCoreExpansion:
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
         self.count = shape["seq_len"] // self.keys  # tiles
-        scratch = [("tc_weights", tiling.rows * self.keys, f16)]
+        scratch = [] if tiling.registers else [("tc_weights", tiling.rows * self.keys, f16)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
             scratch += [("tc_key_tile", tiling.buffers * self.keys * self.head_dim, f16),
                         ("tc_value_tile", tiling.buffers * self.keys * self.v_dim, f16)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
-        self.weights, self.staged = arrays[0], arrays[1:]
+        self.weights = None if tiling.registers else arrays.pop(0)
+        self.staged = arrays
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         self.group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
@@ -530,17 +541,19 @@ class TensorCoreExpansion:
                 for r, block in enumerate(totals):
                     block[k] = b.emit(SubgroupMmaComputeOp(
                         queries[r][c], key, block[k])).results[0]
-        rescales = [self.softmax(b, block, carried, r)
-                    for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
-        b.emit(gpu.BarrierOp())  # the subgroup's weights in place
-        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
-        weights = [[  # P's 16 x 16 blocks, one per 16 keys
-            b.emit(SubgroupMmaLoadMatrixOp(
-                self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
-                self.keys)).results[0]
-            for k in range(chunks)] for r in range(len(blocks))]
-        outs = [[self.map_elements(b, o, lambda b, x, slot, s=rescale: b.mulf(s[slot], x))
-                 for o in carried.o] for carried, rescale in zip(blocks, rescales, strict=True)]
+        # P's 16 x 16 blocks, one per 16 keys, of each row block
+        weights = [self.softmax(b, block, carried, r)
+                   for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
+        if not self.tiling.registers:
+            b.emit(gpu.BarrierOp())  # the subgroup's weights in place
+            a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+            weights = [[
+                b.emit(SubgroupMmaLoadMatrixOp(
+                    self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
+                    self.keys)).results[0]
+                for k in range(chunks)] for r in range(len(blocks))]
+        outs = [[self.map_elements(b, o, lambda b, x, slot, s=carried.rescale: b.mulf(s[slot], x))
+                 for o in carried.o] for carried in blocks]
         for c in range(v_dim // TILE):  # each V block read once
             for k in range(chunks):
                 at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
@@ -549,7 +562,8 @@ class TensorCoreExpansion:
                     o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
         if pending:  # the next tile into the other buffer, which no lane reads now
             self.store_blocks(b, pending, b.remui(b.addi(index, b.index(1)), b.index(2)))
-        b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
+        if self.staged or not self.tiling.registers:
+            b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
         return [_Rows.of(block.m_new, block.l_new, o)
                 for block, o in zip(blocks, outs, strict=True)]
 
@@ -559,9 +573,10 @@ class TensorCoreExpansion:
 
     def softmax(self, b: IRBuilder, scores_blocks: list[SSAValue], carried: _Rows,
                 r: int) -> list[SSAValue]:
-        """Row block r's tile: its weights stored to tc_weights as f16, its
-        new running max and denominator set on `carried` (m_new, l_new);
-        returns each row slot's rescale of O."""
+        """Row block r's tile: its new running max, denominator and each row
+        slot's rescale of O set on `carried` (m_new, l_new, rescale); returns
+        its weights as f16 A operands, one for each 16 keys (with
+        `registers`), else stores them to tc_weights and returns []."""
         layout, rows = self.layout, self.layout.row_count
         scores = [[self.score(b, dot) for dot in self.elements(b, total)]
                   for total in scores_blocks]
@@ -577,6 +592,8 @@ class TensorCoreExpansion:
                    for old, new in zip(carried.m, m_new, strict=True)]
         tile_sum = [b.f32(0.0)] * rows
         c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        operands = []
         for k, block in enumerate(scores):
             weights = []
             for s, slot in zip(block, layout.slots, strict=True):
@@ -585,14 +602,18 @@ class TensorCoreExpansion:
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
                 weights.append(self.narrow(b, _at_least_smallest_f16(
                     b, weight, _may_be_minus_inf(self.f.score))))
-            b.emit(SubgroupMmaStoreMatrixOp(
-                self.assemble(b, weights, c16), self.weights,
-                [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
+            if self.tiling.registers:
+                operands.append(self.assemble(
+                    b, [weights[i] for i in layout.operand_a], a16))
+            else:
+                b.emit(SubgroupMmaStoreMatrixOp(
+                    self.assemble(b, weights, c16), self.weights,
+                    [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
         tile_sum = [self.row_total(b, t, lambda b, x, y: b.addf(x, y)) for t in tile_sum]
-        carried.m_new = m_new
+        carried.m_new, carried.rescale = m_new, rescale
         carried.l_new = [recurrence.next_denominator(b, scale, old, t)
                          for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]
-        return rescale
+        return operands
 
     def load_blocks(self, b: IRBuilder, index) -> list[_Block]:
         """Tile `index`'s K and V rows in 16x16 blocks spread over the
@@ -673,6 +694,7 @@ class _Rows:
         self.m, self.l, self.o = values[:rows], values[rows:2 * rows], values[2 * rows:]
         self.m_new: list[SSAValue] = []
         self.l_new: list[SSAValue] = []
+        self.rescale: list[SSAValue] = []
 
     @staticmethod
     def of(m, l, o) -> _Rows:  # noqa: E741
@@ -732,7 +754,9 @@ def expand(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
     assert isinstance(kernel, vyre.KernelOp)
     fragments = Fragments.of(op, tiling.sharing)
     record_skeleton(op)
-    kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr(layout.lanes, layout.positions())
+    # the A operands' layout only where the kernel relies on it
+    recorded = layout if tiling.registers else replace(layout, operand_a=None)
+    kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr.of(recorded)
     b = IRBuilder(InsertPoint.before(op))
     TensorCoreExpansion(op, fragments, tiling, layout, b).emit(b)
     unused = [op.q_scratch, op.score_tile, op.o_acc]
@@ -753,7 +777,8 @@ class TensorCoresPass(ModulePass):
     tiles read from global memory by each subgroup or, with `stage`,
     copied once per workgroup into workgroup memory (with `prefetch`, into
     two buffers, the next tile's loaded while this one is computed;
-    `force`: an error for a skeleton that does not qualify)."""
+    `registers`: P built in registers as P V's A operand; `force`: an
+    error for a skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
@@ -762,6 +787,7 @@ class TensorCoresPass(ModulePass):
     row_tiles: int = 1
     stage: bool = False
     prefetch: bool = False
+    registers: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -773,7 +799,8 @@ class TensorCoresPass(ModulePass):
                                  f"{self.row_tiles}")
         layout = device_profile(self.device).accumulator_layout
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch)
+            tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch,
+                            self.registers)
             reason = problem(skeleton, layout, tiling)
             if reason is None:
                 expand(skeleton, layout, tiling)

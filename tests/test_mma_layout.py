@@ -44,6 +44,36 @@ def test_the_h200_layout_is_ptx_mma_fragments():
     # lane 5: group 1, thread 1 -> rows 1 and 9, columns 2, 3, 10, 11
     assert layout.rows[5] == (1, 1, 1, 1, 9, 9, 9, 9)
     assert layout.cols[5] == (2, 3, 10, 11, 2, 3, 10, 11)
+    # its A operand: the same elements, the fragment's a0..a7 (rows first)
+    assert layout.operand_a == (0, 1, 4, 5, 2, 3, 6, 7)
+    assert [layout.operand_position(5, j) for j in (0, 2, 4, 6)] == [
+        (1, 2), (9, 2), (1, 10), (9, 10)]
+
+
+def _reversed_operand(layout: AccumulatorLayout) -> AccumulatorLayout:
+    """`layout` whose A operands hold each lane's elements in reverse."""
+    return layout.with_operand([p for share in layout.lane_positions() for p in share[::-1]])
+
+
+def test_an_operand_order_is_read_only_where_every_lane_has_the_same():
+    layout = _row_pairs()
+    assert _reversed_operand(layout).operand_a == tuple(range(7, -1, -1))
+    shares = [list(share) for share in layout.lane_positions()]
+    shares[3] = shares[3][::-1]  # one lane in another order
+    assert layout.with_operand([p for share in shares for p in share]).operand_a is None
+    shares = [list(share) for share in layout.lane_positions()]
+    shares[0][0], shares[1][0] = shares[1][0], shares[0][0]  # elements of other lanes
+    assert layout.with_operand([p for share in shares for p in share]).operand_a is None
+
+
+def test_a_kernel_relies_on_the_operand_order_only_where_it_records_one():
+    from dataclasses import replace
+
+    device = H200.accumulator_layout
+    assert replace(device, operand_a=None).fits(device)
+    assert device.fits(device) and not device.fits(replace(device, operand_a=None))
+    assert not _reversed_operand(device).fits(device)
+    assert not device.fits(None) and not _row_pairs().fits(device)
 
 
 def test_another_layout_derives_its_own_rows_and_partners():
@@ -62,10 +92,11 @@ def test_layouts_kernels_cannot_compute_on_are_refused(change, reason):
     assert reason in layout.problem()
 
 
-def _layout_module(layout: AccumulatorLayout | None, dtype: str = "f32"):
-    text = accumulator_layout_kernel(dtype)
+def _layout_module(layout: AccumulatorLayout | None, dtype: str = "f32",
+                   operand: str = "COp"):
+    text = accumulator_layout_kernel(dtype, operand=operand)
     if layout is not None:
-        attr = AccumulatorAttr(layout.lanes, layout.positions())
+        attr = AccumulatorAttr.of(layout)
         text = text.replace("grid = [1, 1, 1],", f"grid = [1, 1, 1], accumulator = {attr},")
     return Parser(make_context(), text).parse_module()
 
@@ -78,6 +109,23 @@ def test_the_interpreter_extracts_where_the_recorded_layout_says(layout, dtype):
     count = program_info(module).buffer("c").count
     out = vx.run(module, {"c": np.arange(count).astype(dtype.replace("f", "float"))})["out"]
     assert out.astype(np.int64).reshape(-1).tolist() == list(layout.positions())
+
+
+@pytest.mark.parametrize("layout", [H200.accumulator_layout, _reversed_operand(_row_pairs())],
+                         ids=["h200", "row_pairs_reversed"])
+def test_the_interpreter_extracts_an_operand_where_its_recorded_order_says(layout):
+    module = _layout_module(layout, "f16", "AOp")
+    out = vx.run(module, {"c": np.arange(256).astype(np.float16)})["out"]
+    want = [layout.operand_position(lane, j) for lane in range(LANES) for j in range(8)]
+    assert out.astype(np.int64).reshape(-1).tolist() == [r * TILE + c for r, c in want]
+
+
+def test_an_operand_without_a_recorded_order_cannot_be_extracted():
+    from dataclasses import replace
+
+    module = _layout_module(replace(H200.accumulator_layout, operand_a=None), "f16", "AOp")
+    with pytest.raises(VyreError, match='not of a "AOp" matrix; record its `operand_a`'):
+        vx.run(module, {"c": np.arange(256).astype(np.float16)})
 
 
 def test_a_kernel_without_a_recorded_layout_cannot_extract():
@@ -105,15 +153,19 @@ def test_the_emitter_needs_a_constant_element_index():
         emit_spirv_module(module, program_info(module))
 
 
-def test_the_expansion_follows_the_layout_it_is_given():
+@pytest.mark.parametrize("registers", [False, True])
+def test_the_expansion_follows_the_layout_it_is_given(registers):
     """The softmax on another layout's elements (one row a lane, partners
-    xor 1) is as right as on the H200's: nothing assumes the H200's."""
+    xor 1; A operands in reverse) is as right as on the H200's: nothing
+    assumes the H200's."""
     kwargs = dict(seq_len=128, head_dim=32, num_heads=2)
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs)
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
-    expand(skeleton, _row_pairs(), Tiling(keys=32, row_tiles=2))
+    expand(skeleton, _reversed_operand(_row_pairs()),
+           Tiling(keys=32, row_tiles=2, registers=registers))
     lowered = vx.lower_to_gpu(module, optimize="exact")
     assert f"positions = [{', '.join(map(str, _row_pairs().positions()[:4]))}" in str(lowered)
+    assert ("operand_a = [7, 6, 5" in str(lowered)) == registers
     rng = np.random.default_rng(1)
     inputs = {b.name: rng.standard_normal(b.shape).astype(np.float16)
               for b in program_info(lowered).inputs}

@@ -18,7 +18,7 @@ from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
 from vyre_xdsl.device import H200
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.passes.tensor_cores import TOLERANCE, problem
+from vyre_xdsl.passes.tensor_cores import TOLERANCE, Tiling, problem
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
 
@@ -42,6 +42,10 @@ PIPELINES = {
     "exact_staged": "vyre-tensor-cores{device=h200 force=true stage=true},vyre-to-gpu{optimize=exact}",
     "none_staged_keys32":
         "vyre-tensor-cores{device=h200 force=true stage=true keys=32},vyre-to-gpu{optimize=none}",
+    "exact_registers":
+        "vyre-tensor-cores{device=h200 force=true registers=true},vyre-to-gpu{optimize=exact}",
+    "default_h200_staged_registers_keys32": "vyre-tensor-cores{device=h200 force=true stage=true "
+        "registers=true keys=32},vyre-to-gpu{optimize=default device=h200}",
 }
 
 
@@ -82,6 +86,8 @@ LONG = dict(seq_len=128, head_dim=32, num_heads=2)
     (LONG, "row_tiles=2"), (LONG, "row_tiles=2 stage=true keys=32"),
     (LONG, "stage=true keys=64"), (LONG, "stage=true prefetch=true keys=32"),
     (LONG, "row_tiles=2 stage=true prefetch=true keys=64"),
+    (dict(seq_len=256, head_dim=64, num_heads=1), "row_tiles=4 stage=true prefetch=true registers=true"),
+    (LONG, "row_tiles=2 keys=32 registers=true"),
 ])
 def test_row_blocks_of_a_subgroup_match_the_oracle(kwargs, options):
     """A subgroup owning 32 or 64 rows reads each K and V block once for
@@ -168,6 +174,7 @@ def test_mlir_opt_accepts_the_lowered_kernel(level):
     ("row_tiles=2", "none"), ("row_tiles=4 keys=32", "exact"),
     ("row_tiles=2 stage=true prefetch=true keys=32", "none"),
     ("stage=true prefetch=true keys=32", "exact"),
+    ("row_tiles=2 stage=true prefetch=true keys=32 registers=true", "exact"),
 ])
 def test_mlir_opt_accepts_row_blocks_and_prefetch(options, level):
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
@@ -185,7 +192,7 @@ def test_mlir_opt_accepts_what_the_default_plan_puts_on_the_matrix_units():
 
 @needs_mlir_translate
 @needs_mlir_opt
-@pytest.mark.parametrize("level", ["exact", "exact_staged"])
+@pytest.mark.parametrize("level", ["exact", "exact_staged", "exact_registers"])
 def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     spirv = emit_spirv_module(vx.lower_to_gpu(module, optimize=PIPELINES[level]))
@@ -224,6 +231,16 @@ def test_problem_is_none_for_the_builders_f16_kernel():
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
     assert problem(skeleton, H200.accumulator_layout) is None
+
+
+def test_weights_stay_in_registers_only_where_the_operand_order_is_known():
+    from dataclasses import replace
+
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
+    unknown = replace(H200.accumulator_layout, operand_a=None)
+    assert problem(skeleton, unknown, Tiling()) is None
+    assert "P cannot stay in registers" in problem(skeleton, unknown, Tiling(registers=True))
 
 
 def test_keys_must_be_a_multiple_of_16():

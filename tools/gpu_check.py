@@ -312,7 +312,8 @@ def check_layout(ctx) -> bool:
 
     layout = runtime.device_accumulator(ctx)
     ok = layout is not None and ("H200" not in ctx.name or layout == H200.accumulator_layout)
-    rows = "none" if layout is None else f"{layout.row_count} rows a lane, xor {layout.masks}"
+    rows = "none" if layout is None else (f"{layout.row_count} rows a lane, xor {layout.masks}, "
+                                          f"A operand in order {layout.operand_a}")
     print(f"{'ok  ' if ok else 'FAIL'} layout: accumulator layout of {ctx.name}: {rows}"
           + (", as the h200 profile's" if ok and "H200" in ctx.name else ""), flush=True)
     return ok

@@ -97,17 +97,18 @@ def matmul_kernel(shape: MatmulShape) -> str:
 """)
 
 
-def accumulator_layout_kernel(element: str, shape: tuple[int, int] = (16, 16)) -> str:
+def accumulator_layout_kernel(element: str, shape: tuple[int, int] = (16, 16),
+                              operand: str = "COp") -> str:
     """The lowered module of @layout (text): each lane writes element i of
-    its share of a `shape` accumulator ("COp") matrix loaded from c to
-    out[lane, i]; with c[r, col] = r * cols + col, out says which element
-    of the matrix each lane holds (vyre_xdsl.mma_layout)."""
+    its share of a `shape` accumulator (or `operand`) matrix loaded from c
+    to out[lane, i]; with c[r, col] = r * cols + col, out says which
+    element of the matrix each lane holds (vyre_xdsl.mma_layout)."""
     rows, cols = shape
     share = rows * cols // SUBGROUP_LANES
     buffers = (TileBuffer("c", "read", shape, element),
                TileBuffer("out", "write", (SUBGROUP_LANES, share), element))
     c, out = (buffer.memref for buffer in buffers)
-    matrix = f'!gpu.mma_matrix<{rows}x{cols}x{element}, "COp">'
+    matrix = f'!gpu.mma_matrix<{rows}x{cols}x{element}, "{operand}">'
     stores = "\n".join(f"""      %i{i} = arith.constant {i} : index
       %v{i} = gpu.subgroup_mma_extract_thread_local %m[%i{i}] : {matrix} -> {element}
       %at{i} = arith.addi %first, %i{i} : index

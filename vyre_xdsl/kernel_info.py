@@ -386,8 +386,7 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         func=func,
         loop_iterations=loop_iterations(func.body),
         tile_size=None if skeleton is None else skeleton.tile_size.data,
-        accumulator=None if launch.accumulator is None else AccumulatorLayout.from_positions(
-            launch.accumulator.positions, launch.accumulator.lanes.data),
+        accumulator=None if launch.accumulator is None else launch.accumulator.layout,
     )
 
 

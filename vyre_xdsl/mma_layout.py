@@ -19,11 +19,16 @@ What the kernels rely on, checked by `problem()`:
   lane: a lane keeps one running max and denominator a row;
 - the lanes that hold a row are the lane's partners under xor by the
   `masks` (a row's max and sum combine with one gpu.shuffle xor a mask).
+
+Where the device's f16 A-operand ("AOp") matrix holds, in every lane, the
+same elements as its accumulator, only in another order, the layout
+records that order (`operand_a`): a lane then builds the A operand of
+P V from its own elements of P, with no trip through workgroup memory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 TILE = 16  # the accumulator's rows and columns (16x16, f32)
@@ -36,20 +41,51 @@ class AccumulatorLayout:
 
     rows: tuple[tuple[int, ...], ...]
     cols: tuple[tuple[int, ...], ...]
+    # element j of a lane's share of an f16 A-operand matrix is its
+    # accumulator element operand_a[j] (None: unknown, or not so)
+    operand_a: tuple[int, ...] | None = None
 
     @staticmethod
-    def from_positions(positions: list[int] | tuple[int, ...], lanes: int) -> AccumulatorLayout:
+    def from_positions(positions: list[int] | tuple[int, ...], lanes: int,
+                       operand_a: tuple[int, ...] | None = None) -> AccumulatorLayout:
         """From the flat `row * TILE + col` of each lane's elements, lane by
         lane (what the layout kernel writes)."""
-        share = len(positions) // lanes
-        table = [tuple(int(p) for p in positions[lane * share:(lane + 1) * share])
-                 for lane in range(lanes)]
+        table = _shares(positions, lanes)
         return AccumulatorLayout(tuple(tuple(p // TILE for p in t) for t in table),
-                                 tuple(tuple(p % TILE for p in t) for t in table))
+                                 tuple(tuple(p % TILE for p in t) for t in table),
+                                 None if operand_a is None else tuple(operand_a))
+
+    def with_operand(self, positions: list[int] | tuple[int, ...]) -> AccumulatorLayout:
+        """This layout with `operand_a` read from an A-operand matrix's
+        `positions` (as from_positions'), where each of its elements is, in
+        every lane, the same element index of the accumulator; else
+        without."""
+        order = []
+        for share, mine in zip(_shares(positions, self.lanes), self.lane_positions(),
+                               strict=True):
+            order.append(tuple(mine.index(p) if p in mine else -1 for p in share))
+        uniform = len(set(order)) == 1 and sorted(order[0]) == list(range(self.length))
+        return replace(self, operand_a=order[0] if uniform else None)
+
+    def lane_positions(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(r * TILE + c for r, c in zip(rows, cols, strict=True))
+                     for rows, cols in zip(self.rows, self.cols, strict=True))
+
+    def operand_position(self, lane: int, j: int) -> tuple[int, int]:
+        """The row and column of lane `lane`'s element j of an A operand."""
+        assert self.operand_a is not None
+        i = self.operand_a[j]
+        return self.rows[lane][i], self.cols[lane][i]
+
+    def fits(self, device: AccumulatorLayout | None) -> bool:
+        """Whether a kernel compiled for this layout computes right on a
+        device with layout `device` (it relies on `operand_a` only where it
+        records one)."""
+        return device is not None and (self.rows, self.cols) == (device.rows, device.cols) \
+            and self.operand_a in (None, device.operand_a)
 
     def positions(self) -> tuple[int, ...]:
-        return tuple(r * TILE + c for rows, cols in zip(self.rows, self.cols, strict=True)
-                     for r, c in zip(rows, cols, strict=True))
+        return tuple(p for share in self.lane_positions() for p in share)
 
     @property
     def lanes(self) -> int:
@@ -88,6 +124,9 @@ class AccumulatorLayout:
             return "the lanes hold different numbers of elements"
         if sorted(self.positions()) != list(range(TILE * TILE)):
             return "the lanes' elements do not cover the matrix once each"
+        if self.operand_a is not None and sorted(self.operand_a) != list(range(self.length)):
+            return (f"operand_a {list(self.operand_a)} does not name each of a lane's "
+                    f"{self.length} elements once")
         for lane in range(self.lanes):
             rows = self.lane_rows(lane)
             if tuple(rows.index(r) for r in self.rows[lane]) != self.slots:
@@ -102,3 +141,9 @@ class AccumulatorLayout:
                 return (f"the lanes that hold lane {lane}'s rows are not its "
                         f"partners under xor")
         return None
+
+
+def _shares(positions, lanes: int) -> list[tuple[int, ...]]:
+    share = len(positions) // lanes
+    return [tuple(int(p) for p in positions[lane * share:(lane + 1) * share])
+            for lane in range(lanes)]

@@ -10,7 +10,8 @@ be undefined); a subgroup none of whose lanes is active skips it.
 
 `gpu.subgroup_mma_extract/insert_thread_local` read and write a lane's
 elements where the kernel's recorded accumulator layout
-(`#vyre.accumulator`, vyre_xdsl.mma_layout) puts them.
+(`#vyre.accumulator`, vyre_xdsl.mma_layout) puts them, an A operand's by
+its `operand_a`.
 
 Numerics: D = A * B + C with A's and B's elements converted exactly to f32
 (an f16 is an f32 exactly, and so is the product of two), C's too, and the
@@ -29,6 +30,7 @@ from xdsl.interpreter import impl, register_impls
 from vyre_xdsl.dialects.gpu_mma import (
     MMAElementwise,
     MMAMatrixType,
+    MMAOperand,
     SubgroupMmaComputeOp,
     SubgroupMmaConstantMatrixOp,
     SubgroupMmaElementwiseOp,
@@ -179,24 +181,34 @@ class MmaFunctions(LaneFunctions):
 
     def _lane_elements(self, op, index) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The subgroup, row and column of each running lane's element
-        `index`, by the kernel's accumulator layout."""
+        `index`, by the kernel's accumulator layout (of an A operand: its
+        `operand_a`)."""
         state, layout = self.state, self.state.accumulator
         if layout is None:
             raise VyreError(
                 f"{op.name}: the kernel records no accumulator layout (its "
                 f"vyre.launch has no `accumulator`), so which element a lane "
                 f"holds is unknown; record the layout it was compiled for")
-        if op.matrix.type.get_shape() != (TILE, TILE) or layout.lanes != state.subgroup_size:
+        matrix = op.matrix.type
+        if matrix.get_shape() != (TILE, TILE) or layout.lanes != state.subgroup_size:
             raise VyreError(
                 f"{op.name}: the recorded layout is of a {TILE}x{TILE} matrix over "
-                f"{layout.lanes} lanes; this is a {op.matrix.type.get_shape()} "
+                f"{layout.lanes} lanes; this is a {matrix.get_shape()} "
                 f"matrix over subgroups of {state.subgroup_size}")
+        operand = matrix.use == MMAOperand.A
+        if (operand and layout.operand_a is None) or matrix.use == MMAOperand.B:
+            raise VyreError(
+                f"{op.name}: the kernel's recorded layout says where a lane's elements "
+                f"of an accumulator{' and an A operand' if layout.operand_a else ''} "
+                f"are, not of a \"{matrix.use}\" matrix; record its `operand_a`")
         subgroups = self._per_subgroup(op, index)  # one index a subgroup
         (position, *others) = {int(i) for i in subgroups.values()} or {0}
         if others or not 0 <= position < layout.length:
             raise VyreError(f"{op.name}: a lane holds elements 0 to {layout.length - 1}, "
                             f"and every lane takes the same one; not element(s) "
                             f"{sorted([position, *others])}")
+        if operand:
+            position = layout.operand_a[position]
         lanes = state.lane_ids[np.isin(state.lane_ids // state.subgroup_size,
                                        list(subgroups))]
         within = lanes % state.subgroup_size

@@ -133,7 +133,8 @@ def _check_accumulator(ctx: _Context, program: ProgramInfo) -> None:
     """Refuse kernels compiled for another accumulator layout than the
     device's: they would compute on the wrong elements."""
     for kernel in program.kernels:
-        if kernel.accumulator is not None and kernel.accumulator != device_accumulator(ctx):
+        if kernel.accumulator is not None and not kernel.accumulator.fits(
+                device_accumulator(ctx)):
             raise VyreError(
                 f"kernel @{kernel.name} computes on the elements of subgroup "
                 f"matrices laid out as its vyre.launch's `accumulator` says, but "
@@ -147,7 +148,8 @@ def _check_accumulator(ctx: _Context, program: ProgramInfo) -> None:
 def device_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     """Which lane holds which element of the device's 16x16 accumulator
     matrices (vyre_xdsl.mma_layout), read once by running
-    tools/mma_kernels.py's layout kernel for f32 and f16 accumulators;
+    tools/mma_kernels.py's layout kernel for f32 and f16 accumulators and
+    f16 A operands;
     None without what vyre-tensor-cores' kernels need (cooperative
     matrices, f16 arithmetic, the Vulkan memory model, 16-bit workgroup
     words), or where the two differ or kernels could not compute on them."""
@@ -170,9 +172,10 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
 
     if ctx.subgroup.size != SUBGROUP_LANES:
         return None
-    layouts = []
-    for dtype in ("f32", "f16"):
-        module = Parser(make_context(), accumulator_layout_kernel(dtype)).parse_module()
+    tables = []
+    for dtype, operand in (("f32", "COp"), ("f16", "COp"), ("f16", "AOp")):
+        module = Parser(make_context(),
+                        accumulator_layout_kernel(dtype, operand=operand)).parse_module()
         info = program_info(module)
         count = info.buffer("c").count
         host = numpy_dtype(dtype)
@@ -181,7 +184,7 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
             execute(emit_spirv_module(module, info), info, arrays)
         except VyreError:  # a driver that refuses the kernel has no usable layout
             return None
-        layouts.append(AccumulatorLayout.from_positions(
-            arrays["out"].astype(np.int64).tolist(), SUBGROUP_LANES))
-    same = layouts[0] == layouts[1] and layouts[0].problem() is None
-    return layouts[0] if same else None
+        tables.append(arrays["out"].astype(np.int64).tolist())
+    layout = AccumulatorLayout.from_positions(tables[0], SUBGROUP_LANES)
+    same = layout == AccumulatorLayout.from_positions(tables[1], SUBGROUP_LANES)
+    return layout.with_operand(tables[2]) if same and layout.problem() is None else None

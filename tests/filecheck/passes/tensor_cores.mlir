@@ -3,6 +3,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 keys=32}' | filecheck %s --check-prefix=KEYS32
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true}' | filecheck %s --check-prefix=STAGED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true prefetch=true keys=64}' | filecheck %s --check-prefix=PREFETCH
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 registers=true}' | filecheck %s --check-prefix=REGISTERS
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
@@ -178,6 +179,21 @@ builtin.module {
 // PREFETCH:       gpu.barrier
 // PREFETCH-NEXT:  scf.yield
 
+// Weights in registers: each lane inserts its f16 weights straight into the
+// A operand of P V, in the order the layout's operand_a gives (the H200's:
+// rows before columns), so the tile has no tc_weights and no barrier; the
+// launch records the order the kernel relies on.
+// REGISTERS:     vyre.kernel @flash_attention_2
+// REGISTERS-SAME: operand_a = [0, 1, 4, 5, 2, 3, 6, 7]
+// REGISTERS-NOT: vyre.scratch "tc_weights"
+// REGISTERS:     scf.for %tile_idx
+// REGISTERS:       arith.truncf %{{.*}} : f32 to f16
+// REGISTERS-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f16, !gpu.mma_matrix<16x16xf16, "AOp">
+// REGISTERS-NOT:   gpu.barrier
+// REGISTERS:       gpu.subgroup_mma_compute
+// REGISTERS-NOT:   gpu.barrier
+// REGISTERS:       scf.yield
+
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
 
@@ -185,7 +201,7 @@ builtin.module {
 // (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
 // plan; vyre-to-gpu's default follows it.
 // PLAN:       vyre.tiled_online_softmax
-// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false>}
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false>}
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32
