@@ -15,9 +15,10 @@ profile knows (`device`; vyre_xdsl.mma_layout):
   (`gpu.subgroup_mma_extract_thread_local`), applies the scores fragment's
   own epilogue (the ops between its dot product and its store, cloned with
   the dot product replaced by the element) and runs the recurrence
-  (vyre_xdsl.recurrence) for each of its rows, a row's tile max and sum
-  combined over the lanes that hold it (`gpu.shuffle xor`, the layout's
-  masks); the weights, rounded to f16, are inserted into an f16 matrix and
+  (vyre_xdsl.recurrence) for each of its rows, a row's tile max combined
+  over the lanes that hold it (`gpu.shuffle xor`, the layout's masks) in
+  each tile, its denominator once after the last (each lane sums its own
+  elements' weights); the weights, rounded to f16, are inserted into an f16 matrix and
   stored to `tc_weights`, from where P V reads them as its A operand (a
   KHR matrix cannot change use); with `registers=true`, on a device whose
   A operands hold a lane's accumulator elements (the layout's
@@ -447,7 +448,8 @@ class TensorCoreExpansion:
         c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
-            denominators = [recurrence.final_denominator(b, l) for l in block.l]  # noqa: E741
+            denominators = [recurrence.final_denominator(b, self.row_total(b, l, _add))
+                            for l in block.l]  # noqa: E741
             for c, o in enumerate(block.o):
                 out = self.map_elements(
                     b, o, lambda b, value, slot: self.narrow(
@@ -609,7 +611,6 @@ class TensorCoreExpansion:
                 b.emit(SubgroupMmaStoreMatrixOp(
                     self.assemble(b, weights, c16), self.weights,
                     [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
-        tile_sum = [self.row_total(b, t, lambda b, x, y: b.addf(x, y)) for t in tile_sum]
         carried.m_new, carried.rescale = m_new, rescale
         carried.l_new = [recurrence.next_denominator(b, scale, old, t)
                          for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]
@@ -681,13 +682,20 @@ class _Block:
                                         self.width))
 
 
+def _add(b: IRBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.addf(x, y)
+
+
 def _index(b: IRBuilder, value: int | SSAValue) -> SSAValue:
     return b.index(value) if isinstance(value, int) else value
 
 
 class _Rows:
     """A row block's loop-carried state: each row slot's running max `m`
-    and denominator `l`, and O's matrices."""
+    and the lane's part of its denominator `l` (the sum of its own
+    elements' weights, rescaled by the row's rescale: the parts of a row's
+    lanes add up to the row's denominator, combined once, after the last
+    tile), and O's matrices."""
 
     def __init__(self, values, rows: int):
         values = list(values)

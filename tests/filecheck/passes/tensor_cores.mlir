@@ -103,13 +103,15 @@ builtin.module {
 // CHECK:      gpu.subgroup_mma_load_matrix %q[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
 // CHECK:      scf.for %tile_idx = {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, !gpu.mma_matrix<16x16xf32, "COp">)
 // S = Q K^T (K read column-major), its eight elements of the lane scaled by
-// the fragment's epilogue, each row's max over the lanes that hold it
-// (xor 1 and 2), the weights rounded into an f16 matrix and stored for P V.
+// the fragment's epilogue, each of its two rows' max over the lanes that
+// hold it (xor 1 and 2: four shuffles), the weights rounded into an f16
+// matrix and stored for P V; a lane sums only its own weights.
 // CHECK:        gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index, transpose} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
 // CHECK:        %[[S:.*]] = gpu.subgroup_mma_compute
 // CHECK-COUNT-8: gpu.subgroup_mma_extract_thread_local %[[S]]
 // CHECK:        vyre.bounded_score
-// CHECK:        gpu.shuffle xor
+// CHECK-COUNT-4: gpu.shuffle xor
+// CHECK-NOT:    gpu.shuffle
 // CHECK:        %rescale = math.exp
 // CHECK:        %rescale_1 = math.exp
 // CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f16, !gpu.mma_matrix<16x16xf16, "COp">
@@ -122,7 +124,9 @@ builtin.module {
 // CHECK:        gpu.subgroup_mma_compute
 // CHECK:        gpu.barrier
 // CHECK:        scf.yield
-// The end: O divided by the rows' denominators, rounded, stored to out.
+// The end: each row's denominator added over its lanes, O divided by it,
+// rounded, stored to out.
+// CHECK-COUNT-4: gpu.shuffle xor
 // CHECK:      vyre.positive_denominator
 // CHECK:      gpu.subgroup_mma_store_matrix %{{.*}}, %out[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "COp">, memref<1024xf16>
 
