@@ -193,9 +193,22 @@ class BoundedScoreOp(StabilityOp):
 
 @irdl_op_definition
 class BoundedExpArgOp(StabilityOp):
-    """`v if isnan(v) else clamp(finite_or(v, -80.0), -80.0, 0.0)`"""
+    """`v if isnan(v) else clamp(finite_or(v, -80.0), -80.0, 0.0)`
+
+    `nonpositive` is its producer's promise that the argument is <= 0, -inf
+    or NaN wherever the result is used; the value is the same, and the
+    expansion needs only the lower bound."""
 
     name = "vyre.bounded_exp_arg"
+
+    nonpositive = opt_prop_def(UnitAttr)
+
+    assembly_format = "(`nonpositive` $nonpositive^)? $input attr-dict `:` type($input)"
+
+    def __init__(self, value: SSAValue | Operation, nonpositive: bool = False) -> None:
+        super().__init__(value)
+        if nonpositive:
+            self.nonpositive = UnitAttr()
 
 
 @irdl_op_definition

@@ -1,10 +1,12 @@
 """vyre-expand-stability: the stability ops become arith/math select chains.
 
-Each pattern spells out its SEMANTICS.md definition with ordered/unordered
-comparisons, so NaN passes through exactly where the definition says:
+Each pattern computes its SEMANTICS.md definition exactly, with
+ordered/unordered comparisons, so NaN passes through where the definition
+says (an ordered compare is false on NaN, so a select keeps NaN's side):
 
     isnan(v)     = cmpf uno v, v
     isfinite(v)  = cmpf one |v|, +inf        (false for inf and NaN)
+    isinf(v)     = cmpf oeq |v|, +inf        (false for NaN)
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def is_finite(b: IRBuilder, v: SSAValue) -> SSAValue:
     return b.cmpf(b.absf(v), b.f32(INF), "one")
 
 
-def finite_or(b: IRBuilder, v: SSAValue, fallback: float) -> SSAValue:
-    return b.select(is_finite(b, v), v, b.f32(fallback))
+def is_infinite(b: IRBuilder, v: SSAValue) -> SSAValue:
+    return b.cmpf(b.absf(v), b.f32(INF), "oeq")
 
 
 def nan_passes(b: IRBuilder, v: SSAValue, otherwise: SSAValue) -> SSAValue:
@@ -51,7 +53,9 @@ class ExpandBoundedScore(RewritePattern):
     def match_and_rewrite(self, op: vyre.BoundedScoreOp, rewriter: PatternRewriter):
         b = IRBuilder(rewriter)
         v = op.input
-        rewriter.replace(op, [], [nan_passes(b, v, finite_or(b, v, SCORE_FLOOR))])
+        # Only +-inf is replaced: NaN is not infinite, so it passes.
+        floor = b.f32(SCORE_FLOOR)
+        rewriter.replace(op, [], [b.select(is_infinite(b, v), floor, v)])
 
 
 class ExpandBoundedExpArg(RewritePattern):
@@ -59,12 +63,16 @@ class ExpandBoundedExpArg(RewritePattern):
     def match_and_rewrite(self, op: vyre.BoundedExpArgOp, rewriter: PatternRewriter):
         b = IRBuilder(rewriter)
         v = op.input
-        finite = finite_or(b, v, SCORE_FLOOR)
-        zero, floor = b.f32(0.0), b.f32(SCORE_FLOOR)
-        # Upper bound first (> 0 -> 0), then lower (< -80 -> -80).
-        capped = b.select(b.cmpf(finite, zero, "ogt"), zero, finite)
-        clamped = b.select(b.cmpf(capped, floor, "olt"), floor, capped)
-        rewriter.replace(op, [], [nan_passes(b, v, clamped)])
+        floor = b.f32(SCORE_FLOOR)
+        # The lower bound, -inf included; NaN and +inf pass.
+        raised = b.select(b.cmpf(v, floor, "olt"), floor, v)
+        if op.nonpositive is not None:  # nothing above 0 to bound
+            rewriter.replace(op, [], [raised])
+            return
+        # Above 0 (NaN is not): +inf is not finite, so -80; the rest 0.
+        zero = b.f32(0.0)
+        capped = b.select(b.cmpf(v, b.f32(INF), "oeq"), floor, zero)
+        rewriter.replace(op, [], [b.select(b.cmpf(v, zero, "ogt"), capped, raised)])
 
 
 class ExpandPositiveDenominator(RewritePattern):

@@ -218,8 +218,10 @@ class IRBuilder:
     def bounded_score(self, a: Value) -> SSAValue:
         return self._result(vyre.BoundedScoreOp(_v(a)))
 
-    def bounded_exp_arg(self, a: Value) -> SSAValue:
-        return self._result(vyre.BoundedExpArgOp(_v(a)))
+    def bounded_exp_arg(self, a: Value, nonpositive: bool = False) -> SSAValue:
+        """`nonpositive`: the caller promises `a` is <= 0, -inf or NaN
+        (vyre.bounded_exp_arg)."""
+        return self._result(vyre.BoundedExpArgOp(_v(a), nonpositive))
 
     def positive_denominator(self, a: Value) -> SSAValue:
         return self._result(vyre.PositiveDenominatorOp(_v(a)), "denom")

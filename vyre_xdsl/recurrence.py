@@ -24,9 +24,10 @@ from vyre_xdsl.ir_builder import IRBuilder
 
 
 def max_step(b: IRBuilder, s: SSAValue, tile_max: SSAValue) -> SSAValue:
-    """The tile max after score `s`: a NaN max stays NaN (SEMANTICS.md)."""
-    bigger = b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
-    return b.select(b.cmpf(tile_max, tile_max, "uno"), tile_max, bigger)
+    """The tile max after score `s` (or after another lane's tile max).
+    SEMANTICS.md keeps a NaN max; none arises, so that test is left out:
+    every max starts at F32_MIN and a NaN `s` never replaces it (ogt)."""
+    return b.select(b.cmpf(s, tile_max, "ogt"), s, tile_max)
 
 
 def running_max(b: IRBuilder, tile_max: SSAValue, m: SSAValue) -> SSAValue:
@@ -34,8 +35,10 @@ def running_max(b: IRBuilder, tile_max: SSAValue, m: SSAValue) -> SSAValue:
 
 
 def rescale_of(b: IRBuilder, m: SSAValue, m_new: SSAValue, exp2: bool) -> SSAValue:
+    """`m_new` is a running_max over `m` (a tile's, or the splits' in a merge)."""
     exp = b.exp2 if exp2 else b.exp
-    return exp(b.bounded_exp_arg(b.subf(m, m_new)), "rescale")
+    # m <= m_new: the argument is <= 0, -inf or NaN
+    return exp(b.bounded_exp_arg(b.subf(m, m_new), nonpositive=True), "rescale")
 
 
 def score_weight(
@@ -45,9 +48,11 @@ def score_weight(
     """The weight of score `s`: `exp(bounded_exp_arg(s - m_new))` (times
     `scale`), or exactly 0.0 where the mask does not `keep` the key, and,
     with `drop_minus_inf`, where `s` is -inf (a score_mod's way to drop a
-    key: SEMANTICS.md; such a score never raises the tile max either)."""
+    key: SEMANTICS.md; such a score never raises the tile max either).
+    `m_new` is at least every kept score that is not NaN (their max_step)."""
     exp = b.exp2 if exp2 else b.exp
-    weight = exp(b.bounded_exp_arg(b.subf(s, m_new)))
+    # s <= m_new for a kept s (a non-kept key's weight is replaced by 0.0)
+    weight = exp(b.bounded_exp_arg(b.subf(s, m_new), nonpositive=True))
     if scale != 1.0:
         weight = b.mulf(weight, b.f32(scale))
     if drop_minus_inf:

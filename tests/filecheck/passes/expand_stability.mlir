@@ -1,41 +1,48 @@
 // RUN: vyre-opt %s -p vyre-expand-stability | filecheck %s
 
-// Each stability op becomes the select chain of its SEMANTICS.md definition:
-// isnan(v) = cmpf uno v, v; isfinite(v) = cmpf one |v|, +inf.
+// Each stability op becomes a select chain equal to its SEMANTICS.md
+// definition: an ordered compare is false on NaN, so NaN keeps its side.
 
+// bounded_score: only +-inf (|v| oeq +inf) becomes -80; NaN and finite v pass.
 func.func @bounded_score(%v: f32) -> f32 {
   %r = vyre.bounded_score %v : f32
   func.return %r : f32
 }
 // CHECK-LABEL: func.func @bounded_score(%v: f32) -> f32 {
+// CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
 // CHECK-NEXT:    %[[ABS:.*]] = math.absf %v : f32
 // CHECK-NEXT:    %[[INF:.*]] = arith.constant 0x7f800000 : f32
-// CHECK-NEXT:    %[[FIN:.*]] = arith.cmpf one, %[[ABS]], %[[INF]] : f32
-// CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
-// CHECK-NEXT:    %[[BOUNDED:.*]] = arith.select %[[FIN]], %v, %[[FLOOR]] : f32
-// CHECK-NEXT:    %[[NAN:.*]] = arith.cmpf uno, %v, %v : f32
-// CHECK-NEXT:    %[[R:.*]] = arith.select %[[NAN]], %v, %[[BOUNDED]] : f32
+// CHECK-NEXT:    %[[INFINITE:.*]] = arith.cmpf oeq, %[[ABS]], %[[INF]] : f32
+// CHECK-NEXT:    %[[R:.*]] = arith.select %[[INFINITE]], %[[FLOOR]], %v : f32
 // CHECK-NEXT:    func.return %[[R]] : f32
 
+// bounded_exp_arg: the lower bound (-inf and below -80 -> -80); then above 0
+// (NaN is not) +inf -> -80 and the rest -> 0.
 func.func @bounded_exp_arg(%v: f32) -> f32 {
   %r = vyre.bounded_exp_arg %v : f32
   func.return %r : f32
 }
 // CHECK-LABEL: func.func @bounded_exp_arg(%v: f32) -> f32 {
-// CHECK-NEXT:    %[[ABS:.*]] = math.absf %v : f32
-// CHECK-NEXT:    %[[INF:.*]] = arith.constant 0x7f800000 : f32
-// CHECK-NEXT:    %[[FIN:.*]] = arith.cmpf one, %[[ABS]], %[[INF]] : f32
-// CHECK-NEXT:    %[[FLOOR0:.*]] = arith.constant -8.000000e+01 : f32
-// CHECK-NEXT:    %[[FINITE:.*]] = arith.select %[[FIN]], %v, %[[FLOOR0]] : f32
-// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
-// Upper bound first, then lower:
-// CHECK-NEXT:    %[[POS:.*]] = arith.cmpf ogt, %[[FINITE]], %[[ZERO]] : f32
-// CHECK-NEXT:    %[[CAPPED:.*]] = arith.select %[[POS]], %[[ZERO]], %[[FINITE]] : f32
-// CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %[[CAPPED]], %[[FLOOR]] : f32
-// CHECK-NEXT:    %[[CLAMPED:.*]] = arith.select %[[LOW]], %[[FLOOR]], %[[CAPPED]] : f32
-// CHECK-NEXT:    %[[NAN:.*]] = arith.cmpf uno, %v, %v : f32
-// CHECK-NEXT:    %[[R:.*]] = arith.select %[[NAN]], %v, %[[CLAMPED]] : f32
+// CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %v, %[[FLOOR]] : f32
+// CHECK-NEXT:    %[[RAISED:.*]] = arith.select %[[LOW]], %[[FLOOR]], %v : f32
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[INF:.*]] = arith.constant 0x7f800000 : f32
+// CHECK-NEXT:    %[[IS_INF:.*]] = arith.cmpf oeq, %v, %[[INF]] : f32
+// CHECK-NEXT:    %[[CAPPED:.*]] = arith.select %[[IS_INF]], %[[FLOOR]], %[[ZERO]] : f32
+// CHECK-NEXT:    %[[POS:.*]] = arith.cmpf ogt, %v, %[[ZERO]] : f32
+// CHECK-NEXT:    %[[R:.*]] = arith.select %[[POS]], %[[CAPPED]], %[[RAISED]] : f32
+// CHECK-NEXT:    func.return %[[R]] : f32
+
+// With `nonpositive` (v <= 0, -inf or NaN) only the lower bound is left.
+func.func @bounded_exp_arg_nonpositive(%v: f32) -> f32 {
+  %r = vyre.bounded_exp_arg nonpositive %v : f32
+  func.return %r : f32
+}
+// CHECK-LABEL: func.func @bounded_exp_arg_nonpositive(%v: f32) -> f32 {
+// CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
+// CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %v, %[[FLOOR]] : f32
+// CHECK-NEXT:    %[[R:.*]] = arith.select %[[LOW]], %[[FLOOR]], %v : f32
 // CHECK-NEXT:    func.return %[[R]] : f32
 
 func.func @positive_denominator(%v: f32) -> f32 {

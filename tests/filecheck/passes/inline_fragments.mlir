@@ -51,20 +51,20 @@ builtin.module {
 // CHECK-NEXT:        %tile_len = arith.subi %tile_end, %tile_start : index
 // The scores fragment, its arguments replaced by the loop values:
 // CHECK-NEXT:        "test.op"(%[[ITEM]], %[[LANE]], %tile_start, %tile_len, %q_scratch, %score_tile) {fragment = "scores"}
-// The tile max keeps a NaN once seen (uno), else takes the larger (ogt):
+// The tile max takes the larger (ogt: a NaN score never replaces it, so it
+// is never NaN and needs no uno test):
 // CHECK:             %tile_max = scf.for %max_j = {{.*}} to %tile_len
 // CHECK:               %[[S:.*]] = memref.load %score_tile[
 // CHECK-NEXT:          %[[GT:.*]] = arith.cmpf ogt, %[[S]], %[[TM:.*]] : f32
-// CHECK-NEXT:          %[[BIG:.*]] = arith.select %[[GT]], %[[S]], %[[TM]] : f32
-// CHECK-NEXT:          %[[NAN:.*]] = arith.cmpf uno, %[[TM]], %[[TM]] : f32
-// CHECK-NEXT:          %[[NEXT:.*]] = arith.select %[[NAN]], %[[TM]], %[[BIG]] : f32
+// CHECK-NEXT:          %[[NEXT:.*]] = arith.select %[[GT]], %[[S]], %[[TM]] : f32
 // CHECK-NEXT:          scf.yield %[[NEXT]] : f32
 // A loop over a tile runs at most tile_size times (for vyre-unroll-jam):
 // CHECK-NEXT:        } {vyre.max_trips = 2 : i64}
 // CHECK:             %[[NEW:.*]] = arith.cmpf ogt, %tile_max, %m : f32
 // CHECK-NEXT:        %m_new = arith.select %[[NEW]], %tile_max, %m : f32
 // CHECK-NEXT:        %[[DIFF:.*]] = arith.subf %m, %m_new : f32
-// CHECK-NEXT:        %[[ARG:.*]] = vyre.bounded_exp_arg %[[DIFF]] : f32
+// m <= m_new and s <= m_new: both exponents promise to be nonpositive.
+// CHECK-NEXT:        %[[ARG:.*]] = vyre.bounded_exp_arg nonpositive %[[DIFF]] : f32
 // CHECK-NEXT:        %rescale = math.exp %[[ARG]] : f32
 // Each key's weight is computed once, and stored over its score for the
 // update (whose vyre.tile_weight ops become loads):
@@ -72,7 +72,7 @@ builtin.module {
 // CHECK:               %[[SCORE_AT:.*]] = arith.addi %{{.*}}, %sum_j : index
 // CHECK-NEXT:          %[[SCORE:.*]] = memref.load %score_tile[%[[SCORE_AT]]]
 // CHECK-NEXT:          %[[SHIFTED:.*]] = arith.subf %[[SCORE]], %m_new : f32
-// CHECK-NEXT:          %[[EXP_ARG:.*]] = vyre.bounded_exp_arg %[[SHIFTED]] : f32
+// CHECK-NEXT:          %[[EXP_ARG:.*]] = vyre.bounded_exp_arg nonpositive %[[SHIFTED]] : f32
 // CHECK-NEXT:          %[[WEIGHT:.*]] = math.exp %[[EXP_ARG]] : f32
 // CHECK:               %[[WEIGHT_AT:.*]] = arith.addi %{{.*}}, %sum_j : index
 // CHECK-NEXT:          memref.store %[[WEIGHT]], %score_tile[%[[WEIGHT_AT]]]

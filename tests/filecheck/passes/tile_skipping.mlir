@@ -55,7 +55,7 @@ builtin.module {
 // weight, which is exactly 0.0 for a masked key; the update loads it.
 // CHECK:               "test.op"(%tile_start_1) {fragment = "scores"}
 // CHECK:               %tile_max_1 = scf.for %max_j_1
-// CHECK:                 arith.cmpf uno
+// CHECK:                 arith.cmpf ogt
 // CHECK-NEXT:            %[[NEXT:.*]] = arith.select
 // CHECK-NEXT:            %kv_idx = arith.addi %tile_start_1, %max_j_1
 // CHECK-NEXT:            %keep = arith.cmpi ule, %kv_idx, %item : index
