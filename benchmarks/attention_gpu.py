@@ -55,7 +55,7 @@ from _common import (
 import vyre_xdsl as vx
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.spirv import emit_spirv_module
-from vyre_xdsl.vulkan import device_report, execute
+from vyre_xdsl.vulkan import device_report, execute, load
 
 FP32_PEAK_TFLOPS = 67.0  # H200 f32 FMA peak (DESIGN.md)
 
@@ -171,6 +171,9 @@ class Row(AgainstTorch):
     max_abs_err: float | None = None
     note: str = ""
     ours_each_ms: list[float] = field(default_factory=list)
+    # the driver's statistics of our kernels (registers a lane, ...), where
+    # it reports them (vyre_xdsl.vulkan Dispatcher.statistics)
+    compiled: dict = field(default_factory=dict)
 
     RATE = ("tflops", "flops", 1e9)
     ours_tflops = property(lambda self: self.rate(self.ours_ms))
@@ -230,7 +233,8 @@ def lower(module, optimize: str | None):
 
 def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repeat: int,
              expected: np.ndarray | None):
-    """(max |out - expected| of the first run, median ms, each ms)."""
+    """(max |out - expected| of the first run, median ms, each ms, the
+    driver's statistics of the kernels)."""
     from vyre_xdsl.run import prepare_buffers
 
     lowered = lower(module, optimize)
@@ -252,7 +256,12 @@ def run_ours(module, inputs: dict[str, np.ndarray], optimize, warmup: int, repea
     timings: dict = {}
     execute(spirv, info, arrays, timings=timings, repeat=warmup + repeat)
     each = timings["dispatch_ms_each"][warmup:]
-    return err, float(np.median(each)), each
+    dispatcher = load(spirv, info)
+    try:
+        compiled = dispatcher.statistics()
+    finally:
+        dispatcher.close()
+    return err, float(np.median(each)), each, compiled
 
 
 def tile_size_of(optimize: str | None) -> tuple[int | None, str | None]:
@@ -272,7 +281,7 @@ def our_rows(template: Row, build: Callable, inputs, expected, variants, warmup,
         tile, optimize = tile_size_of(optimize)
         try:
             module = build(tile)
-            row.max_abs_err, row.ours_ms, row.ours_each_ms = run_ours(
+            row.max_abs_err, row.ours_ms, row.ours_each_ms, row.compiled = run_ours(
                 module, inputs, optimize, warmup, repeat, expected)
         except Exception as error:  # one variant failing is a result
             row.note += f"{type(error).__name__}: {error}"[:300]

@@ -131,6 +131,21 @@ def test_outputs_are_new_arrays(fa2, backend, kernels):
     assert first.base is None or first.base is not second.base
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_statistics_are_the_drivers_where_it_reports_them(fa2, backend, kernels):
+    """{kernel: {statistic: number}} from the driver (on NVIDIA: registers a
+    lane, ...); {} where there is none: the interpreter, and Vulkan drivers
+    without VK_KHR_pipeline_executable_properties (lavapipe)."""
+    kernel = kernels(fa2, backend)
+    stats = kernel.statistics()
+    reports = backend == "vulkan" and vx.vulkan.device._context(False).statistics
+    if not reports:
+        assert stats == {}
+    else:
+        assert set(stats) == {k.name for k in kernel.info.kernels}
+        assert all(isinstance(v, int | float | bool) for s in stats.values() for v in s.values())
+
+
 # resident arrays ------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -136,6 +136,13 @@ class Kernel(_Released):
         """After close(), or vulkan.close() (which closes the device's kernels)."""
         return self._impl is None or getattr(self._impl, "closed", False)
 
+    def statistics(self) -> dict[str, dict[str, int | float | bool]]:
+        """What the device's compiler made of each kernel, by kernel name:
+        the driver's own statistics (on NVIDIA, the registers a lane and
+        more) where it reports them (VK_KHR_pipeline_executable_properties),
+        else {} (the interpreter, lavapipe)."""
+        return self._open().statistics()
+
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.backend
         return f"<vx.Kernel {self.info.label} ({state})>"
@@ -423,6 +430,9 @@ class _Interpreter:
     def gpu_times(self, stats: dict) -> None:
         pass
 
+    def statistics(self) -> dict:
+        return {}
+
     def upload(self, buffer: BufferInfo, flat: np.ndarray) -> np.ndarray:
         return flat  # already a copy of the caller's array
 
@@ -465,6 +475,9 @@ class _Vulkan:
 
     def gpu_times(self, stats):
         self.dispatcher.gpu_times(stats)
+
+    def statistics(self):
+        return self.dispatcher.statistics()
 
     def upload(self, buffer, flat):
         return self.dispatcher.upload(buffer, flat)

@@ -36,6 +36,8 @@ DEVICE_ENV = "VYRE_VULKAN_DEVICE"
 VALIDATION_ENV = "VYRE_VULKAN_VALIDATION"
 FENCE_TIMEOUT_NS = 600 * 10**9
 COOPERATIVE_MATRIX_EXTENSION = "VK_KHR_cooperative_matrix"
+# the driver's compile statistics of each pipeline (registers, spills, ...)
+STATISTICS_EXTENSION = "VK_KHR_pipeline_executable_properties"
 
 _DEVICE_TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU",
                       3: "virtual GPU", 4: "CPU"}
@@ -218,6 +220,7 @@ class _Context:
         self.float16, self.memory_model, self.cooperative_matrix = self._matrix_support()
         # 16-bit integers outside storage buffers: f16 tiles in workgroup memory
         self.int16 = bool(vk.vkGetPhysicalDeviceFeatures(self.physical).shaderInt16)
+        self.statistics = self._statistics_support()
         # the accumulator layout, read on first need (runtime.device_accumulator)
         self.accumulator_read = False
         self.accumulator = None
@@ -279,6 +282,21 @@ class _Context:
         return (bool(float16.shaderFloat16), bool(model.vulkanMemoryModel),
                 bool(matrix and matrix.cooperativeMatrix))
 
+    def _statistics_support(self) -> bool:
+        """Whether the driver reports what it compiled each pipeline into
+        (VK_KHR_pipeline_executable_properties' pipelineExecutableInfo):
+        Dispatcher.statistics."""
+        vk = self.vk
+        if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0):
+            return False
+        extensions = {e.extensionName for e in
+                      vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
+        if STATISTICS_EXTENSION not in extensions:
+            return False
+        found = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR()
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(pNext=found))
+        return bool(found.pipelineExecutableInfo)
+
     def _create_device(self) -> None:
         vk = self.vk
         priorities = [1.0]
@@ -302,6 +320,10 @@ class _Context:
             features = vk.VkPhysicalDevice16BitStorageFeatures(
                 pNext=features, storageBuffer16BitAccess=vk.VK_TRUE)
         extensions = [COOPERATIVE_MATRIX_EXTENSION] if self.cooperative_matrix else []
+        if self.statistics:
+            features = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
+                pNext=features, pipelineExecutableInfo=vk.VK_TRUE)
+            extensions.append(STATISTICS_EXTENSION)
         enabled = vk.VkPhysicalDeviceFeatures(shaderInt16=vk.VK_TRUE) if self.int16 else None
         create = vk.VkDeviceCreateInfo(pNext=features,
                                        pEnabledFeatures=enabled,

@@ -263,7 +263,9 @@ class Dispatcher:
         for kernel in program.kernels:  # entry point = kernel name
             stage = vk.VkPipelineShaderStageCreateInfo(
                 stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=kernel.name)
-            pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage,
+            flags = (vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if ctx.statistics
+                     else 0)
+            pipeline_info = vk.VkComputePipelineCreateInfo(flags=flags, stage=stage,
                                                            layout=self.pipeline_layout)
             pipeline_infos = [pipeline_info]
             created = vk.vkCreateComputePipelines(device, vk.VK_NULL_HANDLE, 1,
@@ -631,6 +633,41 @@ class Dispatcher:
             self.recorded = None
         if not self.closed and self.ctx.device is not None:
             buffer.destroy()
+
+    def statistics(self) -> dict[str, dict[str, int | float | bool]]:
+        """What the driver reports it compiled each kernel into (name ->
+        {statistic: value}; NVIDIA's include the registers a lane), through
+        VK_KHR_pipeline_executable_properties; empty where the device
+        lacks it."""
+        self._check_open()
+        ctx = self.ctx
+        if not ctx.statistics:
+            return {}
+        vk, ffi = ctx.vk, ctx.vk.ffi
+        name = b"vkGetPipelineExecutableStatisticsKHR"
+        query = ffi.cast("PFN_" + name.decode(), vk.lib.vkGetDeviceProcAddr(ctx.device, name))
+        formats = {
+            vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: lambda v: bool(v.b32),
+            vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: lambda v: int(v.i64),
+            vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: lambda v: int(v.u64),
+            vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: lambda v: float(v.f64),
+        }
+        found = {}
+        for kernel, pipeline in zip(self.program.kernels, self.pipelines, strict=True):
+            # a compute pipeline compiles into one executable
+            info = ffi.new("VkPipelineExecutableInfoKHR*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                "pipeline": pipeline, "executableIndex": 0})
+            count = ffi.new("uint32_t*")
+            ctx.check(query(ctx.device, info, count, ffi.NULL))
+            stats = ffi.new("VkPipelineExecutableStatisticKHR[]", count[0])
+            for stat in stats:
+                stat.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR
+            ctx.check(query(ctx.device, info, count, stats))
+            values = {ffi.string(stat.name).decode(): formats[stat.format](stat.value)
+                      for stat in stats[:count[0]]}
+            found[kernel.name] = values
+        return found
 
     # teardown ---------------------------------------------------------------
     def _check_open(self) -> None:
