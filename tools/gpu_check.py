@@ -207,19 +207,20 @@ def mma_case(shape: MatmulShape) -> Case:
                 reference, tolerance=tolerance, cooperative_matrix=True)
 
 
-def tensor_case(heads: int, n: int, d: int, keys: int = 16, stage: bool = False,
-                row_tiles: int = 1) -> Case:
-    """FlashAttention-2 in f16 through vyre-tensor-cores over tiles of
-    `keys` keys, `row_tiles` row blocks a subgroup, `stage`d or not (its
-    tolerance), for the Vulkan device's accumulator layout."""
+def tensor_case(heads: int, n: int, d: int, **tiling) -> Case:
+    """FlashAttention-2 in f16 through vyre-tensor-cores with the options
+    `tiling` of its Tiling (keys, row_tiles, stage, prefetch, registers;
+    its tolerance), for the Vulkan device's accumulator layout."""
+    from dataclasses import asdict
+
     from vyre_xdsl.passes.tensor_cores import TOLERANCE as TENSOR_TOLERANCE
+    from vyre_xdsl.passes.tensor_cores import Tiling
 
     case = fa2_case(heads, n, d, dtype="f16")
-    options = (f"device=vulkan force=true keys={keys} row_tiles={row_tiles} "
-               f"stage={str(stage).lower()}")
-    pipeline = f"vyre-tensor-cores{{{options}}},vyre-to-gpu{{optimize=exact}}"
-    name = (f"tensor cores {case.name} keys={keys} row_tiles={row_tiles}"
-            + " staged" * stage)
+    options = " ".join(f"{key}={str(value).lower()}"
+                       for key, value in asdict(Tiling(**tiling)).items())
+    pipeline = f"vyre-tensor-cores{{device=vulkan force=true {options}}},vyre-to-gpu{{optimize=exact}}"
+    name = f"tensor cores {case.name} {options}"
     return Case(name, case.build, case.inputs,
                 case.reference, "f16", TENSOR_TOLERANCE, cooperative_matrix=True,
                 optimize=pipeline)
@@ -250,9 +251,12 @@ def cases(every: bool) -> list[Case]:
         tensor_case(32, 4096, 64),
         tensor_case(32, 4096, 64, keys=64, row_tiles=4),
         tensor_case(32, 4096, 64, keys=32, stage=True),
+        tensor_case(32, 4096, 64, row_tiles=4, stage=True, prefetch=True, registers=True),
         tensor_case(32, 4096, 128, keys=32, row_tiles=2, stage=True),
         tensor_case(32, 4096, 128, keys=64, row_tiles=2),
+        tensor_case(32, 4096, 128, row_tiles=2, stage=True, prefetch=True, registers=True),
         tensor_case(2, 128, 16, row_tiles=2),
+        tensor_case(2, 128, 16, row_tiles=2, keys=32, registers=True),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE
     found += [fa2_case(2, 70, d) for d in dims]
