@@ -58,21 +58,18 @@ def mma_sync_layout(lanes: int = 32) -> AccumulatorLayout:
     """The accumulator layout of NVIDIA's tensor cores: a 16x16 tile as two
     16x8 tiles of PTX's mma.m16n8k16 (PTX ISA, "Matrix Fragments for
     mma.m16n8k16": lane l holds rows l/4 and l/4 + 8, columns 2 (l % 4) and
-    the next), the first tile's four elements, then the second's; its f16
-    A operand holds the same elements, rows before columns (the A
-    fragment's a0..a7).  Read from the H200's driver by the layout kernels
-    (tools/gpu_check.py's `layout` case checks it there)."""
-    def position(lane: int, i: int, columns_first: bool) -> int:
-        row_half, col_half = ((i // 4) % 2, (i // 2) % 2) if columns_first \
-            else ((i // 2) % 2, (i // 4) % 2)
-        row = lane // 4 + row_half * (TILE // 2)
-        col = 2 * (lane % 4) + i % 2 + col_half * (TILE // 2)
+    the next), the first tile's four elements, then the second's; an f16
+    A operand holds the same elements in the same order.  Both read from
+    the H200's driver by the layout kernels (tools/gpu_check.py's `layout`
+    case checks them there)."""
+    def position(lane: int, i: int) -> int:
+        row = lane // 4 + (i // 4) * (TILE // 2)
+        col = 2 * (lane % 4) + i % 2 + ((i // 2) % 2) * (TILE // 2)
         return row * TILE + col
 
     share = TILE * TILE // lanes
-    accumulator, operand = ([position(lane, i, first) for lane in range(lanes)
-                             for i in range(share)] for first in (True, False))
-    return AccumulatorLayout.from_positions(accumulator, lanes).with_operand(operand)
+    positions = [position(lane, i) for lane in range(lanes) for i in range(share)]
+    return AccumulatorLayout.from_positions(positions, lanes).with_operand(positions)
 
 
 _SHUFFLES = frozenset({"BASIC", "SHUFFLE", "SHUFFLE_RELATIVE"})

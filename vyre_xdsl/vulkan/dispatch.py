@@ -665,7 +665,7 @@ class Dispatcher:
                 stat.sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR
             ctx.check(query(ctx.device, info, count, stats))
             values = {ffi.string(stat.name).decode(): formats[stat.format](stat.value)
-                      for stat in stats[:count[0]]}
+                      for stat in stats[0:count[0]]}
             found[kernel.name] = values
         return found
 

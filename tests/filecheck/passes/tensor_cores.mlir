@@ -185,10 +185,10 @@ builtin.module {
 
 // Weights in registers: each lane inserts its f16 weights straight into the
 // A operand of P V, in the order the layout's operand_a gives (the H200's:
-// rows before columns), so the tile has no tc_weights and no barrier; the
-// launch records the order the kernel relies on.
+// the accumulator's own), so the tile has no tc_weights and no barrier;
+// the launch records the order the kernel relies on.
 // REGISTERS:     vyre.kernel @flash_attention_2
-// REGISTERS-SAME: operand_a = [0, 1, 4, 5, 2, 3, 6, 7]
+// REGISTERS-SAME: operand_a = [0, 1, 2, 3, 4, 5, 6, 7]
 // REGISTERS-NOT: vyre.scratch "tc_weights"
 // REGISTERS:     scf.for %tile_idx
 // REGISTERS:       arith.truncf %{{.*}} : f32 to f16
