@@ -2,7 +2,7 @@
 
 A skeleton that `default` runs on the device's matrix units gets
 `vyre.tensor_cores = #vyre.tensor_cores<keys = 16, row_tiles = 4, stage =
-true, prefetch = true, registers = true>` instead: vyre-tensor-cores' tiling (its options of
+true, prefetch = true, registers = true, stage_q = false>` instead: vyre-tensor-cores' tiling (its options of
 the same names), and no `vyre.plan`.
 
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
@@ -189,7 +189,7 @@ class PlanAttr(ParametrizedAttribute):
 
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
 _TILING_INTS = ("keys", "row_tiles")
-_TILING_FLAGS = ("stage", "prefetch", "registers")
+_TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q")
 
 
 @irdl_attr_definition
@@ -203,11 +203,12 @@ class TensorCoresAttr(ParametrizedAttribute):
     stage_attr: IntAttr  # 0 or 1
     prefetch_attr: IntAttr  # 0 or 1
     registers_attr: IntAttr  # 0 or 1
+    stage_q_attr: IntAttr  # 0 or 1
 
     def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool,
-                 registers: bool):
+                 registers: bool, stage_q: bool):
         super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
-                         IntAttr(int(prefetch)), IntAttr(int(registers)))
+                         IntAttr(int(prefetch)), IntAttr(int(registers)), IntAttr(int(stage_q)))
 
     keys = _data("keys_attr")
     row_tiles = _data("row_tiles_attr")
@@ -223,6 +224,10 @@ class TensorCoresAttr(ParametrizedAttribute):
     @property
     def registers(self) -> bool:
         return bool(self.registers_attr.data)
+
+    @property
+    def stage_q(self) -> bool:
+        return bool(self.stage_q_attr.data)
 
     def verify(self) -> None:
         if self.keys < TILE or self.keys % TILE:

@@ -313,6 +313,9 @@ class Tiling:
     prefetch: bool = False
     # P built in registers as P V's A operand (needs the layout's operand_a)
     registers: bool = False
+    # Q copied once into workgroup memory and read from there in each tile,
+    # not held in registers through the loop
+    stage_q: bool = False
 
     @property
     def buffers(self) -> int:
@@ -336,18 +339,21 @@ class Tiling:
     @staticmethod
     def of(attr: TensorCoresAttr) -> Tiling:
         """The tiling a plan records (`#vyre.tensor_cores`)."""
-        return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers)
+        return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers,
+                      attr.stage_q)
 
     def attr(self) -> TensorCoresAttr:
         return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch,
-                               self.registers)
+                               self.registers, self.stage_q)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the f16 weights of its
-        rows (but in registers), and the staged K and V tiles."""
+        rows (but in registers), the staged K and V tiles, and its rows of Q
+        (staged)."""
         staged = self.buffers * self.keys * (head_dim + v_dim) if self.stage else 0
         weights = 0 if self.registers else self.rows * self.keys
-        return F16_BYTES * (weights + staged)
+        queries = self.rows * head_dim if self.stage_q else 0
+        return F16_BYTES * (weights + staged + queries)
 
 
 def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
@@ -406,12 +412,15 @@ class TensorCoreExpansion:
         self.exp2 = op.exp2 is not None
         self.count = shape["seq_len"] // self.keys  # tiles
         scratch = [] if tiling.registers else [("tc_weights", tiling.rows * self.keys, f16)]
+        if tiling.stage_q:  # the workgroup's rows of q
+            scratch += [("tc_query_tile", tiling.rows * self.head_dim, f16)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
             scratch += [("tc_key_tile", tiling.buffers * self.keys * self.head_dim, f16),
                         ("tc_value_tile", tiling.buffers * self.keys * self.v_dim, f16)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
         self.weights = None if tiling.registers else arrays.pop(0)
+        self.query_tile = arrays.pop(0) if tiling.stage_q else None
         self.staged = arrays
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
@@ -426,11 +435,20 @@ class TensorCoreExpansion:
     def emit(self, b: IRBuilder) -> None:
         op, head_dim, tiles = self.op, self.head_dim, range(self.tiling.row_tiles)
         a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
-        queries = [[
-            b.emit(SubgroupMmaLoadMatrixOp(
-                op.q, [b.addi(self.row_at(b, r, head_dim), b.index(c * TILE))],
-                a16, head_dim)).results[0]
-            for c in range(head_dim // TILE)] for r in tiles]
+        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        at_q = [[b.addi(self.row_at(b, r, head_dim), b.index(c * TILE))
+                 for c in range(head_dim // TILE)] for r in tiles]
+        if self.tiling.stage_q:  # each subgroup copies its own rows
+            for r in tiles:
+                for c, at in enumerate(at_q[r]):
+                    block = b.emit(SubgroupMmaLoadMatrixOp(op.q, [at], c16, head_dim))
+                    b.emit(SubgroupMmaStoreMatrixOp(
+                        block.results[0], self.query_tile, [self.query_at(b, r, c)], head_dim))
+            b.emit(gpu.BarrierOp())
+            queries = None
+        else:
+            queries = [[b.emit(SubgroupMmaLoadMatrixOp(op.q, [at], a16, head_dim)).results[0]
+                        for at in row] for row in at_q]
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         rows, outs = self.layout.row_count, self.v_dim // TILE
         state = [b.f32(F32_MIN)] * rows + [b.f32(0.0)] * rows
@@ -445,7 +463,6 @@ class TensorCoreExpansion:
             self.store_blocks(b, self.load_blocks(b, b.index(0)), 0)
             b.emit(gpu.BarrierOp())
         carried = b.loop(0, self.count, tile, state * self.tiling.row_tiles, hint="tile_idx")
-        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
             denominators = [recurrence.final_denominator(b, self.row_total(b, l, _add))
@@ -457,6 +474,20 @@ class TensorCoreExpansion:
                 b.emit(SubgroupMmaStoreMatrixOp(
                     out, op.out, [b.addi(self.row_at(b, r, self.v_dim), b.index(c * TILE))],
                     self.v_dim))
+
+    def query(self, b: IRBuilder, queries, r: int, c: int) -> SSAValue:
+        """Row block r's Q for dims 16 c to 16 c + 15: held, or read from
+        tc_query_tile."""
+        if queries is not None:
+            return queries[r][c]
+        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        return b.emit(SubgroupMmaLoadMatrixOp(
+            self.query_tile, [self.query_at(b, r, c)], a16, self.head_dim)).results[0]
+
+    def query_at(self, b: IRBuilder, r: int, c: int) -> SSAValue:
+        """Where row block r's dims 16 c.. start in tc_query_tile."""
+        row = b.addi(b.muli(self.group, b.index(self.tiling.subgroup_rows)), b.index(r * TILE))
+        return b.addi(b.muli(row, b.index(self.head_dim)), b.index(c * TILE))
 
     def row_at(self, b: IRBuilder, r: int, width: int) -> SSAValue:
         """Where row block r of the subgroup starts in a row-major array of
@@ -542,7 +573,7 @@ class TensorCoreExpansion:
                     k_source, [at], b16, head_dim, transpose=True)).results[0]
                 for r, block in enumerate(totals):
                     block[k] = b.emit(SubgroupMmaComputeOp(
-                        queries[r][c], key, block[k])).results[0]
+                        self.query(b, queries, r, c), key, block[k])).results[0]
         # P's 16 x 16 blocks, one per 16 keys, of each row block
         weights = [self.softmax(b, block, carried, r)
                    for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
@@ -785,8 +816,9 @@ class TensorCoresPass(ModulePass):
     tiles read from global memory by each subgroup or, with `stage`,
     copied once per workgroup into workgroup memory (with `prefetch`, into
     two buffers, the next tile's loaded while this one is computed;
-    `registers`: P built in registers as P V's A operand; `force`: an
-    error for a skeleton that does not qualify)."""
+    `registers`: P built in registers as P V's A operand; `stage_q`: Q
+    read from workgroup memory in each tile; `force`: an error for a
+    skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
@@ -796,6 +828,7 @@ class TensorCoresPass(ModulePass):
     stage: bool = False
     prefetch: bool = False
     registers: bool = False
+    stage_q: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -808,7 +841,7 @@ class TensorCoresPass(ModulePass):
         layout = device_profile(self.device).accumulator_layout
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
             tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch,
-                            self.registers)
+                            self.registers, self.stage_q)
             reason = problem(skeleton, layout, tiling)
             if reason is None:
                 expand(skeleton, layout, tiling)

@@ -88,6 +88,9 @@ LONG = dict(seq_len=128, head_dim=32, num_heads=2)
     (LONG, "row_tiles=2 stage=true prefetch=true keys=64"),
     (dict(seq_len=256, head_dim=64, num_heads=1), "row_tiles=4 stage=true prefetch=true registers=true"),
     (LONG, "row_tiles=2 keys=32 registers=true"),
+    (LONG, "stage_q=true"),
+    (dict(seq_len=256, head_dim=64, num_heads=1),
+     "row_tiles=4 keys=32 stage=true prefetch=true registers=true stage_q=true"),
 ])
 def test_row_blocks_of_a_subgroup_match_the_oracle(kwargs, options):
     """A subgroup owning 32 or 64 rows reads each K and V block once for
@@ -175,6 +178,7 @@ def test_mlir_opt_accepts_the_lowered_kernel(level):
     ("row_tiles=2 stage=true prefetch=true keys=32", "none"),
     ("stage=true prefetch=true keys=32", "exact"),
     ("row_tiles=2 stage=true prefetch=true keys=32 registers=true", "exact"),
+    ("row_tiles=2 stage=true prefetch=true keys=32 registers=true stage_q=true", "none"),
 ])
 def test_mlir_opt_accepts_row_blocks_and_prefetch(options, level):
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)

@@ -4,6 +4,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true}' | filecheck %s --check-prefix=STAGED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true prefetch=true keys=64}' | filecheck %s --check-prefix=PREFETCH
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 registers=true}' | filecheck %s --check-prefix=REGISTERS
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage_q=true}' | filecheck %s --check-prefix=QUERIES
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
@@ -198,6 +199,18 @@ builtin.module {
 // REGISTERS-NOT:   gpu.barrier
 // REGISTERS:       scf.yield
 
+// Q staged: each subgroup copies its rows of q into workgroup memory once,
+// and each tile reads its A operands there, not from registers held
+// through the loop.
+// QUERIES:     %tc_query_tile = vyre.scratch "tc_query_tile" : memref<1024xf16>
+// QUERIES:     gpu.subgroup_mma_load_matrix %q[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
+// QUERIES:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_query_tile[%{{.*}}] {leadDimension = 16 : index}
+// QUERIES:     gpu.barrier
+// QUERIES-NOT: gpu.subgroup_mma_load_matrix %q
+// QUERIES:     scf.for %tile_idx
+// QUERIES:       gpu.subgroup_mma_load_matrix %tc_query_tile[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// QUERIES:       gpu.subgroup_mma_compute
+
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
 
@@ -205,7 +218,7 @@ builtin.module {
 // (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
 // plan; vyre-to-gpu's default follows it.
 // PLAN:       vyre.tiled_online_softmax
-// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false>}
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false>}
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32
