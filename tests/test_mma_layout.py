@@ -184,16 +184,28 @@ def _skeleton(**kwargs):
 @pytest.mark.parametrize("kwargs, tiling", [
     # a grid of 256 workgroups of 256 rows: the fastest tiling measured
     (dict(seq_len=2048, num_heads=32, head_dim=64),
-     Tiling(keys=16, row_tiles=4, stage=True, prefetch=True)),
+     Tiling(keys=32, row_tiles=4, stage=True, prefetch=True, registers=True)),
     (dict(seq_len=1024, num_heads=64, head_dim=128),
-     Tiling(keys=16, row_tiles=2, stage=True, prefetch=True)),
+     Tiling(keys=16, row_tiles=2, stage=True, prefetch=True, registers=True)),
     # 512 rows: the most workgroups there can be (8 of 64 rows)
     (dict(seq_len=256, num_heads=2, head_dim=64), Tiling(keys=32, stage=True)),
-    # 32 dims: 16x16 blocks of a 16-key tile do not split over 4 subgroups
-    (dict(seq_len=2048, num_heads=32, head_dim=32), Tiling(keys=32, row_tiles=4, stage=True)),
+    # 32 dims: a 32-key tile's 4 K blocks split over the 4 subgroups
+    (dict(seq_len=2048, num_heads=32, head_dim=32),
+     Tiling(keys=32, row_tiles=4, stage=True, prefetch=True, registers=True)),
+    # 16 dims: its 2 do not; the first tiling without prefetch
+    (dict(seq_len=2048, num_heads=32, head_dim=16), Tiling(keys=32, row_tiles=4, stage=True)),
 ])
 def test_the_plan_picks_a_tiling_that_fills_the_device(kwargs, tiling):
     assert tensor_core_tiling(_skeleton(dtype="f16", **kwargs), H200) == tiling
+
+
+def test_without_an_operand_order_the_plan_keeps_p_in_workgroup_memory():
+    from dataclasses import replace
+
+    device = replace(H200, accumulator_layout=replace(H200.accumulator_layout, operand_a=None))
+    skeleton = _skeleton(dtype="f16", seq_len=2048, num_heads=32, head_dim=64)
+    assert tensor_core_tiling(skeleton, device) == Tiling(
+        keys=16, row_tiles=4, stage=True, prefetch=True)
 
 
 def test_the_plan_uses_tensor_cores_only_where_the_profile_has_them():

@@ -59,16 +59,21 @@ def tensor_core_tilings(row_dims: int):
     head_dim and v_head_dim), best first as measured on the H200
     (docs/performance.md, "Tensor cores"): more row blocks a subgroup read
     each K and V block for more rows, until O's matrices take too many
-    registers; prefetched tiles of 16 keys were the fastest at 64 and 128
-    dims."""
+    registers; staged, prefetched tiles with P in registers were the
+    fastest (32 keys and 4 row blocks at 64 dims, 16 keys and 2 at 128);
+    a device whose A operands do not hold a lane's accumulator elements
+    takes the next, with P through workgroup memory."""
     from vyre_xdsl.passes.tensor_cores import Tiling
 
+    prefetched = dict(stage=True, prefetch=True)
     fallbacks = (Tiling(keys=32, stage=True), Tiling(keys=32, row_tiles=2), Tiling(keys=32))
     if row_dims <= SHORT_ROWS:
-        return (Tiling(keys=16, row_tiles=4, stage=True, prefetch=True),
+        return (Tiling(keys=32, row_tiles=4, registers=True, **prefetched),
+                Tiling(keys=16, row_tiles=4, **prefetched),
                 Tiling(keys=32, row_tiles=4, stage=True), Tiling(keys=32, row_tiles=4),
                 Tiling(keys=32, row_tiles=2, stage=True), *fallbacks)
-    return (Tiling(keys=16, row_tiles=2, stage=True, prefetch=True),
+    return (Tiling(keys=16, row_tiles=2, registers=True, **prefetched),
+            Tiling(keys=16, row_tiles=2, **prefetched),
             Tiling(keys=32, row_tiles=2, stage=True), Tiling(keys=64, row_tiles=2),
             *fallbacks)
 
