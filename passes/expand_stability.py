@@ -64,8 +64,10 @@ class ExpandBoundedExpArg(RewritePattern):
         b = IRBuilder(rewriter)
         v = op.input
         floor = b.f32(SCORE_FLOOR)
-        # The lower bound, -inf included; NaN and +inf pass.
-        raised = b.select(b.cmpf(v, floor, "olt"), floor, v)
+        # The lower bound, -inf included; +inf passes.  NaN is passed
+        # explicitly: the H200's compiler turns a compare-and-select clamp
+        # into a max, which drops NaN (tools/gpu_check.py's NaN/inf cases).
+        raised = nan_passes(b, v, b.select(b.cmpf(v, floor, "olt"), floor, v))
         if op.nonpositive is not None:  # nothing above 0 to bound
             rewriter.replace(op, [], [raised])
             return

@@ -16,8 +16,9 @@ func.func @bounded_score(%v: f32) -> f32 {
 // CHECK-NEXT:    %[[R:.*]] = arith.select %[[INFINITE]], %[[FLOOR]], %v : f32
 // CHECK-NEXT:    func.return %[[R]] : f32
 
-// bounded_exp_arg: the lower bound (-inf and below -80 -> -80); then above 0
-// (NaN is not) +inf -> -80 and the rest -> 0.
+// bounded_exp_arg: the lower bound (-inf and below -80 -> -80), NaN passed
+// by its own select (a device compiler may turn the clamp into a max, which
+// drops NaN); then above 0 (NaN is not) +inf -> -80 and the rest -> 0.
 func.func @bounded_exp_arg(%v: f32) -> f32 {
   %r = vyre.bounded_exp_arg %v : f32
   func.return %r : f32
@@ -25,7 +26,9 @@ func.func @bounded_exp_arg(%v: f32) -> f32 {
 // CHECK-LABEL: func.func @bounded_exp_arg(%v: f32) -> f32 {
 // CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
 // CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %v, %[[FLOOR]] : f32
-// CHECK-NEXT:    %[[RAISED:.*]] = arith.select %[[LOW]], %[[FLOOR]], %v : f32
+// CHECK-NEXT:    %[[CLAMPED:.*]] = arith.select %[[LOW]], %[[FLOOR]], %v : f32
+// CHECK-NEXT:    %[[NAN:.*]] = arith.cmpf uno, %v, %v : f32
+// CHECK-NEXT:    %[[RAISED:.*]] = arith.select %[[NAN]], %v, %[[CLAMPED]] : f32
 // CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:    %[[INF:.*]] = arith.constant 0x7f800000 : f32
 // CHECK-NEXT:    %[[IS_INF:.*]] = arith.cmpf oeq, %v, %[[INF]] : f32
@@ -42,7 +45,9 @@ func.func @bounded_exp_arg_nonpositive(%v: f32) -> f32 {
 // CHECK-LABEL: func.func @bounded_exp_arg_nonpositive(%v: f32) -> f32 {
 // CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
 // CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %v, %[[FLOOR]] : f32
-// CHECK-NEXT:    %[[R:.*]] = arith.select %[[LOW]], %[[FLOOR]], %v : f32
+// CHECK-NEXT:    %[[CLAMPED:.*]] = arith.select %[[LOW]], %[[FLOOR]], %v : f32
+// CHECK-NEXT:    %[[NAN:.*]] = arith.cmpf uno, %v, %v : f32
+// CHECK-NEXT:    %[[R:.*]] = arith.select %[[NAN]], %v, %[[CLAMPED]] : f32
 // CHECK-NEXT:    func.return %[[R]] : f32
 
 func.func @positive_denominator(%v: f32) -> f32 {
