@@ -747,8 +747,10 @@ class _Rows:
 def _at_least_smallest_f16(b: IRBuilder, weight: SSAValue, may_be_zero: bool) -> SSAValue:
     """`weight`, raised to the smallest f16 where it would round to 0: a
     kept key's weight is never 0 (bounded_exp_arg), so an infinite value
-    times it is infinite, as in the oracle, not NaN.  NaN passes through,
-    and so does the exact 0 of a dropped key (`may_be_zero`)."""
+    times it is infinite, as in the oracle, not NaN.  The exact 0 of a
+    dropped key passes (`may_be_zero`); a NaN weight may not (a device
+    compiler may make this a max), but the row's denominator, summed from
+    the weight itself, carries it to the row's outputs."""
     smallest = b.f32(F16_SMALLEST)
     tiny = b.cmpf(weight, smallest, "olt")
     if may_be_zero:
