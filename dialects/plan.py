@@ -1,9 +1,10 @@
 """`#vyre.plan<...>`: what `optimize=default` decided for one skeleton.
 
 A skeleton that `default` runs on the device's matrix units gets
-`vyre.tensor_cores = #vyre.tensor_cores<keys = 16, row_tiles = 4, stage =
-true, prefetch = true, registers = true, stage_q = false>` instead: vyre-tensor-cores' tiling (its options of
-the same names), and no `vyre.plan`.
+`vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 4, stage =
+true, prefetch = true, registers = true, stage_q = false>` instead:
+vyre-tensor-cores' tiling (its options of the same names), and no
+`vyre.plan`.
 
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
 tuning's plan (vyre_xdsl.tuning) as the discardable attribute `vyre.plan`

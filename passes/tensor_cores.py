@@ -18,12 +18,12 @@ profile knows (`device`; vyre_xdsl.mma_layout):
   (vyre_xdsl.recurrence) for each of its rows, a row's tile max combined
   over the lanes that hold it (`gpu.shuffle xor`, the layout's masks) in
   each tile, its denominator once after the last (each lane sums its own
-  elements' weights); the weights, rounded to f16, are inserted into an f16 matrix and
-  stored to `tc_weights`, from where P V reads them as its A operand (a
-  KHR matrix cannot change use); with `registers=true`, on a device whose
-  A operands hold a lane's accumulator elements (the layout's
-  `operand_a`), they are inserted into the A operand itself, and the tile
-  has no weights to store, load or wait for.
+  elements' weights); the weights, rounded to f16, are inserted into an
+  f16 matrix and stored to `tc_weights`, from where P V reads them as its
+  A operand (a KHR matrix cannot change use); with `registers=true`, on a
+  device whose A operands hold a lane's accumulator elements (the
+  layout's `operand_a`), they are inserted into the A operand itself, and
+  the tile has no weights to store, load or wait for.
 - O stays a matrix carried by the tile loop: each lane rescales its
   elements by its rows' rescale, then O += P V on the matrix unit, each V
   block read once for every row block; at the end O's elements are divided
@@ -35,8 +35,12 @@ behind one more barrier; all rows of a workgroup must then read the same
 keys.  With `prefetch=true` as well, the staged tiles have two buffers:
 each subgroup loads its blocks of the next tile into registers before it
 computes this one and stores them into the other buffer after, so the
-loads overlap the products and the tile needs two barriers, not three.  The kernel records the layout on its launch (`#vyre.accumulator`):
-the interpreter executes it, the Vulkan runtime checks the device's.
+loads overlap the products and the tile needs two barriers, not three
+(one, with P in registers).  With `stage_q=true` each subgroup copies its
+rows of Q into workgroup memory once and reads Q's blocks there in every
+tile instead of holding them in registers.  The kernel records the layout
+on its launch (`#vyre.accumulator`): the interpreter executes it, the
+Vulkan runtime checks the device's.
 
 The fragments qualify when the scores region is one loop over the tile's
 keys whose body takes one dot product of the query row (q_scratch) with a

@@ -219,7 +219,8 @@ def tensor_case(heads: int, n: int, d: int, **tiling) -> Case:
     case = fa2_case(heads, n, d, dtype="f16")
     options = " ".join(f"{key}={str(value).lower()}"
                        for key, value in asdict(Tiling(**tiling)).items())
-    pipeline = f"vyre-tensor-cores{{device=vulkan force=true {options}}},vyre-to-gpu{{optimize=exact}}"
+    pipeline = (f"vyre-tensor-cores{{device=vulkan force=true {options}}},"
+                f"vyre-to-gpu{{optimize=exact}}")
     name = f"tensor cores {case.name} {options}"
     return Case(name, case.build, case.inputs,
                 case.reference, "f16", TENSOR_TOLERANCE, cooperative_matrix=True,
