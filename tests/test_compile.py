@@ -146,6 +146,14 @@ def test_statistics_are_the_drivers_where_it_reports_them(fa2, backend, kernels)
         assert all(isinstance(v, int | float | bool) for s in stats.values() for v in s.values())
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_statistics_of_a_closed_kernel_are_refused(fa2, backend):
+    kernel = vx.compile(fa2, backend=backend)
+    kernel.close()
+    with pytest.raises(VyreError, match="closed"):
+        kernel.statistics()
+
+
 # resident arrays ------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)
