@@ -158,6 +158,9 @@ class Row(AgainstTorch):
     ours_device_ms: float | None = None  # median GPU time of the whole command buffer
     ours_call_ms: float | None = None  # median host wall time of a call
     ours_launch: list[str] = field(default_factory=list)  # each dispatch: its kernel, grid
+    # the driver's statistics of each kernel (registers a lane, ...), where
+    # it reports them (vx.Kernel.statistics)
+    compiled: dict = field(default_factory=dict)
     max_abs_err: float | None = None
     skipped: str = ""  # why this kernel of ours did not run
     note: str = ""
@@ -291,6 +294,7 @@ def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts)
     row.ours_launch = [f"{k.name} grid={k.grid_size} workgroup={k.workgroup_size}"
                        for k in kernel.info.kernels]
     try:
+        row.compiled = kernel.statistics()
         resident = {name: kernel.upload(name, inputs[name])
                     for name in kernel.inputs if name != "q"}
         measured = time_ours(kernel, {"q": inputs["q"]}, resident, expected,
