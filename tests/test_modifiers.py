@@ -278,6 +278,28 @@ def test_modifier_misuse_is_a_vyre_error(score_mod, message):
     assert message in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize("mask_mod, message", [
+    (lambda q, kv: q + 2**40 == kv, "'+' with the integer 1099511627776, outside i32"),
+    (lambda q, kv: q * 2**31 == kv, "'*' with the integer 2147483648, outside i32"),
+    (lambda q, kv: q == -(2**31) - 1, "'==' with the integer -2147483649, outside i32"),
+    (lambda q, kv: vx.where(q > kv, 2**40, 1) > 0, "'where' with the integer"),
+    (lambda q, kv: q + np.int64(2**33) > kv, "with the integer 8589934592"),
+    (lambda q, kv: q * 1e40 > kv, "'*' with the number 1e+40, beyond f32's largest"),
+    (lambda q, kv: q + 10**400 > kv, "outside i32"),
+])
+def test_a_constant_beyond_i32_or_f32_is_a_vyre_error(mask_mod, message):
+    """It was an OverflowError from numpy (the tile classification) or an
+    xDSL error about packing a float; i32's own extremes still build."""
+    with pytest.raises(VyreError) as info:
+        vx.flash_attention_2(seq_len=S, head_dim=D, mask_mod=mask_mod)
+    assert message in str(info.value), str(info.value)
+    with pytest.raises(VyreError, match="beyond f32's largest"):
+        vx.flash_attention_2(seq_len=S, head_dim=D, score_mod=lambda s, q, kv: s + 10**400)
+    vx.flash_attention_2(seq_len=S, head_dim=D,
+                         mask_mod=lambda q, kv: (q + (2**31 - 1) != kv) & (kv != -(2**31)),
+                         score_mod=lambda s, q, kv: s * 3.4e38 + float("-inf"))
+
+
 def test_a_traced_value_cannot_index_a_python_list():
     table = [0.0, 1.0, 2.0]
     with pytest.raises(VyreError, match="used as a Python int"):
@@ -361,6 +383,32 @@ def test_only_kernels_whose_scores_may_be_minus_inf_pay_for_the_check():
     assert scores_may_be_minus_inf(skeleton(modified))
     exp2 = vx.apply_pipeline(plain.clone(), "vyre-use-exp2")  # bounded * log2(e)
     assert not scores_may_be_minus_inf(skeleton(exp2))
+    # a soft-cap's score is finite or NaN (vyre_xdsl.value_range): no key
+    # is dropped, so neither the scores nor the update test for it
+    capped = vx.flash_attention_2(seq_len=S, head_dim=D,
+                                  score_mod=lambda s, q, kv: 30.0 * vx.tanh(s / 30.0))
+    assert not scores_may_be_minus_inf(skeleton(capped))
+    assert "arith.select" not in str(capped) and "0xff800000" not in str(capped)
+    assert "arith.select" in str(modified)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_soft_cap_without_the_drop_test_matches_the_oracle_on_wild_values(backend):
+    """The soft-cap kernel has no dropped-key test: a NaN query row, and a
+    key whose dot products are infinite (capped to +-30), land where the
+    oracle puts them."""
+    mods = dict(score_mod=lambda s, q, kv: 30.0 * vx.tanh(s / 30.0))
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((H, S, D)).astype(np.float32) for _ in range(3))
+    q[:, 0, 1] = np.nan
+    k[:, 3, 2] = np.inf
+    m = vx.flash_attention_2(seq_len=S, head_dim=D, tile_size=8, num_heads=H, **mods)
+    out = vx.run(vx.lower_to_gpu(m, optimize="exact"), {"q": q, "k": k, "v": v},
+                 backend=backend)["out"]
+    ref = vx.reference.flash_attention_2(q, k, v, tile_size=8, **mods)
+    assert np.isnan(ref[:, 0]).all() and np.isfinite(ref[:, 1:]).all()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_allclose(out[:, 1:], ref[:, 1:], rtol=1e-5, atol=1e-6)
 
 
 # captured tables: numpy arrays indexed with traced values ------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import reprlib
 
 import numpy as np
 from xdsl.dialects import arith
@@ -65,11 +66,11 @@ class Traced:
             return Traced("bool", self.backend.const("bool", bool(other)), self.backend)
         if isinstance(other, int | np.integer):
             kind = "f32" if self.kind == "f32" else "int"
-            return Traced(kind, self.backend.const(kind, int(other)), self.backend)
+            return _constant(kind, other, self.backend, op)
         if isinstance(other, np.ndarray) and other.ndim == 0:
             return self._lift(other.item(), op=op)
         if isinstance(other, float | np.floating):
-            return Traced("f32", self.backend.const("f32", float(other)), self.backend)
+            return _constant("f32", other, self.backend, op)
         if isinstance(other, np.ndarray):
             _from_numpy(other, op)  # a 0-d array is a number; others are refused
         raise _unsupported(
@@ -361,6 +362,33 @@ def _first_traced(*values) -> Traced:
     )
 
 
+I32_RANGE = (-(2**31), 2**31 - 1)
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _constant(kind: str, value, backend, op: str) -> Traced:
+    """A Python number as a traced constant of `kind`, refused where the
+    kernel's i32 or f32 cannot hold it (not wrapped, nor rounded to inf)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if kind == "int" and not I32_RANGE[0] <= value <= I32_RANGE[1]:
+        raise _unsupported(
+            f"'{op}' with the integer {reprlib.repr(value)}, outside i32 [{I32_RANGE[0]}, "
+            f"{I32_RANGE[1]}]", "integer modifier values are i32 (as PyTorch's int32 "
+            "tensors); use one in range (a bit pattern from 2**31 minus 2**32), or a float")
+    if kind == "f32":
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond every float
+            number = np.inf
+        if not -F32_MAX <= number <= F32_MAX and (_is_int(value) or np.isfinite(value)):
+            raise _unsupported(
+                f"'{op}' with the number {reprlib.repr(value)}, beyond f32's largest {F32_MAX:.6g}",
+                "modifier numbers are f32; use float('inf') for an infinity")
+        value = number
+    return Traced(kind, backend.const(kind, value), backend)
+
+
 def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
@@ -403,7 +431,7 @@ def where(cond, a, b) -> Traced:
         return Traced("bool", backend.select(c.value, x.value, y.value), backend)
     if not isinstance(a, Traced) and not isinstance(b, Traced):
         kind = "int" if _is_int(a) and _is_int(b) else "f32"
-        a = Traced(kind, backend.const(kind, a), backend)
+        a = _constant(kind, a, backend, "where")
     if isinstance(a, Traced):
         x, y, kind = a._numeric_pair(b, "where")
     else:
