@@ -202,6 +202,12 @@ def _eligible(loop: scf.ForOp) -> bool:
     )
 
 
+# A loop without a known trip count gets `factor` copies of its body: far
+# beyond tuning.DEEP_UNROLL the IR (and the time to build it), not the
+# kernel, grows; 2**31 never finished.
+MAX_FACTOR = 256
+
+
 @dataclass(frozen=True)
 class UnrollJamPass(ModulePass):
     """Unroll innermost loops and unroll-and-jam loops around an innermost
@@ -213,8 +219,9 @@ class UnrollJamPass(ModulePass):
     factor: int = tuning.UNROLL
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.factor < 1:
-            raise VyreError(f"vyre-unroll-jam: factor must be >= 1, got {self.factor}")
+        if not 1 <= self.factor <= MAX_FACTOR:
+            raise VyreError(f"vyre-unroll-jam: factor must be in [1, {MAX_FACTOR}], "
+                            f"got {self.factor}")
         if self.factor == 1:
             return
         self.unroll_chunks(op)

@@ -1,4 +1,11 @@
 // RUN: vyre-opt %s -p 'vyre-unroll-jam{factor=2}' | filecheck %s
+// RUN: not vyre-opt %s -p 'vyre-unroll-jam{factor=0}' 2>&1 | filecheck %s --check-prefix=ZERO
+// RUN: not vyre-opt %s -p 'vyre-unroll-jam{factor=2147483648}' 2>&1 | filecheck %s --check-prefix=HUGE
+
+// A factor outside [1, 256] is refused (2**31 copies of a loop body never finished).
+// ZERO: error: vyre-unroll-jam: factor must be in [1, 256], got 0
+// HUGE: error: vyre-unroll-jam: factor must be in [1, 256], got 2147483648
+// HUGE-NOT: Traceback
 
 // dots: for j < n (dynamic): out[j] = sum over d < 4 of a[j*4 + d] * b[d].
 // The j loop is unrolled by 2 and the two copies' d loops are jammed into
