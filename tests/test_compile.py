@@ -120,6 +120,20 @@ def test_optimize_none_is_the_oracle_bit_for_bit(fa2, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_pass_pipeline_compiles_for_either_backend(fa2, backend):
+    """On Vulkan `device` defaulted to "vulkan", which a pipeline refused
+    ("device='vulkan' applies to an optimisation level") though the user
+    named no device; a pipeline names its device in vyre-to-gpu{device=}."""
+    inputs = _inputs(fa2, 3)
+    with vx.compile(fa2, backend=backend, optimize="vyre-to-gpu{optimize=none},cse") as kernel:
+        out = kernel(**inputs)["out"]
+    ref = vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"], tile_size=4)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(VyreError, match="applies to an optimisation level"):
+        vx.compile(fa2, backend=backend, optimize="cse", device="vulkan")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_outputs_are_new_arrays(fa2, backend, kernels):
     kernel = kernels(fa2, backend)
     inputs = _inputs(fa2, 4)

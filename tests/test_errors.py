@@ -207,6 +207,10 @@ def test_entry_points_reject_non_modules(module):
     (b"\xff\xfe", "not UTF-8"),
     ("garbage", "not registered"),
     ("builtin.module { %x = arith.constant 0 : i644294967295 }", "too large"),
+    # xDSL's string regex backtracked exponentially on an unterminated string
+    # (this line: hours); now it is the lexer's error at once
+    ('builtin.module {\n  "test.op"() {name = "q binding 0 read [4, 2] : memref<8xf32> '
+     'and some more words\n}', r"in.mlir:2:\d+: error: End of file reached before closing"),
 ])
 def test_parse_module_errors(text, message):
     with pytest.raises(VyreError, match=message):
@@ -325,6 +329,18 @@ def test_allocation_and_device_failures_are_vyre_errors(monkeypatch, fa2, error_
 
 
 @needs_vulkan
+def test_interpreter_refuses_a_workgroup_no_device_runs(fa2):
+    """A workgroup of 2**31 lanes (vyre-resize-workgroup{size=2147483648},
+    valid u32) made the interpreter allocate lane vectors until it ran out
+    of memory; Vulkan refuses it by the device's limits."""
+    from vyre_xdsl.interp.execute import MAX_LANES
+
+    pipeline = "vyre-resize-workgroup{size=%d},vyre-to-gpu{optimize=exact}"
+    with pytest.raises(VyreError, match=r"has 2147483648 lanes; the interpreter runs at most"):
+        vx.compile(fa2, optimize=pipeline % 2**31)
+    vx.compile(fa2, optimize=pipeline % MAX_LANES).close()
+
+
 def test_buffer_beyond_max_storage_buffer_range_says_what_to_shrink(fa2):
     from vyre_xdsl.vulkan import runtime
 

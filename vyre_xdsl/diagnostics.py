@@ -99,11 +99,22 @@ def is_blank(text: str) -> bool:
                for line in text.splitlines())
 
 
+# xDSL's string-literal regex nests a `+` in a `*`: on an unterminated
+# string it backtracks exponentially in the length of the line (a 40-character
+# line never finished).  One character an iteration matches the same strings
+# without ambiguity, so in linear time.
+_STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+
 class LocatingParser(Parser):
     """A parser that records where each operation starts, so a verifier or
     pass error can point at the user's line (xDSL leaves locations unknown)."""
 
     line_offset = 0
+
+    def __init__(self, ctx, input: str | bytes, name: str = "<unknown>") -> None:
+        super().__init__(ctx, input, name)
+        self.lexer._unescaped_characters_regex = _STRING_LITERAL
 
     def parse_module(self, allow_implicit_module: bool = True):
         """The module, with SSA dominance checked (xDSL's parser resolves

@@ -43,7 +43,8 @@ def compile(
     `backend` ("interpreter" or "vulkan", as vx.run). Returns a `Kernel`:
     call it with the input arrays, as many times as needed.
 
-    On Vulkan `device` defaults to the device that runs it ("vulkan"), the
+    On Vulkan `device` defaults to the device that runs it ("vulkan") for
+    an optimisation level (a pipeline names it in vyre-to-gpu{device=}), the
     device's limits are checked now, and the SPIR-V module and pipelines
     are made now. `staging` (Vulkan) forces (True) or avoids (False)
     device-local buffers with staging copies; by default they are used
@@ -52,7 +53,10 @@ def compile(
         raise VyreError(
             f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
         )
-    if device is None and backend == "vulkan":
+    from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
+
+    # a pass pipeline names its device in its own options (vyre-to-gpu{device=})
+    if device is None and backend == "vulkan" and optimize in OPTIMISATION_LEVELS:
         from vyre_xdsl.device import LIVE
 
         device = LIVE
@@ -410,10 +414,11 @@ class _Interpreter:
     """The xDSL interpreter: resident arrays are flat host copies."""
 
     def __init__(self, lowered: ModuleOp, info: ProgramInfo):
-        from vyre_xdsl.interp.execute import check_supported
+        from vyre_xdsl.interp.execute import check_launch, check_supported
 
-        for kernel in info.kernels:  # refuse unsupported ops now, not at a call
+        for kernel in info.kernels:  # refuse what it cannot run now, not at a call
             check_supported(kernel.func)
+            check_launch(kernel)
         self.lowered, self.info = lowered, info
 
     def run(self, values, host, stats):

@@ -73,6 +73,23 @@ def check_supported(func: gpu.FuncOp) -> None:
             )
 
 
+# Lanes are numpy vectors: a workgroup far beyond any device's
+# maxComputeWorkGroupInvocations (1024 on the H200 and lavapipe) only makes
+# the interpreter allocate and walk lanes until it runs out of memory.
+MAX_LANES = 65536
+
+
+def check_launch(kernel: KernelInfo) -> None:
+    """Raise VyreError for a workgroup the interpreter cannot run."""
+    lanes = int(np.prod(kernel.workgroup_size))
+    if lanes > MAX_LANES:
+        raise VyreError(
+            f"workgroup size {tuple(kernel.workgroup_size)} of kernel @{kernel.name} "
+            f"has {lanes} lanes; the interpreter runs at most {MAX_LANES} (devices "
+            f"allow 1024 or so): use a smaller one (vyre-resize-workgroup{{size=...}})"
+        )
+
+
 def make_interpreter(
     module: ModuleOp, state: LaneState, listeners: tuple = ()
 ) -> Interpreter:
