@@ -391,6 +391,9 @@ def _vyre_run(args):
     (["{example}", "--input", "x=/nonexistent.npy"], 1, "cannot read input"),
     (["{example}", "--output", "nope=o.npy", "--random"], 1, "no output 'nope'"),
     ([], 2, "required"),
+    # numpy's ValueError came out as an internal error
+    (["{example}", "--random", "--seed", "-1"], 2, "the seed must be >= 0, got -1"),
+    (["{example}", "--random", "--seed", "x"], 2, "--seed: invalid int value: 'x'"),
 ])
 def test_vyre_run_errors(args, code, message):
     from pathlib import Path

@@ -78,13 +78,24 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="feed seeded random normal values to every input not given",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed for --random")
+    p.add_argument("--seed", type=_seed, default=0, help="seed for --random")
     p.add_argument(
         "--check",
         action="store_true",
         help="compare the outputs with the numpy oracle; exit 1 on mismatch",
     )
     return p
+
+
+def _seed(text: str) -> int:
+    """An argparse type: numpy's generators take seeds >= 0 only."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"the seed must be >= 0, got {seed}")
+    return seed
 
 
 def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
