@@ -15,6 +15,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kv_layout import KvLayout, check_paging, check_table
 from vyre_xdsl.mla import mla_decode, mla_decode_absorbed, mla_decode_program
 from vyre_xdsl.trace import Traced
+from vyre_xdsl.value_range import never_infinite
 from vyre_xdsl.skeleton import (
     Buffer,
     Fragment,
@@ -179,6 +180,11 @@ def flash_attention_2(
             return b.addi(b.muli(slot, b.index(num_kv_heads)), kv_head, "kv_row")
         return t if base is None else b.addi(base, t, "kv_row")
 
+    # whether a score_mod may drop a key (return -inf); a soft-cap cannot
+    # (vyre_xdsl.value_range), and then neither fragment tests for it.
+    # Read by update, which is built after scores (else it stays True).
+    drops = [score_mod is not None]
+
     def scores(f: Fragment) -> None:
         k = f.buffer("k")
         base = kv_row_base(f)
@@ -203,7 +209,8 @@ def flash_attention_2(
                 modified = check_result(modified, "f32", score_mod, "score_mod")
                 score = modified.ssa if isinstance(modified, Traced) else b.f32(modified)
             stored = b.bounded_score(score)
-            if score_mod is not None:
+            drops[0] = score_mod is not None and not never_infinite(score)
+            if drops[0]:
                 # SEMANTICS.md: a score_mod's -inf drops the key exactly, as a
                 # false mask does: kept as -inf, the recurrence weighs it 0
                 minus_inf = b.f32(-math.inf)
@@ -223,7 +230,7 @@ def flash_attention_2(
                 t = b.addi(f.tile_start, j, "t")
                 v_d = b.load(v, b.flat_index(kv_row(b, base, t), v_head_dim, d))
                 term = b.mulf(weight, v_d)
-                if mask_mod is not None or score_mod is not None:
+                if mask_mod is not None or drops[0]:
                     # A dropped key (masked or scored -inf: weight exactly 0; a
                     # kept key's weight is at least exp(-80)) adds nothing, even
                     # where v is inf or NaN (0 * inf = NaN): the same as a
