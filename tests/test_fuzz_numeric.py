@@ -128,11 +128,14 @@ def assert_exact(got, want, what):
         f"{np.nanmax(np.abs(got.astype(np.float64) - want)):.3e}")
 
 
-def assert_close(got, want, what):
+def assert_close(got, want, what, scale: float = 0.0):
+    """Within RTOL of the oracle, and ATOL + RTOL * `scale` absolutely: an
+    output is a weighted mean of values up to `scale` in size, whose terms
+    may cancel (then its own size says nothing of the error's)."""
     assert got.shape == want.shape
     assert np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN pattern differs"
     with np.errstate(all="ignore"):
-        ok = np.isclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True)
+        ok = np.isclose(got, want, rtol=RTOL, atol=ATOL + RTOL * scale, equal_nan=True)
     assert ok.all(), (f"{what}: differs at {np.argwhere(~ok)[:3].tolist()}: "
                       f"{got[~ok][:3]} vs oracle {want[~ok][:3]}")
 
@@ -159,6 +162,11 @@ def test_mla_interpreter_matches_oracle_bit_exactly(case, fuzz_stats):
 
 # Vulkan: exact NaN pattern, close values ------------------------------------------
 
+def _largest(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values)])
+    return float(finite.max()) if finite.size else 0.0
+
+
 vulkan = needs_vulkan
 
 
@@ -169,7 +177,7 @@ def test_fa2_vulkan_matches_oracle(case, fuzz_stats):
     shape, inputs = case
     out = vx.run(_fa2(*shape), inputs, backend="vulkan")["out"]
     fuzz_stats["numeric: fa2 vulkan vs oracle"] += 1
-    assert_close(out, _oracle_fa2(shape, inputs), f"fa2 {shape}")
+    assert_close(out, _oracle_fa2(shape, inputs), f"fa2 {shape}", _largest(inputs["v"]))
 
 
 @vulkan
