@@ -211,7 +211,7 @@ MAX_FACTOR = 256
 @dataclass(frozen=True)
 class UnrollJamPass(ModulePass):
     """Unroll innermost loops and unroll-and-jam loops around an innermost
-    loop by `factor`; results are bit-identical."""
+    loop by `factor` (1 to MAX_FACTOR); results are bit-identical."""
 
     name = "vyre-unroll-jam"
 
