@@ -511,6 +511,28 @@ def test_integer_ops_and_casts():
     assert_bit_exact(got, want)
 
 
+def test_signed_division_of_int_min_truncates():
+    """|INT_MIN| does not fit its type: dividing magnitudes gave
+    INT_MIN divsi 3 = +715827883 (so a mask computing -2**31 // (kv + 1)
+    disagreed with vx.reference); C truncation is -715827882."""
+    from vyre_xdsl.interp.arith import _trunc_div
+
+    for dtype in (np.int32, np.int64):
+        low = int(np.iinfo(dtype).min)
+        a = np.array([low, low, low, low + 1, -7, 7, -7, 0], dtype)
+        b = np.array([3, -3, 2, -1, 2, -2, -2, 5], dtype)
+        want = [abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
+                for x, y in zip(a.tolist(), b.tolist())]
+        assert _trunc_div(a, b).tolist() == want
+    mask = lambda q, kv: (-(2**31) // (kv + 1)) % 3 == 1  # noqa: E731
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((6, 2), dtype=np.float32) for _ in range(3))
+    m = vx.flash_attention_2(seq_len=6, head_dim=2, tile_size=2, mask_mod=mask)
+    np.testing.assert_allclose(vx.run(m, {"q": q, "k": k, "v": v})["out"],
+                               vx.reference.flash_attention_2(q, k, v, mask_mod=mask),
+                               rtol=1e-5, atol=1e-6)
+
+
 def test_lane_varying_if_with_results_and_nested_loops():
     # odd lanes loop 3 times, even lanes take the else branch
     body = """

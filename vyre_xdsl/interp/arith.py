@@ -140,9 +140,13 @@ def _astype():
 
 
 def _trunc_div(a, b):
-    """Signed division rounding towards zero (C semantics), on signed views."""
-    q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
-    return np.where((a < 0) != (b < 0), -q, q)
+    """Signed division rounding towards zero (C semantics), on signed views.
+    numpy's floor division stepped up where it rounded down: |INT_MIN| does
+    not fit, so dividing the magnitudes gave INT_MIN / 3 the wrong sign."""
+    safe = np.where(b == 0, np.ones_like(b), b)
+    q = np.floor_divide(a, safe)
+    inexact = np.remainder(a, safe) != 0
+    return np.where(inexact & ((a < 0) != (safe < 0)), q + 1, q)
 
 
 @register_impls
