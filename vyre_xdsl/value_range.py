@@ -34,13 +34,26 @@ DEPTH = 64  # ops followed back from a value
 def bounds(value: SSAValue, depth: int = DEPTH) -> Interval:
     """[lo, hi] holding every non-NaN value `value` can take (inclusive;
     an infinite bound means that infinity may occur)."""
+    return _bounds(value, depth, {})
+
+
+def _bounds(value: SSAValue, depth: int, seen: dict) -> Interval:
+    # each value once a depth: `x = x * x` twenty times is a DAG of 20 ops
+    # but a tree of 2**20 paths (s ** 2**20 took 15 s, s ** 2**31 hung)
+    key = (value, depth)
+    if key not in seen:
+        seen[key] = _interval(value, depth, seen)
+    return seen[key]
+
+
+def _interval(value: SSAValue, depth: int, seen: dict) -> Interval:
     if depth == 0:
         return UNKNOWN
     op = value.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr):
         c = op.value.value.data
         return EMPTY if math.isnan(c) else (c, c)
-    operands = [bounds(v, depth - 1) for v in getattr(op, "operands", ())]
+    operands = [_bounds(v, depth - 1, seen) for v in getattr(op, "operands", ())]
     if any(lo > hi for lo, hi in operands):
         return EMPTY  # an operand is always NaN, so is the result
     if isinstance(op, xmath.TanhOp):
