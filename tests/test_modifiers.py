@@ -300,6 +300,30 @@ def test_a_constant_beyond_i32_or_f32_is_a_vyre_error(mask_mod, message):
                          score_mod=lambda s, q, kv: s * 3.4e38 + float("-inf"))
 
 
+@pytest.mark.parametrize("result, message", [
+    (10**400, "returns 100"),  # was float()'s OverflowError, in the kernel and the oracle
+    (1e45, r"returns 1e\+45, beyond f32's range"),  # was xDSL's float-packing error
+])
+def test_a_constant_score_beyond_f32_is_a_vyre_error(result, message):
+    q = np.ones((S, D), np.float32)
+    for build in (lambda mod: vx.flash_attention_2(seq_len=S, head_dim=D, score_mod=mod),
+                  lambda mod: vx.reference.flash_attention_2(q, q, q, score_mod=mod)):
+        with pytest.raises(VyreError, match=message):
+            build(lambda s, q, kv: result)
+
+
+def test_a_numpy_number_is_a_constant_score():
+    """np.float32(2.0) was refused as "must return an f32 score, got float32"."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((S, D), dtype=np.float32) for _ in range(3))
+    for result in (np.float32(2.0), np.int64(-3), np.float64("-inf")):
+        m = vx.flash_attention_2(seq_len=S, head_dim=D, score_mod=lambda s, q, kv: result)
+        np.testing.assert_allclose(
+            vx.run(m, {"q": q, "k": k, "v": v})["out"],
+            vx.reference.flash_attention_2(q, k, v, score_mod=lambda s, q, kv: result),
+            rtol=1e-5, atol=1e-6)
+
+
 def test_a_traced_value_cannot_index_a_python_list():
     table = [0.0, 1.0, 2.0]
     with pytest.raises(VyreError, match="used as a Python int"):

@@ -9,6 +9,8 @@ is not built here: `vyre-inline-fragments` expands it, once, for everyone.
 from __future__ import annotations
 
 import math
+import numbers
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -38,6 +40,7 @@ from vyre_xdsl.dtypes import check_dtype, element_type
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder, Value
 from vyre_xdsl.trace import Traced
+from vyre_xdsl.traced import f32_number
 
 
 @dataclass(frozen=True)
@@ -525,8 +528,15 @@ def check_result(result, kind: str, fn, role: str):
         got = result.kind
     elif kind == "bool" and isinstance(result, bool | np.bool_):
         return bool(result)
-    elif kind == "f32" and isinstance(result, int | float) and not isinstance(result, bool):
-        return float(result)
+    elif kind == "f32" and isinstance(result, numbers.Real) and not isinstance(
+            result, bool | np.bool_):
+        number = f32_number(result)
+        if number is None:
+            raise VyreError(
+                f"{role} {trace.function_location(fn)} returns {reprlib.repr(result)}, "
+                f"beyond f32's range; return float('inf') for an infinity"
+            )
+        return number
     else:
         got = type(result).__name__
     wanted = {"f32": "an f32 score", "bool": "a boolean (e.g. a comparison)"}[kind]

@@ -377,16 +377,27 @@ def _constant(kind: str, value, backend, op: str) -> Traced:
             f"{I32_RANGE[1]}]", "integer modifier values are i32 (as PyTorch's int32 "
             "tensors); use one in range (a bit pattern from 2**31 minus 2**32), or a float")
     if kind == "f32":
-        try:
-            number = float(value)
-        except OverflowError:  # an int beyond every float
-            number = np.inf
-        if not -F32_MAX <= number <= F32_MAX and (_is_int(value) or np.isfinite(value)):
+        number = f32_number(value)
+        if number is None:
             raise _unsupported(
                 f"'{op}' with the number {reprlib.repr(value)}, beyond f32's largest {F32_MAX:.6g}",
                 "modifier numbers are f32; use float('inf') for an infinity")
         value = number
     return Traced(kind, backend.const(kind, value), backend)
+
+
+def f32_number(value) -> float | None:
+    """A Python or numpy real as the float of an f32 constant; None where it
+    is finite but beyond f32's range (f32 would make it an infinity)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond every float
+        return None
+    if np.isfinite(number) and not -F32_MAX <= number <= F32_MAX:
+        return None
+    return number
 
 
 def _is_int(value) -> bool:
