@@ -78,6 +78,14 @@ def test_oracle_rejects_bad_kv_splits(kv_splits, message):
         vx.reference.flash_attention_2(q, q, q, kv_splits=kv_splits)
 
 
+@pytest.mark.parametrize("return_lse", [np.zeros(3), "yes", None, 1])
+def test_oracle_rejects_a_return_lse_that_is_not_a_bool(return_lse):
+    """An array was numpy's 'truth value of an array is ambiguous'."""
+    q = np.ones((4, 2), np.float32)
+    with pytest.raises(VyreError, match="return_lse must be True or False"):
+        vx.reference.flash_attention_2(q, q, q, return_lse=return_lse)
+
+
 @pytest.mark.parametrize("role", ["scores", "update", "prologue", "epilogue"])
 def test_a_fragment_callback_must_be_a_function(role):
     fragments = {"scores": lambda f: None, "update": lambda f: None, role: 3}

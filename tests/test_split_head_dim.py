@@ -179,7 +179,9 @@ def test_a_fragment_that_reads_q_outside_a_dot_product_is_refused():
         apply_pipeline(module.clone(), "vyre-split-head-dim{parts=2}")
 
 
-@pytest.mark.parametrize("bad", [0, 3, -2])
+# 4 parts of 8 dims: the pass takes turns over chunks of 4 dims, so it needs
+# 16; the oracle's IndexError (np.int64 too) is its VyreError now
+@pytest.mark.parametrize("bad", [0, 3, -2, 4, np.int64(4)])
 def test_the_oracle_refuses_part_counts_the_pass_cannot_make(bad):
     q, k, v = _inputs(1, 1, 16, 8)
     with pytest.raises(VyreError, match="dim_parts"):

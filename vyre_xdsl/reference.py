@@ -264,11 +264,15 @@ def _positive(name: str, value) -> int:
 
 
 def _dim_parts(dim_parts, head_dim: int) -> int:
+    from vyre_xdsl.dialects.vyre import DIM_CHUNK
+
     dim_parts = _positive("dim_parts", dim_parts)
-    if dim_parts & (dim_parts - 1) or head_dim % dim_parts:
+    # the parts take turns over chunks of DIM_CHUNK dims (vyre.part_dims)
+    if dim_parts > 1 and (dim_parts & (dim_parts - 1) or head_dim % (dim_parts * DIM_CHUNK)):
         raise VyreError(
-            f"dim_parts ({dim_parts}) must be a power of two that divides the "
-            f"skeleton's head_dim ({head_dim}), as vyre-split-head-dim requires"
+            f"dim_parts ({dim_parts}) must be a power of two, with the skeleton's "
+            f"head_dim ({head_dim}) a multiple of dim_parts * {DIM_CHUNK}, as "
+            f"vyre-split-head-dim requires"
         )
     return dim_parts
 
@@ -420,6 +424,8 @@ def flash_attention_2(
     pages_per_seq]) and `page_size`, k and v are pools [num_pages,
     page_size, num_kv_heads, head_dim] gathered with `gather_pages` (page
     indices clamped to the pool); paged implies kv_lens."""
+    if not isinstance(return_lse, bool | np.bool_):
+        raise VyreError(f"return_lse must be True or False, got {return_lse!r}")
     k, v = _gathered({"k": k, "v": v}, block_table, page_size, kv_lens, kv_len).values()
     if kv_lens is not None:
         return _ragged_flash_attention_2(
