@@ -117,6 +117,11 @@ class SplitKvPass(ModulePass):
             raise VyreError(
                 f"vyre-split-kv: splits must be 0 (choose) or >= 2, got {self.splits}"
             )
+        if self.target_invocations < 1:
+            raise VyreError(
+                f"vyre-split-kv: target_invocations must be >= 1 (the invocations "
+                f"to reach by splitting), got {self.target_invocations}"
+            )
         if self.merge not in MERGES:
             raise VyreError(
                 f"vyre-split-kv: merge must be one of {', '.join(MERGES)}, got "

@@ -124,8 +124,9 @@ class VyreToGpuPass(ModulePass):
 
 
 def check_fits(module: ModuleOp, device: DeviceProfile) -> None:
-    """`default` promises kernels that `device` runs: a choice above that
-    breaks a limit is a bug of the tuning, reported rather than run."""
+    """`default` promises kernels that `device` runs: one that breaks a
+    limit (a pass before vyre-to-gpu set it, or the tuning chose it) is
+    refused rather than run."""
     for func in lowered_kernels(module):
         lanes = read_kernel(func).workgroup_size
         needed = workgroup_memory_bytes(func)
@@ -135,6 +136,7 @@ def check_fits(module: ModuleOp, device: DeviceProfile) -> None:
                 f"vyre-to-gpu: kernel @{func.sym_name.data} needs {needed} bytes of "
                 f"workgroup memory and {lanes[0]} lanes, more than device "
                 f"'{device.name}' allows ({device.shared_memory_bytes} bytes, "
-                f"{device.max_workgroup_invocations} lanes); please report this, and "
-                f"use optimize=exact meanwhile",
+                f"{device.max_workgroup_invocations} lanes); if a pass before "
+                f"vyre-to-gpu set this (vyre-resize-workgroup{{size=...}}), give it "
+                f"a size the device allows, else report it and use optimize=exact",
             )

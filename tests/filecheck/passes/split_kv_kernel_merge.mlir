@@ -5,6 +5,7 @@
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=8 merge=kernel}' 2>&1 | filecheck %s --check-prefix=TOO-MANY
 // RUN: not vyre-opt %s -p 'vyre-split-kv{merge=global}' 2>&1 | filecheck %s --check-prefix=BAD-MERGE
+// RUN: not vyre-opt %s -p 'vyre-split-kv{target_invocations=0}' 2>&1 | filecheck %s --check-prefix=BAD-TARGET
 
 // vyre-split-kv{merge=kernel}: flash-decoding across workgroups.  The split
 // kernel leaves each invocation's partial (m, l, o_acc) in temp buffers (the
@@ -146,3 +147,4 @@ builtin.module {
 
 // TOO-MANY: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 8 ways: there are only 4 tiles
 // BAD-MERGE: vyre-split-kv: merge must be one of auto, workgroup, kernel, got 'global'
+// BAD-TARGET: vyre-split-kv: target_invocations must be >= 1 (the invocations to reach by splitting), got 0

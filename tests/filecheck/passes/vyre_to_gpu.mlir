@@ -5,6 +5,7 @@
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu --print-op-generic | filecheck %s --check-prefix=NO-VYRE
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s --check-prefix=GENERIC
 // RUN: not vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=tpu}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
+// RUN: not vyre-opt %examples/flash_attention_2.mlir -p 'vyre-resize-workgroup{size=2048},vyre-to-gpu{device=h200}' 2>&1 | filecheck %s --check-prefix=TOO-WIDE
 // NO-VYRE: "gpu.func"
 // NO-VYRE-NOT: "vyre.
 
@@ -48,3 +49,7 @@
 // GENERIC:     %q_scratch = memref.alloca() : memref<16xf32>
 // GENERIC-NOT: gpu.shuffle
 // UNKNOWN: error: unknown device 'tpu'; choose one of generic, h200, lavapipe, vulkan
+
+// The default promises a kernel the device runs: a workgroup set wider by a
+// pass before it is refused, naming the fix.
+// TOO-WIDE: flash_attention_2.mlir:4:1: error: vyre-to-gpu: kernel @flash_attention_2 needs 0 bytes of workgroup memory and 2048 lanes, more than device 'h200' allows (49152 bytes, 1024 lanes); if a pass before vyre-to-gpu set this (vyre-resize-workgroup{size=...}), give it a size the device allows
