@@ -8,6 +8,7 @@ runs it through tools/gpu_check.py (`--match tensor`)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -27,11 +28,17 @@ def _softcap(score, q, k):
     return 20.0 * vx.tanh(score / 20.0)
 
 
+def _drops_low_scores(score, q, k):
+    return vx.where(score < -1.0, -math.inf, score)
+
+
 CASES = {
     "d16": dict(seq_len=64, head_dim=16),
     "d32_gqa": dict(seq_len=64, head_dim=32, num_heads=4, num_kv_heads=2),
     "d16_v32_longer_keys": dict(seq_len=64, kv_len=128, head_dim=16, v_head_dim=32),
     "batch": dict(seq_len=64, head_dim=16, batch=2),
+    # the scores fragment's epilogue (the cap) runs on each lane's elements
+    "soft_cap": dict(seq_len=64, head_dim=16, num_heads=2, score_mod=_softcap),
 }
 PIPELINES = {
     "none": "vyre-tensor-cores{device=h200 force=true},vyre-to-gpu{optimize=none}",
@@ -216,9 +223,10 @@ def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
     (dict(seq_len=40, head_dim=16, dtype="f16"), "is not a multiple of 16"),
     (dict(seq_len=64, head_dim=16, dtype="f16", mask_mod=lambda q, k: q >= k),
      "it has a mask"),
-    # a score_mod may drop a key (-inf): its weight must then add exactly 0
-    # even to an infinite value, which a matrix product cannot promise
-    (dict(seq_len=64, head_dim=16, dtype="f16", score_mod=_softcap),
+    # a score_mod that may drop a key (-inf): its weight must then add
+    # exactly 0 even to an infinite value, which a matrix product cannot
+    # promise (a soft-cap, which never drops one, qualifies: CASES)
+    (dict(seq_len=64, head_dim=16, dtype="f16", score_mod=_drops_low_scores),
      "the weighted sum is not a sum of products"),
     (dict(seq_len=1, kv_len=64, num_heads=32, num_kv_heads=8, head_dim=16, batch=2,
           dtype="f16"), "read different rows of k"),
