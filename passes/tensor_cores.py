@@ -47,9 +47,10 @@ keys whose body takes one dot product of the query row (q_scratch) with a
 key row of a read buffer, and stores a function of it alone at the key's
 slot of score_tile; the update region weighs rows of a read buffer with
 vyre.tile_weight and adds them into o_acc, rescaled (the builders'
-FlashAttention-2 without a mask or score_mod: with one, the update keeps a
-dropped key's exact 0 even against an infinite value, which a matrix
-product cannot); q, k, v and out are f16; head_dim and v_head_dim are
+FlashAttention-2 without a mask, and with a score_mod only where it never
+returns -inf, a soft-cap: with a mask or a dropping score_mod the update
+keeps a dropped key's exact 0 even against an infinite value, which a
+matrix product cannot); q, k, v and out are f16; head_dim and v_head_dim are
 multiples of 16, the keys of `keys`, the items of a workgroup's rows (four
 subgroups'); the rows of a subgroup (of a workgroup, staged) read the same
 keys and values (checked by evaluating the fragments' addresses for every
