@@ -196,6 +196,13 @@ def test_mlir_opt_accepts_row_blocks_and_prefetch(options, level):
 
 
 @needs_mlir_opt
+def test_mlir_opt_accepts_a_soft_cap_on_the_matrix_units():
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", score_mod=_softcap, **LONG)
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, device="h200"))
+    assert "gpu.subgroup_mma_compute" in printed and "math.tanh" in printed
+
+
+@needs_mlir_opt
 def test_mlir_opt_accepts_what_the_default_plan_puts_on_the_matrix_units():
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
     printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, device="h200"))
