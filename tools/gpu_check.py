@@ -58,9 +58,10 @@ class Case:
     optimize: str = "default"  # vx.lower_to_gpu's optimize= (a level or a pipeline)
 
 
-def dense_attention(q, k, v, causal=False) -> np.ndarray:
+def dense_attention(q, k, v, causal=False, soft_cap=None) -> np.ndarray:
     """softmax(q k^T / sqrt(D)) v in float64, heads [H, N, D], rows in chunks
-    (GQA: k/v heads shared by H / Hkv query heads)."""
+    (GQA: k/v heads shared by H / Hkv query heads); a soft-cap maps each
+    scaled score s to cap * tanh(s / cap)."""
     heads, n, d = q.shape
     group = heads // k.shape[0]
     out = np.empty((heads, n, v.shape[2]), np.float64)
@@ -70,6 +71,8 @@ def dense_attention(q, k, v, causal=False) -> np.ndarray:
         for start in range(0, n, 1024):
             rows = q[h, start:start + 1024].astype(np.float64)
             s = rows @ kh.T * scale
+            if soft_cap is not None:
+                s = soft_cap * np.tanh(s / soft_cap)
             if causal:
                 keys = np.arange(kh.shape[0])
                 s[keys[None, :] > np.arange(start, start + len(rows))[:, None]] = -np.inf
@@ -95,15 +98,21 @@ def dense_mla(ins: dict[str, np.ndarray]) -> np.ndarray:
     return np.einsum("hr,rhd->hd", o_lat, wv)
 
 
-def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False, dtype="f32") -> Case:
+def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False, dtype="f32",
+             soft_cap=None) -> Case:
     kv_heads = kv_heads or heads
     label = f"fa2 H={heads} N={n} D={d}" + (f" Hkv={kv_heads}" if kv_heads != heads else "")
     label += " causal" * causal + " NaN/inf" * nan_inf + (f" {dtype}" if dtype != "f32" else "")
+    label += f" softcap={soft_cap:g}" if soft_cap is not None else ""
+
+    def score_mod(s, q, kv):
+        return soft_cap * vx.tanh(s / soft_cap)
 
     def build():
         mask = (lambda q, kv: kv <= q) if causal else None
         return vx.flash_attention_2(seq_len=n, head_dim=d, num_heads=heads,
-                                    num_kv_heads=kv_heads, mask_mod=mask, dtype=dtype)
+                                    num_kv_heads=kv_heads, mask_mod=mask, dtype=dtype,
+                                    score_mod=score_mod if soft_cap is not None else None)
 
     def inputs(rng):
         host = numpy_dtype(dtype)
@@ -119,8 +128,10 @@ def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False, dtype="f32
     def reference(ins):
         if nan_inf:  # only the oracle defines NaN and inf (SEMANTICS.md)
             mask = (lambda q, kv: kv <= q) if causal else None
-            return vx.reference.flash_attention_2(ins["q"], ins["k"], ins["v"], mask_mod=mask)
-        return dense_attention(ins["q"], ins["k"], ins["v"], causal)
+            return vx.reference.flash_attention_2(
+                ins["q"], ins["k"], ins["v"], mask_mod=mask,
+                score_mod=score_mod if soft_cap is not None else None)
+        return dense_attention(ins["q"], ins["k"], ins["v"], causal, soft_cap)
 
     return Case(label, build, inputs, reference, dtype)
 
@@ -243,6 +254,9 @@ def cases(every: bool) -> list[Case]:
         mla_case(4096, 128),
         mla_case(32768, 16),
         fa2_case(32, 4096, 64, dtype="f16"),
+        fa2_case(32, 4096, 64, dtype="f16", soft_cap=30.0),
+        fa2_case(32, 4096, 64, soft_cap=30.0),
+        fa2_case(1, 512, 64, nan_inf=True, soft_cap=30.0),
         fa2_case(32, 4096, 128, causal=True, dtype="bf16"),
         fa2_case(4, 300, 256, dtype="bf16"),
         mla_case(4096, 16, dtype="bf16"),
