@@ -15,6 +15,7 @@ from vyre_xdsl.device import H200
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.tuning import module_plans
 from tests.requirements import needs_vulkan
 from tests.test_split_kv import _mla_inputs
@@ -110,6 +111,35 @@ def test_split_rows_on_vulkan_match_the_oracle(parts):
         got = vx.run(lowered, {"q": q, "k": k, "v": v}, backend="vulkan")["out"]
         _close(got.reshape(q.shape), reference.flash_attention_2(q, k, v, tile_size=16,
                                                                  dim_parts=parts))
+
+
+@pytest.mark.parametrize("parts", [1, 2, 4, 16])
+def test_kernel_info_records_how_far_the_shuffles_reach(parts):
+    module = vx.flash_attention_2(64, 64, 16)
+    pipeline = _split(parts) if parts > 1 else "vyre-to-gpu{optimize=exact}"
+    (kernel,) = program_info(vx.lower_to_gpu(module, optimize=pipeline)).kernels
+    assert kernel.shuffle_lanes == parts
+
+
+@needs_vulkan
+def test_vulkan_refuses_shuffles_wider_than_the_devices_subgroups():
+    """A row over more lanes than a subgroup holds would add values of
+    lanes that do not exist (lavapipe returned NaN): refused, with the fix."""
+    from vyre_xdsl.vulkan import runtime
+
+    size = runtime._context(runtime._validation_requested(None)).subgroup.size
+    parts = 2 * size
+    seq, dim = 64, max(64, parts)
+    module = vx.flash_attention_2(seq, dim, 16)
+    lowered = vx.lower_to_gpu(module, optimize=_split(parts))
+    q, k, v = _inputs(1, 1, seq, dim)
+    with pytest.raises(VyreError, match=rf"across {parts} lanes .* subgroups of {size}; "
+                                        r"lower it for this device"):
+        vx.run(lowered, {"q": q, "k": k, "v": v}, backend="vulkan")
+    fitting = vx.lower_to_gpu(module, optimize=_split(size))
+    got = vx.run(fitting, {"q": q, "k": k, "v": v}, backend="vulkan")["out"]
+    _close(got.reshape(q.shape), reference.flash_attention_2(q, k, v, tile_size=16,
+                                                             dim_parts=size))
 
 
 def test_the_pass_doubles_the_invocations_and_halves_the_slices():

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from xdsl.dialects import gpu
+from xdsl.dialects import arith, gpu
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
 from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
+from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import loop_iterations
@@ -107,6 +108,9 @@ class KernelInfo(_BufferSets):
     # The accumulator layout its subgroup matrices' elements are computed
     # on (None: it computes on none); the device must have it.
     accumulator: AccumulatorLayout | None = None
+    # The subgroup size its xor shuffles need: lanes exchange values with
+    # lanes up to this far apart (1: it shuffles nothing).
+    shuffle_lanes: int = 1
 
 
 @dataclass(frozen=True)
@@ -387,7 +391,25 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         loop_iterations=loop_iterations(func.body),
         tile_size=None if skeleton is None else skeleton.tile_size.data,
         accumulator=None if launch.accumulator is None else launch.accumulator.layout,
+        shuffle_lanes=shuffle_lanes(func),
     )
+
+
+def shuffle_lanes(func: gpu.FuncOp) -> int:
+    """The smallest subgroup within which every xor shuffle of `func` stays:
+    a shuffle with mask o pairs lanes that differ below o's highest bit, so
+    a subgroup of fewer lanes would pair lanes that do not exist (SPIR-V
+    leaves the result undefined).  Masks are constants where vyre's passes
+    build them; a mask read at run time counts as the widest i32."""
+    lanes = 1
+    for op in func.walk():
+        if isinstance(op, ShuffleOp) and op.mode.data == ShuffleMode.XOR:
+            mask = op.offset.owner
+            if isinstance(mask, arith.ConstantOp) and isinstance(mask.value, IntegerAttr):
+                lanes = max(lanes, 1 << mask.value.value.data.bit_length())
+            else:
+                lanes = max(lanes, 1 << 32)
+    return lanes
 
 
 def check_kernel_layout(

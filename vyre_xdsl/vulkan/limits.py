@@ -36,6 +36,7 @@ def _check_limits(ctx: _Context, spirv: SpirvModule, info: KernelInfo | ProgramI
     _check_int16(ctx, spirv.capabilities, program)
     for kernel in program.kernels:
         _check_loop_limit(ctx, kernel)
+        _check_shuffle_lanes(ctx, kernel)
     limits = ctx.limits
     for buffer in program.buffers:
         size = _buffer_bytes(buffer, arrays)
@@ -131,6 +132,20 @@ def _check_subgroup_support(ctx: _Context, capabilities: frozenset[int],
             f"{program.label} uses {what}, but Vulkan device {ctx.name!r} lacks "
             f"{' and '.join(lacks)}; lower it with optimize='exact', which uses "
             f"no shuffles, or pick another device ({DEVICE_ENV})"
+        )
+
+
+def _check_shuffle_lanes(ctx: _Context, kernel: KernelInfo) -> None:
+    """Refuse a kernel whose xor shuffles reach further than the device's
+    subgroups: the lanes they pair would not exist and the result would be
+    undefined (NaN on lavapipe), not an error."""
+    if kernel.shuffle_lanes > ctx.subgroup.size:
+        raise VyreError(
+            f"kernel @{kernel.name} adds values across {kernel.shuffle_lanes} lanes with "
+            f"subgroup shuffles (vyre-split-head-dim{{parts={kernel.shuffle_lanes}}}), but "
+            f"Vulkan device {ctx.name!r} has subgroups of {ctx.subgroup.size}; lower it "
+            f"for this device (optimize='default' with device='vulkan' splits rows over "
+            f"at most {ctx.subgroup.size} lanes) or with fewer parts"
         )
 
 
