@@ -31,6 +31,11 @@ score, where `vyre.tile_weight` loads it: an update that weighs every key
 once per output dimension then costs a load, not an exponent.  An update
 region that reads `%score_tile` itself gets the scores, and the weights
 are recomputed for it instead.
+
+With `heavy_first`, a masked kernel's workgroups are renumbered so that
+each head's query blocks with the most tiles start first
+(vyre_xdsl.workgroup_order): every workgroup computes what it computed
+before, in another order on the GPU.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from vyre_xdsl.recurrence import (
 )
 from vyre_xdsl.row_widening import RowOffsets, discard, widen_rows
 from vyre_xdsl.walk import walk_once
+from vyre_xdsl.workgroup_order import heavy_first_order
 
 
 def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
@@ -445,14 +451,25 @@ class SkeletonExpansion:
     by `emit`: what the skeleton fixes (indices, tile bounds, the split and
     its merge) as fields, and each level of the recurrence as a method."""
 
-    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, b: IRBuilder) -> None:
+    def __init__(
+        self, op: vyre.TiledOnlineSoftmaxOp, b: IRBuilder, heavy_first: bool = False
+    ) -> None:
         self.op, self.shape = op, op.shape()
         self.lanes = op.lanes
         self.splits, self.parts = op.splits, op.parts
+        tile_count = self.shape["tile_count"]
+        if not op.has_mask:
+            self.ranges = []
+        elif op.tile_classes is None:  # every tile partial, for every block
+            self.ranges = [BlockRange(0, tile_count, 0, 0)]
+        else:
+            self.ranges = block_ranges(op.tile_class_table())
         in_workgroup = self.splits > 1 and not op.merges_in_kernel
         self.merge = SplitMerge.declare(b, self.lanes, op.v_dim) if in_workgroup else None
         item = b.emit(vyre.ItemIndexOp()).results[0]
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
+        if heavy_first:
+            item = self.heavy_first(b, item)
         self.part = self.split = self.invocation = None
         if self.parts > 1:  # invocation (item * splits + split) * parts + part
             self.invocation = item
@@ -467,17 +484,28 @@ class SkeletonExpansion:
         self.lane_v_dims = op.v_dim // self.parts  # ... and of o_acc
         self.store_weights = not update_reads_scores(op)
         self.drop_minus_inf = scores_may_be_minus_inf(op)
-        tile_count = self.shape["tile_count"]
-        if not op.has_mask:
-            self.ranges = []
-        elif op.tile_classes is None:  # every tile partial, for every block
-            self.ranges = [BlockRange(0, tile_count, 0, 0)]
-        else:
-            self.ranges = block_ranges(op.tile_class_table())
         self.score_stride = op.score_stride()
         # With kv_lens: this item's key count L (clamped to [0, seq_len]) and
         # tile count ceil(L / tile_size), read at run time.
         self.ragged: dict[str, SSAValue] = {}
+
+    def heavy_first(self, b: IRBuilder, invocation: SSAValue) -> SSAValue:
+        """`invocation` with its workgroup permuted so that every head's
+        heaviest query blocks start first (vyre_xdsl.workgroup_order)."""
+        ranges = self.ranges[: period_of(self.ranges)]
+        order = heavy_first_order(ranges, self.op.block_items, self.shape["item_count"],
+                                  self.op.lanes_per_item, self.lanes)
+        if order is None:
+            return invocation
+        lanes, repeats = b.index(self.lanes), b.index(order.repeats)
+        workgroup = b.divui(invocation, lanes, "workgroup")
+        rank = b.divui(workgroup, repeats, "rank")
+        repeat = b.remui(workgroup, repeats, "repeat")
+        block = b.index(order.order[0])
+        for r, w in enumerate(order.order[1:], start=1):
+            block = b.select(b.cmpi(rank, b.index(r), "eq"), b.index(w), block)
+        heavy = b.addi(b.muli(repeat, b.index(order.period)), block, "heavy_first")
+        return b.addi(b.muli(heavy, lanes), b.remui(invocation, lanes), "invocation")
 
     def emit(self, b: IRBuilder) -> None:
         op, lanes = self.op, self.lanes
@@ -751,7 +779,10 @@ def row_copies(array: SSAValue, rows: int) -> tuple[SSAValue, ...]:
     return tuple(copies)
 
 
+@dataclass
 class ExpandSkeleton(RewritePattern):
+    heavy_first: bool = False
+
     @op_type_rewrite_pattern
     def match_and_rewrite(
         self, op: vyre.TiledOnlineSoftmaxOp, rewriter: PatternRewriter
@@ -759,7 +790,7 @@ class ExpandSkeleton(RewritePattern):
         record_skeleton(op)  # convert-vyre-to-gpu records it in the launch
         b = IRBuilder(InsertPoint.before(op))
         try:
-            SkeletonExpansion(op, b).emit(b)
+            SkeletonExpansion(op, b, self.heavy_first).emit(b)
         except VyreError as error:  # the fragments do not allow rows_per_lane
             raise pass_error(op, f"vyre-inline-fragments: {error}") from None
         rewriter.erase(op)
@@ -769,9 +800,13 @@ class ExpandSkeleton(RewritePattern):
 class InlineFragmentsPass(ModulePass):
     """Expand every vyre.tiled_online_softmax into the scf loop nest of the
     recurrence, with its fragments and hooks spliced in, and every
-    vyre.merge_splits into the merge of split partials."""
+    vyre.merge_splits into the merge of split partials; with `heavy_first`,
+    a masked kernel's workgroups start with every head's heaviest query
+    blocks (vyre_xdsl.workgroup_order; bit-identical results)."""
 
     name = "vyre-inline-fragments"
 
+    heavy_first: bool = False
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        walk_once(op, ExpandSkeleton(), ExpandMergeSplits())
+        walk_once(op, ExpandSkeleton(self.heavy_first), ExpandMergeSplits())

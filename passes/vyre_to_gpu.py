@@ -16,7 +16,8 @@
            which reorder floating-point sums within the tolerance of
            docs/performance.md, then vyre-stage-kv-tiles and
            vyre-split-head-dim where the plan says, and `exact` with the
-           plan's unroll depth and vyre-interleave-scratch
+           plan's unroll depth and vyre-interleave-scratch; a masked kernel's
+           heaviest query blocks start first (vyre-inline-fragments{heavy_first})
 
 The passes are taken by name from the registry (`ALL_PASSES` of
 vyre_xdsl.passes), with the options the plan gives them.
@@ -44,6 +45,9 @@ from vyre_xdsl.passes import ALL_PASSES, tensor_cores
 
 OPTIMISATION_LEVELS = ("none", "exact", "default")
 LOWERING = ("vyre-inline-fragments", "vyre-expand-stability", "convert-vyre-to-gpu")
+# what `default` asks of the lowering passes: heavy query blocks first
+# (causal grids finish sooner; docs/performance.md, "Heavy blocks first")
+LOWERING_OPTIONS = {"default": {"vyre-inline-fragments": {"heavy_first": True}}}
 # the vyre-level passes of `default` that follow the plan (their `0` options)
 PLANNED = ("vyre-resize-workgroup", "vyre-retile", "vyre-split-kv")
 
@@ -116,7 +120,8 @@ class VyreToGpuPass(ModulePass):
             if any(p.rows > 1 for p in plans):
                 _pass("vyre-block-rows").apply(ctx, op)
         for name in LOWERING:
-            _pass(name).apply(ctx, op)
+            options = LOWERING_OPTIONS.get(self.optimize, {}).get(name, {})
+            _pass(name, **options).apply(ctx, op)
         for optimisation in optimisations(self.optimize, unroll, interleave):
             optimisation.apply(ctx, op)
         if self.optimize == "default":
