@@ -125,16 +125,22 @@ def merges_in_kernel(
 ) -> bool:
     """Whether `merge=auto` merges `op`'s splits in a kernel: it has too
     few items to reach `target` invocations with a workgroup's worth of
-    splits each, or a merge in the workgroup would not fit
-    `shared_memory_bytes`; and no hooks for every split to repeat, no mask
-    (which is never split) and no log-sum-exp."""
+    splits each, a merge in the workgroup would not fit
+    `shared_memory_bytes`, or its rows are longer than SHORT_ROWS (a merge
+    in the workgroup takes whole rows, which then stay on one lane each
+    and spill, where a kernel's merge lets them go over lanes; rows with
+    kv_lens never do); and no
+    hooks for every split to repeat, no mask (which is never split) and no
+    log-sum-exp."""
     if op.has_mask or not op.hooks_empty or op.lse is not None:  # every split runs hooks
         return False
-    items = op.shape()["item_count"]
+    shape = op.shape()
+    items = shape["item_count"]
     if items >= target:
         return False  # not split at all
     too_big = bool(shared_memory_bytes) and workgroup_merge_bytes(op, lanes) > shared_memory_bytes
-    return items * lanes < target or too_big
+    long_rows = shape["head_dim"] > SHORT_ROWS and not op.ragged  # kv_lens: never over lanes
+    return items * lanes < target or too_big or long_rows
 
 
 def automatic_splits(
