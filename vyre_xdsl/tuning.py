@@ -128,8 +128,7 @@ def merges_in_kernel(
     splits each, a merge in the workgroup would not fit
     `shared_memory_bytes`, or its rows are longer than SHORT_ROWS (a merge
     in the workgroup takes whole rows, which then stay on one lane each
-    and spill, where a kernel's merge lets them go over lanes; rows with
-    kv_lens never do); and no
+    and spill, where a kernel's merge lets them go over lanes); and no
     hooks for every split to repeat, no mask (which is never split) and no
     log-sum-exp."""
     if op.has_mask or not op.hooks_empty or op.lse is not None:  # every split runs hooks
@@ -139,8 +138,7 @@ def merges_in_kernel(
     if items >= target:
         return False  # not split at all
     too_big = bool(shared_memory_bytes) and workgroup_merge_bytes(op, lanes) > shared_memory_bytes
-    long_rows = shape["head_dim"] > SHORT_ROWS and not op.ragged  # kv_lens: never over lanes
-    return items * lanes < target or too_big or long_rows
+    return items * lanes < target or too_big or shape["head_dim"] > SHORT_ROWS
 
 
 def automatic_splits(
@@ -357,7 +355,10 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
     if any(p.op.ragged for p in predicted):
         # kv_lens: tile counts differ between the lanes of a workgroup, so
         # nothing that synchronises them in the tile loop (staged tiles) or
-        # pattern-matches K/V addresses (paged) applies; unrolling does
+        # pattern-matches K/V addresses (paged) applies; unrolling does, and
+        # rows over the lanes of one item (which share its length) where a
+        # kernel merges the splits
+        parts = {p.op: _parts(p, device) if p.in_kernel else 1 for p in predicted}
         if all(p.op.has_mask for p in predicted):
             unroll = DEEP_UNROLL
     elif any(p.splits > 1 for p in predicted):
