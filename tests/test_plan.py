@@ -67,6 +67,19 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     # rows of 256 split over invocations: a merge in the workgroup would
     # take more than 48 KiB, so a kernel merges
     (lambda: vx.flash_attention_2(300, 256, num_heads=4), (64, 64, 4, "kernel", 4, 0, 64, ())),
+    # GQA decode at batch 8: rows of 128 merge in a kernel so that they go
+    # over two lanes (a merge in the workgroup keeps a row on one lane)
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
+                                  num_kv_heads=8, head_dim=128),
+     (64, 64, 16, "kernel", 2, 0, 64, ())),
+    # ... with run-time lengths too: an item's lanes share its length
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
+                                  num_kv_heads=8, head_dim=128, kv_lens=True),
+     (64, 64, 16, "kernel", 2, 0, 32, ())),
+    # rows of 64 keep the merge in the workgroup
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
+                                  num_kv_heads=8, head_dim=64),
+     (64, 64, 16, "workgroup", 1, 0, 64, ())),
 ])
 def test_the_h200_plan(build, want):
     assert _fields(_plan(build())) == want
