@@ -133,13 +133,35 @@ def test_vulkan_refuses_shuffles_wider_than_the_devices_subgroups():
     module = vx.flash_attention_2(seq, dim, 16)
     lowered = vx.lower_to_gpu(module, optimize=_split(parts))
     q, k, v = _inputs(1, 1, seq, dim)
-    with pytest.raises(VyreError, match=rf"across {parts} lanes .* subgroups of {size}; "
+    with pytest.raises(VyreError, match=rf"across {parts} lanes .* subgroups of {size} .*"
                                         r"lower it for this device"):
         vx.run(lowered, {"q": q, "k": k, "v": v}, backend="vulkan")
     fitting = vx.lower_to_gpu(module, optimize=_split(size))
     got = vx.run(fitting, {"q": q, "k": k, "v": v}, backend="vulkan")["out"]
     _close(got.reshape(q.shape), reference.flash_attention_2(q, k, v, tile_size=16,
                                                              dim_parts=size))
+
+
+def test_the_interpreter_refuses_shuffles_wider_than_its_subgroups(tmp_path, capsys):
+    """Rows over 64 lanes summed garbage (max error 1.27) in the
+    interpreter's subgroups of 32: refused from Python and from vyre-run,
+    while 32 lanes match the oracle."""
+    from vyre_xdsl.tools.vyre_run import main
+
+    seq, dim = 32, 256
+    module = vx.flash_attention_2(seq, dim, 16)
+    q, k, v = _inputs(1, 1, seq, dim)
+    wide = vx.lower_to_gpu(module, optimize=_split(64))
+    with pytest.raises(VyreError, match=r"across 64 lanes .* the interpreter's subgroups "
+                                        r"have 32 lanes .* at most 32 parts"):
+        vx.run(wide, {"q": q, "k": k, "v": v})
+    path = tmp_path / "wide.mlir"
+    path.write_text(str(wide))
+    assert main([str(path), "--random"]) == 1
+    assert "error: kernel @flash_attention_2 adds values across 64 lanes" in capsys.readouterr().err
+    got = vx.run(vx.lower_to_gpu(module, optimize=_split(32)), {"q": q, "k": k, "v": v})["out"]
+    _close(got.reshape(q.shape), reference.flash_attention_2(q, k, v, tile_size=16,
+                                                             dim_parts=32))
 
 
 def test_the_pass_doubles_the_invocations_and_halves_the_slices():

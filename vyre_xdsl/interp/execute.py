@@ -21,7 +21,7 @@ from xdsl.utils.exceptions import InterpretationError
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.arith import ArithFunctions
 from vyre_xdsl.interp.gpu import GpuFunctions
-from vyre_xdsl.interp.lanes import LaneState
+from vyre_xdsl.interp.lanes import SUBGROUP_SIZE, LaneState
 from vyre_xdsl.interp.math import MathFunctions
 from vyre_xdsl.interp.memref import Buffer, MemRefFunctions
 from vyre_xdsl.interp.mma import MmaFunctions
@@ -88,6 +88,14 @@ def check_launch(kernel: KernelInfo) -> None:
             f"has {lanes} lanes; the interpreter runs at most {MAX_LANES} (devices "
             f"allow 1024 or so): use a smaller one (vyre-resize-workgroup{{size=...}})"
         )
+    subgroup = min(SUBGROUP_SIZE, lanes)
+    if kernel.shuffle_lanes > subgroup:  # the lanes it would pair do not exist
+        raise VyreError(
+            f"kernel @{kernel.name} adds values across {kernel.shuffle_lanes} lanes with "
+            f"subgroup shuffles (vyre-split-head-dim{{parts={kernel.shuffle_lanes}}}), but the "
+            f"interpreter's subgroups have {subgroup} lanes (32, or the workgroup's lanes "
+            f"if fewer); lower it with at most {subgroup} parts"
+        )
 
 
 def make_interpreter(
@@ -143,6 +151,7 @@ def execute(
     _check_arrays(program, arrays)
     for kernel in program.kernels:  # refuse before any kernel has run
         check_supported(kernel.func)
+        check_launch(kernel)
     storage = dict(arrays)
     for buffer in program.temporaries:
         if buffer.name in storage:

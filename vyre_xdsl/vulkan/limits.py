@@ -139,13 +139,15 @@ def _check_shuffle_lanes(ctx: _Context, kernel: KernelInfo) -> None:
     """Refuse a kernel whose xor shuffles reach further than the device's
     subgroups: the lanes they pair would not exist and the result would be
     undefined (NaN on lavapipe), not an error."""
-    if kernel.shuffle_lanes > ctx.subgroup.size:
+    lanes = min(ctx.subgroup.size, int(np.prod(kernel.workgroup_size)))
+    if kernel.shuffle_lanes > lanes:
         raise VyreError(
             f"kernel @{kernel.name} adds values across {kernel.shuffle_lanes} lanes with "
             f"subgroup shuffles (vyre-split-head-dim{{parts={kernel.shuffle_lanes}}}), but "
-            f"Vulkan device {ctx.name!r} has subgroups of {ctx.subgroup.size}; lower it "
+            f"Vulkan device {ctx.name!r} has subgroups of {ctx.subgroup.size} and the "
+            f"kernel's workgroups {int(np.prod(kernel.workgroup_size))} lanes; lower it "
             f"for this device (optimize='default' with device='vulkan' splits rows over "
-            f"at most {ctx.subgroup.size} lanes) or with fewer parts"
+            f"at most {lanes} lanes) or with fewer parts"
         )
 
 
