@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from xdsl.dialects import arith, gpu
+from xdsl.dialects import gpu
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
 from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPACE
-from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
+from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.loop_bounds import loop_iterations
+from vyre_xdsl.loop_bounds import constant_index, loop_iterations
 from vyre_xdsl.mma_layout import AccumulatorLayout
 
 
@@ -404,11 +404,8 @@ def shuffle_lanes(func: gpu.FuncOp) -> int:
     lanes = 1
     for op in func.walk():
         if isinstance(op, ShuffleOp) and op.mode.data == ShuffleMode.XOR:
-            mask = op.offset.owner
-            if isinstance(mask, arith.ConstantOp) and isinstance(mask.value, IntegerAttr):
-                lanes = max(lanes, 1 << mask.value.value.data.bit_length())
-            else:
-                lanes = max(lanes, 1 << 32)
+            mask = constant_index(op.offset)
+            lanes = max(lanes, 1 << 32 if mask is None else 1 << mask.bit_length())
     return lanes
 
 
