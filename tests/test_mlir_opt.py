@@ -68,6 +68,19 @@ CASES = {
         ),
         {"vyre-stage-kv-tiles", "vyre-split-head-dim"},
     ),
+    # causal over three query blocks a head: the heaviest blocks start first
+    "fa2-causal-3x192x8-t16": (
+        lambda: vx.flash_attention_2(seq_len=192, head_dim=8, num_heads=3, tile_size=16,
+                                     mask_mod=causal),
+        {"heavy-first"},
+    ),
+    # GQA decode with run-time lengths: rows of 128 over two lanes, their
+    # splits merged by a kernel
+    "gqa-decode-kv_lens-3x8/2-200x128": (
+        lambda: vx.flash_attention_2(seq_len=1, kv_len=200, batch=3, num_heads=8,
+                                     num_kv_heads=2, head_dim=128, kv_lens=True),
+        {"vyre-split-kv", "vyre-split-head-dim"},
+    ),
     # MLA: a program of absorbing, attention (split, merged by a kernel) and
     # projecting kernels
     "mla-70-3-4-5-2": (
@@ -127,6 +140,9 @@ def passes_seen(module: ModuleOp) -> set[str]:
         "vyre-interleave-scratch": "q_scratch" in arrays and "o_acc" not in arrays,
         "vyre-resize-workgroup": any(k.workgroup_size[0] != 64 for k in kernels),
         "vyre-absorb-mla": any(k.name.endswith("_absorb_query") for k in kernels),
+        # vyre-inline-fragments{heavy_first}: the workgroups renumbered
+        "heavy-first": any(r.name_hint == "heavy_first" for op in module.walk()
+                           for r in op.results),
     }
     return {name for name, seen in marks.items() if seen}
 
