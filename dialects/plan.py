@@ -4,7 +4,9 @@ A skeleton that `default` runs on the device's matrix units gets
 `vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 4, stage =
 true, prefetch = true, registers = true, stage_q = false>` instead:
 vyre-tensor-cores' tiling (its options of the same names), and no
-`vyre.plan`.
+`vyre.plan`; one that `default` expands into register blocks gets
+`vyre.block_product = #vyre.block_product<lanes = 128, key_lanes = 8, rows
+= 2, keys = 4>`: vyre-block-product's blocking, and no `vyre.plan` either.
 
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
 tuning's plan (vyre_xdsl.tuning) as the discardable attribute `vyre.plan`
@@ -264,7 +266,61 @@ class TensorCoresAttr(ParametrizedAttribute):
         printer.print_string(f"<keys = {self.keys}, row_tiles = {self.row_tiles}{flags}>")
 
 
-PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr)
+BLOCK_PRODUCT_ATTR = "vyre.block_product"  # on a vyre.tiled_online_softmax
+_BLOCKING_FIELDS = ("lanes", "key_lanes", "rows", "keys")
+
+
+@irdl_attr_definition
+class BlockProductAttr(ParametrizedAttribute):
+    """One skeleton's plan as register blocks: vyre-block-product's
+    blocking (its options of the same names)."""
+
+    name = "vyre.block_product"
+
+    lanes_attr: IntAttr
+    key_lanes_attr: IntAttr
+    rows_attr: IntAttr
+    keys_attr: IntAttr
+
+    def __init__(self, lanes: int, key_lanes: int, rows: int, keys: int):
+        super().__init__(IntAttr(lanes), IntAttr(key_lanes), IntAttr(rows), IntAttr(keys))
+
+    lanes = _data("lanes_attr")
+    key_lanes = _data("key_lanes_attr")
+    rows = _data("rows_attr")
+    keys = _data("keys_attr")
+
+    def verify(self) -> None:
+        for key in _BLOCKING_FIELDS:
+            if getattr(self, key) < 1:
+                raise VerifyException(
+                    f"#vyre.block_product: {key} must be >= 1, got {getattr(self, key)}")
+        if self.key_lanes & (self.key_lanes - 1) or self.lanes % self.key_lanes:
+            raise VerifyException(
+                f"#vyre.block_product: key_lanes ({self.key_lanes}) must be a power of "
+                f"two that divides lanes ({self.lanes})")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        values: list[Attribute] = []
+        parser.parse_punctuation("<")
+        for i, key in enumerate(_BLOCKING_FIELDS):
+            if i:
+                parser.parse_punctuation(",")
+            parser.parse_keyword(key)
+            parser.parse_punctuation("=")
+            values.append(IntAttr(parser.parse_integer(allow_boolean=False,
+                                                       allow_negative=True)))
+        parser.parse_punctuation(">")
+        return _verified(cls, values, parser, start)
+
+    def print_parameters(self, printer: Printer) -> None:
+        fields = ", ".join(f"{key} = {getattr(self, key)}" for key in _BLOCKING_FIELDS)
+        printer.print_string(f"<{fields}>")
+
+
+PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr, BlockProductAttr)
 
 
 def plan_of(op: Operation) -> PlanAttr | None:

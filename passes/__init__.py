@@ -59,6 +59,12 @@ def _block_rows():
     return BlockRowsPass
 
 
+def _block_product():
+    from vyre_xdsl.passes.block_product import BlockProductPass
+
+    return BlockProductPass
+
+
 def _resize_workgroup():
     from vyre_xdsl.passes.resize_workgroup import ResizeWorkgroupPass
 
@@ -123,6 +129,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-promote-scratch": _promote_scratch,
     "vyre-unroll-jam": _unroll_jam,
     "vyre-block-rows": _block_rows,
+    "vyre-block-product": _block_product,
     "vyre-resize-workgroup": _resize_workgroup,
     "vyre-retile": _retile,
     "vyre-split-kv": _split_kv,

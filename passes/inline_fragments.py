@@ -47,8 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from xdsl.context import Context
-from xdsl.dialects import arith, gpu, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects import gpu, scf
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -77,6 +77,7 @@ from vyre_xdsl.recurrence import (
     score_weight,
 )
 from vyre_xdsl.row_widening import RowOffsets, discard, widen_rows
+from vyre_xdsl.value_range import scores_may_be_minus_inf
 from vyre_xdsl.walk import walk_once
 from vyre_xdsl.workgroup_order import heavy_first_order
 
@@ -121,39 +122,6 @@ def weight_scale(op: vyre.TiledOnlineSoftmaxOp) -> float:
     keeps each split's partial from overflowing (numerics.partial_weight_scale;
     the merge's lse takes it out again)."""
     return partial_weight_scale(op.shape()["seq_len"]) if op.splits > 1 else 1.0
-
-
-def scores_may_be_minus_inf(op: vyre.TiledOnlineSoftmaxOp) -> bool:
-    """Whether the scores region may store -inf into %score_tile.  Scores
-    that went through vyre.bounded_score (>= -80, or NaN) cannot, and are
-    left without the check; anything else (a score_mod's result, a
-    decoder's own score) may, and then a -inf score drops its key."""
-    score_tile = op.region_arg("scores", "score_tile")
-    for use in score_tile.uses:
-        store = use.operation
-        if isinstance(store, memref.StoreOp) and store.memref == score_tile:
-            if not _bounded_below(store.value):
-                return True
-    return False
-
-
-def _bounded_below(value: SSAValue) -> bool:
-    """`value` is NaN or finite and >= some finite bound: a bounded score,
-    or one times a positive finite constant (vyre-use-exp2's log2(e))."""
-    owner = value.owner
-    if isinstance(owner, vyre.BoundedScoreOp):
-        return True
-    if isinstance(owner, arith.MulfOp):
-        for factor, other in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
-            constant = factor.owner
-            if (
-                isinstance(constant, arith.ConstantOp)
-                and isinstance(constant.value, FloatAttr)
-                and 0 < constant.value.value.data < math.inf
-                and _bounded_below(other)
-            ):
-                return True
-    return False
 
 
 def mark_tile_loops(tile_len: SSAValue, tile_size: int) -> None:

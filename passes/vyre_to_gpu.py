@@ -11,7 +11,9 @@
            for `device`: vyre_xdsl.tuning), expand the skeletons it puts on
            `device`'s matrix units (`vyre.tensor_cores`: vyre-tensor-cores
            with that tiling, which reorders sums and reads the weights in
-           f16 within its declared tolerance), then run the passes that follow
+           f16 within its declared tolerance) and those it runs as register
+           blocks (`vyre.block_product`: vyre-block-product with that
+           blocking, bit-identical), then run the passes that follow
            it: vyre-resize-workgroup, and vyre-retile and vyre-split-kv,
            which reorder floating-point sums within the tolerance of
            docs/performance.md, then vyre-stage-kv-tiles and
@@ -37,11 +39,16 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from vyre_xdsl import tuning
 from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
-from vyre_xdsl.dialects.plan import TENSOR_CORES_ATTR, TensorCoresAttr
+from vyre_xdsl.dialects.plan import (
+    BLOCK_PRODUCT_ATTR,
+    TENSOR_CORES_ATTR,
+    BlockProductAttr,
+    TensorCoresAttr,
+)
 from vyre_xdsl.dialects.vyre import TiledOnlineSoftmaxOp
 from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.kernel_info import lowered_kernels, read_kernel, workgroup_memory_bytes
-from vyre_xdsl.passes import ALL_PASSES, tensor_cores
+from vyre_xdsl.passes import ALL_PASSES, block_product, tensor_cores
 
 OPTIMISATION_LEVELS = ("none", "exact", "default")
 LOWERING = ("vyre-inline-fragments", "vyre-expand-stability", "convert-vyre-to-gpu")
@@ -106,6 +113,9 @@ class VyreToGpuPass(ModulePass):
                               TensorCoresAttr):
                     tensor_cores.expand(skeleton, device.accumulator_layout,
                                         tensor_cores.Tiling.of(on_matrices))
+                elif isinstance(blocks := skeleton.attributes.get(BLOCK_PRODUCT_ATTR),
+                                BlockProductAttr):
+                    block_product.expand(skeleton, block_product.Blocking.of(blocks))
             for name in PLANNED:
                 _pass(name).apply(ctx, op)
             if plans:  # staging, unrolling and interleaving are the module's

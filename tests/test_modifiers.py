@@ -391,7 +391,7 @@ def test_minus_inf_rows_give_minus_inf_lse():
 
 def test_only_kernels_whose_scores_may_be_minus_inf_pay_for_the_check():
     from vyre_xdsl.dialects import vyre
-    from vyre_xdsl.passes.inline_fragments import scores_may_be_minus_inf
+    from vyre_xdsl.value_range import scores_may_be_minus_inf
 
     def skeleton(module):
         (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]

@@ -238,6 +238,17 @@ def tensor_case(heads: int, n: int, d: int, **tiling) -> Case:
                 optimize=pipeline)
 
 
+def block_case(heads: int, n: int, d: int, lanes: int, key_lanes: int, rows: int, keys: int,
+               **kwargs) -> Case:
+    """FlashAttention-2 through vyre-block-product with that blocking (and
+    fa2_case's `kwargs`)."""
+    case = fa2_case(heads, n, d, **kwargs)
+    options = f"lanes={lanes} key_lanes={key_lanes} rows={rows} keys={keys}"
+    pipeline = f"vyre-block-product{{force=true {options}}},vyre-to-gpu{{optimize=exact}}"
+    return Case(f"register blocks {case.name} {options}", case.build, case.inputs,
+                case.reference, case.dtype, optimize=pipeline)
+
+
 def cases(every: bool) -> list[Case]:
     found = [
         fa2_case(1, 512, 64, nan_inf=True),
@@ -272,6 +283,13 @@ def cases(every: bool) -> list[Case]:
         tensor_case(32, 4096, 128, row_tiles=2, stage=True, prefetch=True, registers=True),
         tensor_case(2, 128, 16, row_tiles=2),
         tensor_case(2, 128, 16, row_tiles=2, keys=32, registers=True),
+        # one head: the plan's register blocks
+        fa2_case(1, 4096, 64),
+        fa2_case(1, 4096, 128),
+        fa2_case(1, 1024, 64, soft_cap=30.0),
+        block_case(32, 4096, 64, 128, 8, 2, 4),
+        block_case(2, 512, 64, 128, 8, 4, 4, nan_inf=True, soft_cap=30.0),
+        block_case(1, 1024, 128, 128, 16, 2, 2, dtype="bf16"),
     ]
     dims = range(1, 257) if every else FA2_DIM_SAMPLE
     found += [fa2_case(2, 70, d) for d in dims]

@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.plan import (
+    BLOCK_PRODUCT_ATTR,
     PLAN_ATTR,
     TENSOR_CORES_ATTR,
     MergeKind,
@@ -50,6 +51,12 @@ STAGE_TILE_BYTES = 16 * 1024  # staged tiles at most this large on large grids
 UNROLL = 32  # unroll depth
 DEEP_UNROLL = 64  # ... with a mask, short rows, or split rows
 LONG_ROW_BLOCK = 2  # items per invocation for long rows over lanes on large grids
+
+# Register blocks (vyre-block-product) on grids of at most this many
+# workgroups of GRID_UNIT lanes: one head of 1024-4096 rows ran 1.5-4.4
+# times as fast, two heads as fast, four or more slower (docs/performance.md)
+BLOCK_PRODUCT_GRID = SMS // 2
+BLOCK_PRODUCT_WORKGROUPS = 64  # the fewest workgroups a blocking should give
 
 INTERLEAVED = ("q_scratch",)  # kept lane-minor on small grids with long rows
 
@@ -99,6 +106,41 @@ def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     if filling or not usable:
         return filling[0] if filling else None
     return max(usable, key=lambda t: items // t.rows)  # the first of the most
+
+
+def block_blockings(row_dims: int):
+    """vyre-block-product's blockings for rows of `row_dims` dims, best
+    first as measured on the H200 (docs/performance.md, "Register
+    blocks"): two rows x four keys a lane, eight lanes a row, at up to 64
+    dims; two rows x two keys, sixteen lanes a row, at 128 and on the
+    smallest grids."""
+    from vyre_xdsl.passes.block_product import Blocking
+
+    wide = Blocking(lanes=128, key_lanes=16, rows=2, keys=2)
+    narrow = Blocking(lanes=128, key_lanes=8, rows=2, keys=4)
+    return (narrow, wide) if row_dims <= SHORT_ROWS else (wide, narrow)
+
+
+def block_blocking(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
+    """How `op` runs as register blocks on `device` (a vyre-block-product
+    Blocking), or None where it does not: its grid is larger than
+    BLOCK_PRODUCT_GRID, or no blocking qualifies and fits the device's
+    workgroup memory, lanes and shuffles.  The first blocking that gives
+    BLOCK_PRODUCT_WORKGROUPS workgroups, else the one with the most."""
+    from vyre_xdsl.passes.block_product import problem
+
+    if grid_workgroups(op) > BLOCK_PRODUCT_GRID:
+        return None
+    head_dim, items = op.shape()["head_dim"], op.shape()["item_count"]
+    usable = [b for b in block_blockings(max(head_dim, op.v_dim))
+              if b.workgroup_bytes(head_dim, op.v_dim) <= device.shared_memory_bytes
+              and b.lanes <= device.max_workgroup_invocations
+              and b.key_lanes <= device.shuffle_subgroup_size
+              and problem(op, b) is None]
+    filling = [b for b in usable if items // b.workgroup_rows >= BLOCK_PRODUCT_WORKGROUPS]
+    if filling or not usable:
+        return filling[0] if filling else None
+    return max(usable, key=lambda b: items // b.workgroup_rows)  # the first of the most
 
 
 def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:
@@ -348,7 +390,7 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
     `device`.  Staging, unrolling and interleaving act on the whole module
     (they run on the lowered IR), so every skeleton's plan has the same."""
     predicted = [_predict(s, device) for s in _skeletons(module)
-                 if TENSOR_CORES_ATTR not in s.attributes]
+                 if not {TENSOR_CORES_ATTR, BLOCK_PRODUCT_ATTR} & s.attributes.keys()]
     parts = {p.op: 1 for p in predicted}
     rows = {p.op: p.op.rows for p in predicted}
     stage_bytes, unroll, interleave = 0, UNROLL, ()
@@ -420,14 +462,19 @@ def _kernel(op: vyre.TiledOnlineSoftmaxOp) -> vyre.KernelOp:
 def record_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
     """Compute the plans of `module`'s skeletons and record each on its
     skeleton: `vyre.tensor_cores` for those that run on `device`'s matrix
-    units (tensor_core_tiling), `vyre.plan` for the others, where the passes
-    given `0` read it; returns the latter."""
+    units (tensor_core_tiling), `vyre.block_product` for those that run as
+    register blocks (block_blocking), `vyre.plan` for the others, where the
+    passes given `0` read it; returns the latter."""
     for skeleton in _skeletons(module):
-        tiling = tensor_core_tiling(skeleton, device)
         skeleton.attributes.pop(TENSOR_CORES_ATTR, None)
-        if tiling is not None:
+        skeleton.attributes.pop(BLOCK_PRODUCT_ATTR, None)
+        expansion = tensor_core_tiling(skeleton, device)
+        name = TENSOR_CORES_ATTR
+        if expansion is None:
+            expansion, name = block_blocking(skeleton, device), BLOCK_PRODUCT_ATTR
+        if expansion is not None:
             skeleton.attributes.pop(PLAN_ATTR, None)
-            skeleton.attributes[TENSOR_CORES_ATTR] = tiling.attr()
+            skeleton.attributes[name] = expansion.attr()
     plans = module_plans(module, device)
     for skeleton, plan in plans.items():
         skeleton.attributes[PLAN_ATTR] = plan

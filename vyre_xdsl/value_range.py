@@ -3,7 +3,8 @@ value but NaN, read from the ops that compute it.
 
 A builder asks it whether a traced modifier can produce an infinity; a
 score_mod that cannot return -inf (a soft-cap: `c * tanh(s / c)`) drops no
-key, so its kernel needs no test for dropped keys.  The answer is sound or
+key, so its kernel needs no test for dropped keys (`scores_may_be_minus_inf`
+asks the same of a skeleton's stored scores).  The answer is sound or
 unknown, never wrong: ops not listed here, and block arguments, give
 (-inf, inf).  Bounds are computed in float64 with a margin, and a bound
 past the largest f32 becomes infinite (the f32 op may overflow).
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, memref
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import SSAValue
 
+from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MAX
 
 Interval = tuple[float, float]
@@ -115,3 +117,36 @@ def _widen(interval: Interval) -> Interval:
     lo, hi = interval
     lo, hi = lo - MARGIN * (abs(lo) + 1.0), hi + MARGIN * (abs(hi) + 1.0)
     return (-math.inf if lo < -F32_MAX else lo, math.inf if hi > F32_MAX else hi)
+
+
+def scores_may_be_minus_inf(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether the scores region may store -inf into %score_tile.  Scores
+    that went through vyre.bounded_score (>= -80, or NaN) cannot, and are
+    left without the check; anything else (a score_mod's result, a
+    decoder's own score) may, and then a -inf score drops its key."""
+    score_tile = op.region_arg("scores", "score_tile")
+    for use in score_tile.uses:
+        store = use.operation
+        if isinstance(store, memref.StoreOp) and store.memref == score_tile:
+            if not _bounded_below(store.value):
+                return True
+    return False
+
+
+def _bounded_below(value: SSAValue) -> bool:
+    """`value` is NaN or finite and >= some finite bound: a bounded score,
+    or one times a positive finite constant (vyre-use-exp2's log2(e))."""
+    owner = value.owner
+    if isinstance(owner, vyre.BoundedScoreOp):
+        return True
+    if isinstance(owner, arith.MulfOp):
+        for factor, other in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
+            constant = factor.owner
+            if (
+                isinstance(constant, arith.ConstantOp)
+                and isinstance(constant.value, FloatAttr)
+                and 0 < constant.value.value.data < math.inf
+                and _bounded_below(other)
+            ):
+                return True
+    return False

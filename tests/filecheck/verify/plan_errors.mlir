@@ -66,3 +66,15 @@ builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 0, stag
 // ... and only staged tiles are prefetched.
 builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 2, stage = false, prefetch = true, registers = false, stage_q = false>} {}
 // CHECK: error: #vyre.tensor_cores: prefetch double-buffers staged tiles, so it needs stage = true
+
+// -----
+
+// A blocking (#vyre.block_product) has lanes ...
+builtin.module attributes {t = #vyre.block_product<lanes = 0, key_lanes = 8, rows = 2, keys = 4>} {}
+// CHECK: error: #vyre.block_product: lanes must be >= 1, got 0
+
+// -----
+
+// ... and a row's keys over a power of two of them, which its lanes divide.
+builtin.module attributes {t = #vyre.block_product<lanes = 128, key_lanes = 6, rows = 2, keys = 4>} {}
+// CHECK: error: #vyre.block_product: key_lanes (6) must be a power of two that divides lanes (128)

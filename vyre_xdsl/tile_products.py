@@ -1,0 +1,243 @@
+"""A skeleton's fragments as tile products: what the expansions that compute
+a tile's scores as S = Q Kᵀ and its weighted values as P V over a block of
+rows (vyre-tensor-cores on matrix units, vyre-block-product on lanes) take
+from them, and the checks that they may.
+
+The fragments qualify when the scores region is one loop over the tile's
+keys whose body takes one dot product of the query row (q_scratch) with a
+key row of a read buffer, and stores a function of it alone at the key's
+slot of score_tile; the update region weighs rows of a read buffer with
+vyre.tile_weight and adds them into o_acc, rescaled; the rows that a block
+of items reads are the same (checked by evaluating the fragments'
+addresses for every item).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dim_split import is_dot_product
+from vyre_xdsl.errors import pass_error
+from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.loop_bounds import constant_index
+
+
+class Unfit(Exception):
+    """Why a skeleton does not qualify."""
+
+
+_FOLDS: dict[type, Callable] = {  # what _evaluate follows
+    arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+    arith.MuliOp: lambda a, b: a * b, arith.DivUIOp: lambda a, b: a // b,
+    arith.RemUIOp: lambda a, b: a % b,
+}
+
+
+def _evaluate(value: SSAValue, known: dict[SSAValue, int | np.ndarray]) -> int | np.ndarray:
+    """The integer `value` takes when the block arguments are `known` (an
+    argument's values may be an array: the values for each), through arith
+    index arithmetic only."""
+    if value in known:
+        return known[value]
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    if isinstance(owner, Operation) and type(owner) in _FOLDS:
+        lhs, rhs = (_evaluate(v, known) for v in owner.operands)
+        return _FOLDS[type(owner)](lhs, rhs)
+    raise Unfit(f"an address depends on {value.name_hint or 'a value'} "
+                 f"({owner.name if isinstance(owner, Operation) else 'an argument'}), "
+                 f"which is not index arithmetic on the fragment's arguments")
+
+
+@dataclass
+class RowAccess:
+    """A fragment's load of a key's (or value's) row: element `d` of key
+    `j` of the tile is at `index`."""
+
+    load: memref.LoadOp
+    key: BlockArgument  # the loop over the tile's keys
+    dim: BlockArgument  # the loop over the row's dims
+
+    def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int,
+              block: int) -> None:
+        """The row of key j + 1 follows key j's, its dims are contiguous, and
+        each `block` items (a subgroup's, or a workgroup's when staged) read
+        the same rows."""
+        shape = op.shape()
+
+        def at(item: int, tile_start: int, j: int, d: int) -> int:
+            known = {op.region_arg(region, "item"): item,
+                     op.region_arg(region, "tile_start"): tile_start,
+                     op.region_arg(region, "lane"): 0, self.key: j, self.dim: d}
+            return _evaluate(self.load.indices[0], known)
+
+        if at(0, 0, 1, 0) - at(0, 0, 0, 0) != width or at(0, 0, 0, 1) - at(0, 0, 0, 0) != 1:
+            raise Unfit(f"the rows that {self.load.memref.name_hint} is read in are not "
+                         f"{width} contiguous elements apart")
+        items = np.arange(shape["item_count"], dtype=np.int64)  # all at once
+        same = np.broadcast_to(at(items, 0, 0, 0) == at(items - items % block, 0, 0, 0),
+                               items.shape)
+        differ = np.nonzero(~same)[0]
+        if differ.size:
+            item = int(differ[0])
+            raise Unfit(f"items {item - item % block} and {item} read different rows "
+                         f"of {self.load.memref.name_hint}")
+
+
+def _only(items: list, what: str):
+    if len(items) != 1:
+        raise Unfit(f"expected one {what}, found {len(items)}")
+    return items[0]
+
+
+def _loops(block: Block) -> list[scf.ForOp]:
+    return [op for op in block.ops if isinstance(op, scf.ForOp)]
+
+
+def _buffer_loads(loop: scf.ForOp) -> list[memref.LoadOp]:
+    return [op for op in loop.body.walk() if isinstance(op, memref.LoadOp)
+            and isinstance(op.memref.owner, vyre.BufferOp)]
+
+
+def _widened(value: SSAValue) -> SSAValue:
+    """`value` before an arith.extf (a half buffer's element), if any."""
+    return value.owner.operands[0] if isinstance(value.owner, arith.ExtFOp) else value
+
+
+def _product_sum(loop: scf.ForOp, what: str) -> tuple[SSAValue, SSAValue]:
+    """The factors of a dot product's (dim_split.is_dot_product: from +0.0,
+    nothing stored) term `a * b`, the multiply-add both fragments' sums
+    must be."""
+    (total,) = loop.body.block.last_op.operands
+    add, carried = total.owner, loop.body.block.args[-1]
+    term = add.rhs if is_dot_product(loop) and add.lhs is carried else None
+    if term is None or not isinstance(term.owner, arith.MulfOp):
+        raise Unfit(f"{what} is not a sum of products from 0")
+    return term.owner.lhs, term.owner.rhs
+
+
+def _check_bounds(loop: scf.ForOp, upper, what: str) -> None:
+    bounds = (constant_index(loop.lb), constant_index(loop.step))
+    if bounds != (0, 1) or (loop.ub is not upper and constant_index(loop.ub) != upper):
+        bound = upper if isinstance(upper, int) else "tile_len"
+        raise Unfit(f"{what} does not run over 0 .. {bound}")
+
+
+@dataclass
+class Fragments:
+    """What the expansion takes from a qualifying skeleton's fragments."""
+
+    key_loop: scf.ForOp  # scores: over the tile's keys
+    dot: scf.ForOp  # ... its dot product
+    score: SSAValue  # ... the value it stores, a function of the dot product
+    k: RowAccess
+    v: RowAccess
+
+    @staticmethod
+    def of(op: vyre.TiledOnlineSoftmaxOp, block: int) -> Fragments:
+        """The fragments of `op`, whose items read the same rows `block`
+        at a time; raises Unfit where they do not qualify."""
+        shape, v_dim = op.shape(), op.v_dim
+        scores = op.scores.block
+        key_loop = _only(_loops(scores), "loop in the scores region")
+        dot = _only(_loops(key_loop.body.block), "loop in the loop over keys")
+        k_load = _only(_buffer_loads(dot), "buffer load in the dot product")
+        _check_bounds(key_loop, op.region_arg("scores", "tile_len"), "the loop over keys")
+        _check_bounds(dot, shape["head_dim"], "the dot product")
+        query, key = (_widened(v) for v in _product_sum(dot, "the dot product"))
+        q_load = query.owner
+        if not (isinstance(q_load, memref.LoadOp)
+                and q_load.memref is op.region_arg("scores", "q_scratch")
+                and key is k_load.results[0]):
+            raise Unfit("the dot product is not of the query row (q_scratch) and a key row")
+        store = _only([s for s in key_loop.body.walk() if isinstance(s, memref.StoreOp)],
+                      "store in the loop over keys")
+        if store.memref is not op.region_arg("scores", "score_tile"):
+            raise Unfit("the loop over keys stores elsewhere than score_tile")
+        if _fragment_inputs(store.value, {dot.results[0]}):
+            raise Unfit("the stored score depends on the key's or the row's position, "
+                         "not only on the dot product")
+        k = RowAccess(k_load, key_loop.body.block.args[0], dot.body.block.args[0])
+        k.check(op, "scores", shape["head_dim"], block)
+        update = op.update.block
+        dim_loop = _only(_loops(update), "loop in the update region")
+        sum_loop = _only(_loops(dim_loop.body.block), "loop in the loop over dims")
+        v_load = _only(_buffer_loads(sum_loop), "buffer load in the weighted sum")
+        _check_bounds(dim_loop, v_dim, "the update's loop over dims")
+        _check_bounds(sum_loop, op.region_arg("update", "tile_len"), "the weighted sum")
+        weight, value = (_widened(v) for v in _product_sum(sum_loop, "the weighted sum"))
+        if not (isinstance(weight.owner, vyre.TileWeightOp)
+                and weight.owner.j is sum_loop.body.block.args[0]
+                and value is v_load.results[0]):
+            raise Unfit("the weighted sum does not weigh value rows by vyre.tile_weight")
+        _check_rescaled_add(op, dim_loop, sum_loop)
+        v = RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
+        v.check(op, "update", v_dim, block)
+        return Fragments(key_loop, dot, store.value, k, v)
+
+    @property
+    def buffers(self) -> tuple[SSAValue, SSAValue]:
+        """The buffers the keys and the values are read from."""
+        return self.k.load.memref, self.v.load.memref
+
+
+def _fragment_inputs(value: SSAValue, known: set[SSAValue]) -> set[SSAValue]:
+    """The fragment's block arguments that `value` depends on, through
+    values other than `known` (kernel-level values depend on none)."""
+    if value in known:
+        return set()
+    owner = value.owner
+    if isinstance(owner, Block):
+        return set() if isinstance(owner.parent_op(), vyre.KernelOp) else {value}
+    if isinstance(owner.parent_op(), vyre.KernelOp):
+        return set()
+    return set().union(*(_fragment_inputs(v, known) for v in owner.operands))
+
+
+def _check_rescaled_add(op, dim_loop: scf.ForOp, sum_loop: scf.ForOp) -> None:
+    """The loop over dims stores `rescale * o_acc[i] + sum` back to
+    o_acc[i], and does nothing else with memory."""
+    o_acc, rescale = op.region_arg("update", "o_acc"), op.region_arg("update", "rescale")
+    stores = [s for s in dim_loop.body.walk() if isinstance(s, memref.StoreOp)]
+    store = _only(stores, "store in the update")
+    added = store.value.owner
+    scaled = added.operands[0].owner if isinstance(added, arith.AddfOp) else None
+    loaded = scaled.operands[1].owner if isinstance(scaled, arith.MulfOp) else None
+    if not (store.memref is o_acc and isinstance(added, arith.AddfOp)
+            and added.rhs is sum_loop.results[0] and isinstance(scaled, arith.MulfOp)
+            and scaled.lhs is rescale
+            and isinstance(loaded, memref.LoadOp) and loaded.memref is o_acc
+            and loaded.indices[0] is store.indices[0]):
+        raise Unfit("the update does not add the weighted sum to the rescaled o_acc")
+
+
+def clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue]) -> SSAValue:
+    """`value` emitted at `b` with the values of `known` replaced: its
+    defining operations inside the fragment cloned, in order; a value
+    defined outside the fragments (a buffer, a constant of the kernel) is
+    taken as it is."""
+    if value in known:
+        return known[value]
+    owner = value.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        if isinstance(parent, vyre.KernelOp):
+            return value
+        raise pass_error(owner.parent_op(), "a score or address depends on a loop that "
+                                            "the tile products' expansion does not run")
+    if isinstance(owner.parent_op(), vyre.KernelOp):
+        return value
+    operands = [clone_value(b, v, known) for v in owner.operands]
+    clone = owner.clone(value_mapper=dict(zip(owner.operands, operands, strict=True)))
+    b.emit(clone)
+    for old, new in zip(owner.results, clone.results, strict=True):
+        known[old] = new
+    return known[value]
