@@ -416,3 +416,48 @@ def test_resident_caches_with_lengths_rewritten_in_place():
 @needs_vulkan
 def test_resident_caches_with_lengths_rewritten_in_place_on_vulkan():
     _resident_decode("vulkan")
+
+
+# -- rows over two lanes without a split ------------------------------------------
+
+
+def _unsplit_paged(backend: str) -> None:
+    """Rows with run-time lengths over two lanes of one item, unsplit: both
+    lanes run the item's tiles, so their shuffles pair lanes that are both
+    there (the H200's plan at batch 128: docs/performance.md)."""
+    case = PAGED[0]
+    ins = _case_inputs(case, seed=3)
+    lowered = vx.lower_to_gpu(_paged_module(case), optimize=(
+        "vyre-split-head-dim{parts=2},vyre-to-gpu{optimize=exact}"))
+    assert "gpu.shuffle" in str(lowered)
+    _assert_close(vx.run(lowered, ins, backend=backend), _dense_of(case, ins), 2e-6)
+
+
+def test_unsplit_paged_rows_over_two_lanes_on_the_interpreter():
+    _unsplit_paged("interpreter")
+
+
+@needs_vulkan
+def test_unsplit_paged_rows_over_two_lanes_on_vulkan():
+    _unsplit_paged("vulkan")
+
+
+@needs_vulkan
+def test_default_at_batch_128_puts_paged_rows_over_two_lanes_on_vulkan():
+    """4096 items are not split; lavapipe's plan still gives a row of 128
+    dims two lanes."""
+    batch, heads, kv_heads, kv_len, d, page = 128, 32, 8, 8, 128, 4
+    pages = batch * kv_len // page
+    ins = paged_inputs(batch, heads, kv_heads, 1, kv_len, d, d, page, pages,
+                       np.arange(batch, dtype=np.int32) % (kv_len + 1))
+    module = vx.flash_attention_2(seq_len=1, kv_len=kv_len, batch=batch, num_heads=heads,
+                                  num_kv_heads=kv_heads, head_dim=d, page_size=page,
+                                  num_pages=pages)
+    lowered = vx.lower_to_gpu(module, optimize="default", device="lavapipe")
+    assert "gpu.shuffle" in str(lowered)
+    got = vx.run(lowered, {n: ins[n] for n in ("q", "k", "v", "kv_lens", "block_table")},
+                 backend="vulkan")["out"]
+    k = reference.gather_pages(ins["k"], ins["block_table"], page, kv_len)
+    v = reference.gather_pages(ins["v"], ins["block_table"], page, kv_len)
+    want, _ = dense(ins["q"], k, v, ins["kv_lens"], None)
+    np.testing.assert_allclose(got, want, atol=2e-6)

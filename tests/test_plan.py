@@ -76,6 +76,15 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128, kv_lens=True),
      (64, 64, 16, "kernel", 2, 0, 32, ())),
+    # batch 128 is not split; rows of 128 with run-time lengths or pages
+    # still go over two lanes (no merge takes whole rows)
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
+                                  num_kv_heads=8, head_dim=128, kv_lens=True),
+     (64, 4, 1, "none", 2, 0, 32, ())),
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
+                                  num_kv_heads=8, head_dim=128, page_size=16,
+                                  num_pages=128 * 256),
+     (64, 4, 1, "none", 2, 0, 32, ())),
     # rows of 64 keep the merge in the workgroup
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=64),

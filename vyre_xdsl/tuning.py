@@ -398,9 +398,11 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
         # kv_lens: tile counts differ between the lanes of a workgroup, so
         # nothing that synchronises them in the tile loop (staged tiles) or
         # pattern-matches K/V addresses (paged) applies; unrolling does, and
-        # rows over the lanes of one item (which share its length) where a
-        # kernel merges the splits
-        parts = {p.op: _parts(p, device) if p.in_kernel else 1 for p in predicted}
+        # rows over the lanes of one item (which share its length) where
+        # no merge in the workgroup takes whole rows: unsplit, or merged by
+        # a kernel
+        parts = {p.op: _parts(p, device) if p.in_kernel or p.splits == 1 else 1
+                 for p in predicted}
         if all(p.op.has_mask for p in predicted):
             unroll = DEEP_UNROLL
     elif any(p.splits > 1 for p in predicted):
