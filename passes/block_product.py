@@ -57,7 +57,7 @@ from vyre_xdsl.dialects.launch import record_skeleton
 from vyre_xdsl.dialects.plan import BlockProductAttr
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value
+from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
 from vyre_xdsl.value_range import scores_may_be_minus_inf
 
 VEC = 4  # elements a lane reads at once: a vec4 after vyre-vectorize-loads
@@ -70,9 +70,10 @@ class Blocking:
     held by `key_lanes` neighbouring lanes, each lane `rows` rows x `keys`
     keys of a tile."""
 
+    # the plan's for one head of rows of up to 64 dims (vyre_xdsl.tuning)
     lanes: int = 128
     key_lanes: int = 8
-    rows: int = 4
+    rows: int = 2
     keys: int = 4
 
     @staticmethod
@@ -118,21 +119,11 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, blocking: Blocking = Blocking()) -> s
     """Why `op` cannot be expanded as `blocking` says; None if it can."""
     if (reason := blocking.problem()) is not None:
         return reason
-    shape = op.shape()
-    for what, value, unit in (("head_dim", shape["head_dim"], VEC),
-                              ("v_head_dim", op.v_dim, VEC * blocking.key_lanes),
-                              ("the keys (seq_len)", shape["seq_len"], blocking.tile),
-                              ("item_count", shape["item_count"], blocking.workgroup_rows)):
-        if value % unit:
-            return f"{what} ({value}) is not a multiple of {unit}"
-    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
-        return "it has a mask, kv splits, dim parts, rows per lane or kv_lens"
-    if op.lse is not None or not op.hooks_empty:
-        return "it writes the log-sum-exp or has a prologue or epilogue"
     if scores_may_be_minus_inf(op):
         return "its scores may be -inf (a score_mod that drops keys)"
     try:
-        Fragments.of(op, blocking.workgroup_rows)
+        qualify(op, VEC, VEC * blocking.key_lanes, blocking.tile, blocking.workgroup_rows,
+                blocking.workgroup_rows)
     except Unfit as unfit:
         return str(unfit)
     return None
@@ -217,12 +208,7 @@ class BlockExpansion:
     def row_start(self, b: IRBuilder, access: RowAccess, region: str, tile_start) -> SSAValue:
         """Where the workgroup's rows read key tile_start, dim 0 (the same
         for all of them: Fragments.of checked it)."""
-        op = self.op
-        known = {op.region_arg(region, "item"): self.first,
-                 op.region_arg(region, "lane"): self.lane,
-                 op.region_arg(region, "tile_start"): tile_start,
-                 access.key: b.index(0), access.dim: b.index(0)}
-        return clone_value(b, access.load.indices[0], known)
+        return access.start(b, self.op, region, self.first, self.lane, tile_start)
 
     def tile(self, b: IRBuilder, index: SSAValue, carried) -> list[SSAValue]:
         blocking, f = self.blocking, self.f

@@ -42,19 +42,15 @@ tile instead of holding them in registers.  The kernel records the layout
 on its launch (`#vyre.accumulator`): the interpreter executes it, the
 Vulkan runtime checks the device's.
 
-The fragments qualify when the scores region is one loop over the tile's
-keys whose body takes one dot product of the query row (q_scratch) with a
-key row of a read buffer, and stores a function of it alone at the key's
-slot of score_tile; the update region weighs rows of a read buffer with
-vyre.tile_weight and adds them into o_acc, rescaled (the builders'
-FlashAttention-2 without a mask, and with a score_mod only where it never
-returns -inf, a soft-cap: with a mask or a dropping score_mod the update
-keeps a dropped key's exact 0 even against an infinite value, which a
-matrix product cannot); q, k, v and out are f16; head_dim and v_head_dim are
-multiples of 16, the keys of `keys`, the items of a workgroup's rows (four
-subgroups'); the rows of a subgroup (of a workgroup, staged) read the same
-keys and values (checked by evaluating the fragments' addresses for every
-item); no mask, kv splits, dim parts, rows per lane, kv_lens, lse or hooks.
+The fragments qualify as tile products (vyre_xdsl.tile_products: the
+builders' FlashAttention-2 without a mask, and with a score_mod only where
+it never returns -inf, a soft-cap: with a mask or a dropping score_mod the
+update keeps a dropped key's exact 0 even against an infinite value, which
+a matrix product cannot); q, k, v and out are f16; head_dim and v_head_dim
+are multiples of 16, the keys of `keys`, the items of a workgroup's rows
+(four subgroups'); the rows of a subgroup (of a workgroup, staged) read
+the same keys and values; no mask, kv splits, dim parts, rows per lane,
+kv_lens, lse or hooks.
 
 Results differ from the per-lane kernel's in the order of the dot
 products' sums (the matrix unit's) and in the weights, which P·V reads
@@ -103,7 +99,7 @@ from vyre_xdsl.device import GENERIC, device_profile
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
-from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value
+from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
 
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
@@ -194,18 +190,8 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
     if tiling.prefetch and (not tiling.stage or any(n % SUBGROUPS for n in blocks)):
         return (f"prefetching needs staged tiles whose 16x16 blocks ({blocks[0]} of K, "
                 f"{blocks[1]} of V) the {SUBGROUPS} subgroups share evenly")
-    for what, value, unit in (("head_dim", shape["head_dim"], TILE),
-                              ("v_head_dim", op.v_dim, TILE),
-                              ("the keys (seq_len)", shape["seq_len"], tiling.keys),
-                              ("item_count", shape["item_count"], tiling.rows)):
-        if value % unit:
-            return f"{what} ({value}) is not a multiple of {unit}"
-    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
-        return "it has a mask, kv splits, dim parts, rows per lane or kv_lens"
-    if op.lse is not None or not op.hooks_empty:
-        return "it writes the log-sum-exp or has a prologue or epilogue"
     try:
-        fragments = Fragments.of(op, tiling.sharing)
+        fragments = qualify(op, TILE, TILE, tiling.keys, tiling.rows, tiling.sharing)
     except Unfit as unfit:
         return str(unfit)
     for buffer in (op.q, *fragments.buffers, op.out):
@@ -356,12 +342,7 @@ class TensorCoreExpansion:
 
     def row_start(self, b: IRBuilder, access: RowAccess, region: str, tile_start) -> SSAValue:
         """Where the subgroup's first row reads key tile_start, dim 0."""
-        op = self.op
-        known = {op.region_arg(region, "item"): self.first,
-                 op.region_arg(region, "lane"): self.lane,
-                 op.region_arg(region, "tile_start"): tile_start,
-                 access.key: b.index(0), access.dim: b.index(0)}
-        return clone_value(b, access.load.indices[0], known)
+        return access.start(b, self.op, region, self.first, self.lane, tile_start)
 
     def tile(self, b: IRBuilder, queries, index, blocks: list[_Rows]) -> list[_Rows]:
         """Tile `index` of keys for each of the subgroup's row blocks: S,

@@ -13,7 +13,8 @@
            with that tiling, which reorders sums and reads the weights in
            f16 within its declared tolerance) and those it runs as register
            blocks (`vyre.block_product`: vyre-block-product with that
-           blocking, bit-identical), then run the passes that follow
+           blocking, bit-identical to a lane a row with tiles of its
+           size), then run the passes that follow
            it: vyre-resize-workgroup, and vyre-retile and vyre-split-kv,
            which reorder floating-point sums within the tolerance of
            docs/performance.md, then vyre-stage-kv-tiles and

@@ -273,6 +273,7 @@ def cases(every: bool) -> list[Case]:
         mla_case(4096, 16, dtype="bf16"),
         paged_case(8, 32, 8, 128, 4096, 16),
         paged_case(64, 32, 8, 128, 1024, 16, dtype="bf16"),
+        paged_case(128, 32, 8, 128, 1024, 16),  # unsplit, rows over two lanes
         *(mma_case(shape) for shape in MATMUL_SHAPES),
         tensor_case(32, 4096, 64),
         tensor_case(32, 4096, 64, keys=64, row_tiles=4),

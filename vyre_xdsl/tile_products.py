@@ -66,6 +66,14 @@ class RowAccess:
     key: BlockArgument  # the loop over the tile's keys
     dim: BlockArgument  # the loop over the row's dims
 
+    def start(self, b: IRBuilder, op: vyre.TiledOnlineSoftmaxOp, region: str, item: SSAValue,
+              lane: SSAValue, tile_start: SSAValue) -> SSAValue:
+        """Where `item` reads key tile_start, dim 0, emitted at `b`."""
+        known = {op.region_arg(region, "item"): item, op.region_arg(region, "lane"): lane,
+                 op.region_arg(region, "tile_start"): tile_start,
+                 self.key: b.index(0), self.dim: b.index(0)}
+        return clone_value(b, self.load.indices[0], known)
+
     def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int,
               block: int) -> None:
         """The row of key j + 1 follows key j's, its dims are contiguous, and
@@ -241,3 +249,25 @@ def clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue]) 
     for old, new in zip(owner.results, clone.results, strict=True):
         known[old] = new
     return known[value]
+
+
+def qualify(op: vyre.TiledOnlineSoftmaxOp, head_dim_unit: int, v_dim_unit: int, keys: int,
+            rows: int, sharing: int) -> Fragments:
+    """The fragments of `op` for an expansion whose tiles have `keys` keys,
+    whose workgroups have `rows` rows, `sharing` of which read the same keys
+    and values, and which takes head_dim and v_head_dim in units of
+    `head_dim_unit` and `v_dim_unit`; raises Unfit with the reason where it
+    cannot take `op` (a mask, kv splits, dim parts, rows per lane, kv_lens,
+    the log-sum-exp or hooks: what neither expansion computes)."""
+    shape = op.shape()
+    for what, value, unit in (("head_dim", shape["head_dim"], head_dim_unit),
+                              ("v_head_dim", op.v_dim, v_dim_unit),
+                              ("the keys (seq_len)", shape["seq_len"], keys),
+                              ("item_count", shape["item_count"], rows)):
+        if value % unit:
+            raise Unfit(f"{what} ({value}) is not a multiple of {unit}")
+    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
+        raise Unfit("it has a mask, kv splits, dim parts, rows per lane or kv_lens")
+    if op.lse is not None or not op.hooks_empty:
+        raise Unfit("it writes the log-sum-exp or has a prologue or epilogue")
+    return Fragments.of(op, sharing)
