@@ -52,9 +52,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from vyre_xdsl import recurrence
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MIN
-from vyre_xdsl.dtypes import itemsize
 from vyre_xdsl.dialects.launch import record_skeleton
 from vyre_xdsl.dialects.plan import BlockProductAttr
+from vyre_xdsl.dtypes import itemsize
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify

@@ -150,7 +150,7 @@ def test_forced_on_a_skeleton_that_does_not_qualify_is_an_error():
 @pytest.mark.parametrize("kwargs, device, expected", [
     # one head of 4096 rows of 64 dims on the H200: 2 rows x 4 keys a lane
     (dict(seq_len=4096, head_dim=64), H200, Blocking(128, 8, 2, 4)),
-    # ... of 1024 rows: the blocking that gives the most workgroups
+    # ... of 1024 rows: the blocking that still gives 64 workgroups
     (dict(seq_len=1024, head_dim=64), H200, Blocking(128, 16, 2, 2)),
     (dict(seq_len=4096, head_dim=128), H200, Blocking(128, 16, 2, 2)),
     # two heads or more: a lane a row was as fast or faster
@@ -178,13 +178,20 @@ def test_the_plan_records_the_blocking_instead_of_a_plan():
     assert BLOCK_PRODUCT_ATTR not in op.attributes and PLAN_ATTR in op.attributes
 
 
+@needs_vulkan
 def test_default_on_lavapipe_matches_the_oracle():
     """The default lowering for lavapipe's profile takes the blocks for one
-    small head; the interpreter runs that kernel within the fp32 tolerance."""
-    module = vx.flash_attention_2(seq_len=256, head_dim=64)
+    head of 2048 rows (64 workgroups); lavapipe runs that kernel within the
+    fp32 tolerance of the oracle."""
+    module = vx.flash_attention_2(seq_len=2048, head_dim=64)
     lowered = vx.lower_to_gpu(module, optimize="default", device="lavapipe")
     assert "block_key_tile" in str(lowered)
     inputs = _inputs(lowered)
-    got = vx.run(lowered, inputs)["out"]
+    got = vx.run(lowered, inputs, backend="vulkan")["out"]
     want = vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"])
     np.testing.assert_allclose(got, np.asarray(want).reshape(got.shape), atol=1e-5)
+
+
+def test_too_few_rows_for_the_workgroups_keep_a_lane_a_row():
+    """Below 64 workgroups of blocks (not measured) the plan keeps a lane a row."""
+    assert block_blocking(_skeleton(seq_len=512, head_dim=64), H200) is None

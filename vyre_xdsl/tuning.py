@@ -56,7 +56,7 @@ LONG_ROW_BLOCK = 2  # items per invocation for long rows over lanes on large gri
 # workgroups of GRID_UNIT lanes: one head of 1024-4096 rows ran 1.5-4.4
 # times as fast, two heads as fast, four or more slower (docs/performance.md)
 BLOCK_PRODUCT_GRID = SMS // 2
-BLOCK_PRODUCT_WORKGROUPS = 64  # the fewest workgroups a blocking should give
+BLOCK_PRODUCT_WORKGROUPS = 64  # the fewest workgroups a blocking must give
 
 INTERLEAVED = ("q_scratch",)  # kept lane-minor on small grids with long rows
 
@@ -112,8 +112,8 @@ def block_blockings(row_dims: int):
     """vyre-block-product's blockings for rows of `row_dims` dims, best
     first as measured on the H200 (docs/performance.md, "Register
     blocks"): two rows x four keys a lane, eight lanes a row, at up to 64
-    dims; two rows x two keys, sixteen lanes a row, at 128 and on the
-    smallest grids."""
+    dims; two rows x two keys, sixteen lanes a row, at 128 and where the
+    first would give too few workgroups (1024 rows)."""
     from vyre_xdsl.passes.block_product import Blocking
 
     wide = Blocking(lanes=128, key_lanes=16, rows=2, keys=2)
@@ -124,9 +124,10 @@ def block_blockings(row_dims: int):
 def block_blocking(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     """How `op` runs as register blocks on `device` (a vyre-block-product
     Blocking), or None where it does not: its grid is larger than
-    BLOCK_PRODUCT_GRID, or no blocking qualifies and fits the device's
-    workgroup memory, lanes and shuffles.  The first blocking that gives
-    BLOCK_PRODUCT_WORKGROUPS workgroups, else the one with the most."""
+    BLOCK_PRODUCT_GRID, or no blocking qualifies, fits the device's
+    workgroup memory, lanes and shuffles and gives BLOCK_PRODUCT_WORKGROUPS
+    workgroups (fewer rows than that were not measured).  The first that
+    does."""
     from vyre_xdsl.passes.block_product import problem
 
     if grid_workgroups(op) > BLOCK_PRODUCT_GRID:
@@ -138,9 +139,7 @@ def block_blocking(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
               and b.key_lanes <= device.shuffle_subgroup_size
               and problem(op, b) is None]
     filling = [b for b in usable if items // b.workgroup_rows >= BLOCK_PRODUCT_WORKGROUPS]
-    if filling or not usable:
-        return filling[0] if filling else None
-    return max(usable, key=lambda b: items // b.workgroup_rows)  # the first of the most
+    return filling[0] if filling else None
 
 
 def grid_workgroups(op: vyre.TiledOnlineSoftmaxOp) -> int:

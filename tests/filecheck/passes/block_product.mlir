@@ -1,9 +1,5 @@
 // RUN: vyre-opt %s -p 'vyre-block-product{lanes=16 key_lanes=4 rows=2 keys=4}' | filecheck %s
 // RUN: vyre-opt %s -p 'vyre-block-product{lanes=16 key_lanes=4 rows=2 keys=4},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
-// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
-// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | vyre-opt | filecheck %s --check-prefix=PLAN
-// RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
-// RUN: vyre-opt %s -p 'vyre-to-gpu{device=generic}' | filecheck %s --check-prefix=GENERIC
 
 // FlashAttention-2 in f32 (vx.flash_attention_2(seq_len=64, head_dim=32,
 // tile_size=16)): 64 rows.  Workgroups of 16 lanes, 4 a row, each lane 2
@@ -115,13 +111,3 @@ builtin.module {
 // LOWERED-NOT: memref.load %block
 // LOWERED:     vector.load %block_query_tile
 // LOWERED:     vector.load %block_key_tile
-
-// The H200's plan for one small head: register blocks of 2 rows x 4 keys a
-// lane, 8 lanes a row, in workgroups of 128 (vyre_xdsl.tuning.block_blocking).
-// PLAN:     vyre.block_product = #vyre.block_product<lanes = 128, key_lanes = 8, rows = 2, keys = 4>
-// PLAN-NOT: vyre.plan =
-// PLANNED:  vector.load %block_key_tile
-// PLANNED:  vyre.launch = #vyre.launch<items = 256, workgroup = [128, 1, 1], grid = [2, 1, 1]
-// A device without shuffles keeps a lane a row.
-// GENERIC-NOT: block_key_tile
-// GENERIC:     vyre.launch
