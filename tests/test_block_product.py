@@ -117,6 +117,21 @@ def test_mlir_opt_accepts_the_lowered_blocks():
     assert "gpu.shuffle" in printed and "vector.load" in printed
 
 
+@needs_mlir_opt
+@pytest.mark.parametrize("optimize", [
+    "vyre-block-product{lanes=16 key_lanes=4 rows=2 keys=4 force=true},vyre-to-gpu{optimize=none}",
+    "default",
+])
+def test_mlir_opt_accepts_the_blocks_at_none_and_default(optimize):
+    """Unoptimised, and the H200's default plan (which takes the blocks for
+    one head of 2048 rows)."""
+    module = vx.flash_attention_2(seq_len=64 if optimize != "default" else 2048, head_dim=32)
+    lowered = vx.lower_to_gpu(module, optimize=optimize,
+                              **({"device": "h200"} if optimize == "default" else {}))
+    assert "block_key_tile" in str(lowered)
+    assert "gpu.shuffle" in assert_mlir_opt_accepts(lowered)
+
+
 def _skeleton(**kwargs) -> vyre.TiledOnlineSoftmaxOp:
     module = vx.flash_attention_2(**kwargs)
     return next(s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp))
