@@ -1,6 +1,7 @@
 """Shared pytest plumbing: the fuzz and soak tests count what they tried in
 `fuzz_stats`, and the session summary prints the totals (pytest captures
-prints inside tests, so the numbers go to the terminal reporter instead)."""
+prints inside tests, so the numbers go to the terminal reporter instead).
+Under pytest-xdist each worker sends its counts back when it ends."""
 
 from __future__ import annotations
 
@@ -27,6 +28,17 @@ def pytest_runtest_setup(item):
     from requirements import check_requirements
 
     check_requirements(item)
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["vyre_stats"] = dict(_STATS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _STATS.update(getattr(node, "workeroutput", {}).get("vyre_stats", {}))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -9,4 +9,5 @@ export VYRE_VULKAN_VALIDATION=1
 echo "== lit (tests/filecheck)"
 lit -sv tests/filecheck
 echo "== pytest (tests)"
-python3 -m pytest -q -p no:cacheprovider tests
+# one worker per core (pytest-xdist); the slow fuzz files go first to whoever is free
+python3 -m pytest -q -p no:cacheprovider -n auto --dist worksteal tests
