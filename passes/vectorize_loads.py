@@ -4,10 +4,12 @@ one vector load.
 After vyre-unroll-jam, an invocation reads K and V one f32 at a time: one
 load instruction per multiply-add, and a GPU issues loads at a quarter of
 its FMA rate.  This pass merges the loads of `width` consecutive elements
-of a read-only f32 kernel buffer or of a workgroup array (a staged K/V
-tile; the loads of an f16 or bf16 buffer stay scalar, each widened to f32),
-`base + 0 .. base + width-1` with `base` a provable multiple of `width`,
-into one `vector.load` and `vector.extract`s.
+of a read-only f32 kernel buffer or of an f32 workgroup array (a staged K/V
+tile), `base + 0 .. base + width-1` with `base` a provable multiple of
+`width`, into one `vector.load` and `vector.extract`s.  A read-only f16 or
+bf16 buffer's loads merge by `2 * width` (the same bytes a load: 16 at
+width 4), or by 4 where they do not come in such windows, each element
+then widened to f32 as before.
 Where such loads sit in copies of a loop body that are not unrolled yet (an
 innermost loop whose index steps through a buffer one element at a time,
 like the dot product over head_dim), the loop is first unrolled by `width`.
@@ -26,6 +28,8 @@ from math import gcd
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf, vector
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -44,10 +48,14 @@ from vyre_xdsl.index_forms import is_multiple_of, linear_index
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
 
+HALF_TYPES = (Float16Type(), BFloat16Type())
+HALF_PER_F32 = 2  # elements of a half buffer in the bytes of one f32
+MIN_HALF_VECTOR = 4  # the narrowest vector of halves: two 32-bit words
 
-def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
-    """The f32 arguments of a lowered vyre kernel that it only reads (an f16
-    or bf16 buffer's loads stay scalar: each is widened on its own)."""
+
+def read_only_buffers(func: gpu.FuncOp, element_types=(f32,)) -> set[SSAValue]:
+    """The arguments of a lowered vyre kernel of `element_types` that it
+    only reads."""
     launch = launch_of(func)
     if launch is None:
         return set()
@@ -55,7 +63,7 @@ def read_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
         arg
         for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
         if described.access == BufferAccess.READ
-        and isinstance(arg.type, MemRefType) and arg.type.element_type == f32
+        and isinstance(arg.type, MemRefType) and arg.type.element_type in element_types
     }
 
 
@@ -202,23 +210,34 @@ class VectorizeLoadsPass(ModulePass):
                 f"of f32), got {self.width}"
             )
         for func in [f for f in op.walk() if isinstance(f, gpu.FuncOp)]:
-            buffers = read_only_buffers(func) | workgroup_arrays(func, self.width)
-            if not buffers:
+            # widest first: a loop that steps through several kinds is
+            # unrolled by the widest vector, whose window holds the others';
+            # halves that do not come in eights (a lane's chunks of DIM_CHUNK
+            # dims, vyre-split-head-dim) are read in fours
+            halves = read_only_buffers(func, HALF_TYPES)
+            for buffers, width in (
+                (halves, HALF_PER_F32 * self.width),
+                (halves, max(self.width, MIN_HALF_VECTOR)),
+                (read_only_buffers(func) | workgroup_arrays(func, self.width), self.width),
+            ):
+                if buffers:
+                    self.vectorise(func, buffers, width)
+
+    @staticmethod
+    def vectorise(func: gpu.FuncOp, buffers: set[SSAValue], width: int) -> None:
+        loops = [
+            loop for loop in func.walk()
+            if isinstance(loop, scf.ForOp) and _steps_through_buffer(loop, buffers, width)
+        ]
+        for loop in loops:
+            transform(loop, width, unrolled_body(loop, width))
+        for loop in func.walk():
+            if isinstance(loop, scf.ForOp):
+                loop.attributes.pop(UNROLLED_ATTR, None)
+        blocks = {inner.parent_block() for inner in func.walk()
+                  if isinstance(inner, memref.LoadOp)}
+        for block in blocks:
+            if block is None:
                 continue
-            loops = [
-                loop for loop in func.walk()
-                if isinstance(loop, scf.ForOp)
-                and _steps_through_buffer(loop, buffers, self.width)
-            ]
-            for loop in loops:
-                transform(loop, self.width, unrolled_body(loop, self.width))
-            for loop in func.walk():
-                if isinstance(loop, scf.ForOp):
-                    loop.attributes.pop(UNROLLED_ATTR, None)
-            blocks = {inner.parent_block() for inner in func.walk()
-                      if isinstance(inner, memref.LoadOp)}
-            for block in blocks:
-                if block is None:
-                    continue
-                for group in _groups(block, buffers, self.width):
-                    _vectorise(group, self.width)
+            for group in _groups(block, buffers, width):
+                _vectorise(group, width)

@@ -96,6 +96,13 @@ CASES = {
         ),
         {"vyre-absorb-mla", "vyre-split-kv", "vyre-split-head-dim"},
     ),
+    # bf16 GQA decode: K and V read eight halves (16 bytes) at a time, four
+    # where a row's 128 dims go over two lanes in chunks of four
+    "gqa-decode-bf16-2x8/2-256x128": (
+        lambda: vx.flash_attention_2(seq_len=1, kv_len=256, batch=2, num_heads=8,
+                                     num_kv_heads=2, head_dim=128, dtype="bf16"),
+        {"vyre-split-kv", "vyre-split-head-dim"},
+    ),
     # enough heads to leave the attention unsplit
     "mla-64-128-8-8-4": (
         lambda: vx.mla_decode(

@@ -13,7 +13,7 @@ from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import kernel_info
 from vyre_xdsl.spirv import emit_spirv
-from tests.requirements import needs_vulkan
+from tests.requirements import assert_spirv_valid, needs_val, needs_vulkan
 
 
 def _ops(module, name: str) -> list:
@@ -149,3 +149,74 @@ def test_staged_tiles_are_read_as_vectors_bit_exactly(mods, tmp_path):
                                   seed.view(np.uint32))
     got = vx.run(lowered, inputs, backend="vulkan")["out"]
     np.testing.assert_allclose(got, seed, rtol=1e-5, atol=1e-6)
+
+
+def _half_inputs(info, dtype: str, rng) -> dict[str, np.ndarray]:
+    """Normal values, a subnormal and -0 in K, NaN and +-inf in a few
+    elements of V (a few output dims)."""
+    from vyre_xdsl.dtypes import numpy_dtype
+
+    specials = {"k": [1e-6, -0.0, 1e-7], "v": [np.nan, np.inf, -np.inf]}
+    inputs = {}
+    for b in info.buffers:
+        if b.is_output or b.is_temporary:
+            continue
+        values = rng.standard_normal(b.shape).astype(np.float32)
+        if b.name in specials:
+            values.reshape(-1)[[3, 40, 77]] = specials[b.name]
+        inputs[b.name] = values.astype(numpy_dtype(dtype))
+    return inputs
+
+
+# seq_len 1 over 256 keys: rows of 64 dims on one lane (eight halves a load),
+# then split over two lanes in chunks of four dims (four halves a load);
+# each against the same pipeline with its loads left scalar
+UNVECTORISED = "vyre-to-gpu{optimize=none},vyre-promote-scratch,vyre-unroll-jam,cse,dce"
+HALF_PIPELINES = {
+    "eights": ("exact", UNVECTORISED, "vector<8x"),
+    "fours": ("vyre-split-head-dim{parts=2},vyre-to-gpu{optimize=exact}",
+              "vyre-split-head-dim{parts=2}," + UNVECTORISED, "vector<4x"),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("pipeline", HALF_PIPELINES)
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_half_buffers_are_read_as_vectors_bit_exactly(dtype, pipeline, backend):
+    module = vx.flash_attention_2(seq_len=1, kv_len=256, batch=2, num_heads=4,
+                                  num_kv_heads=2, head_dim=64, dtype=dtype)
+    vectorised, scalar, vector = HALF_PIPELINES[pipeline]
+    lowered = vx.lower_to_gpu(module, optimize=vectorised)
+    kv = ("k", "v")
+    loads = [op for op in _ops(lowered, "vector.load") if op.operands[0].name_hint in kv]
+    assert loads and all(str(op.result.type).startswith(vector) for op in loads)
+    assert not [op for op in _ops(lowered, "memref.load") if op.operands[0].name_hint in kv]
+    unvectorised = vx.lower_to_gpu(module, optimize=scalar)
+    assert not _ops(unvectorised, "vector.load")
+    inputs = _half_inputs(kernel_info(lowered), dtype, np.random.default_rng(5))
+    want = vx.run(unvectorised, inputs, backend=backend)["out"]
+    got = vx.run(lowered, inputs, backend=backend)["out"]
+    assert np.isfinite(want.astype(np.float32)).mean() > 0.9
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@needs_val
+def test_half_vector_loads_are_valid_spirv(tmp_path):
+    module = vx.mla_decode(seq_len=64, num_heads=4, head_dim=16, kv_lora_rank=64,
+                           qk_rope_head_dim=16, batch=2, dtype="bf16")
+    lowered = vx.lower_to_gpu(module, optimize="exact")
+    assert any("bf16" in str(op.result.type) for op in _ops(lowered, "vector.load"))
+    assert_spirv_valid(vx.compile_spirv(lowered), tmp_path)
+
+
+def test_a_vector_of_two_halves_is_refused_by_the_emitter():
+    text = (_SKEWED.replace("BUFFER", "k").replace("USE", "")
+            .replace("memref<68xf32>, vector<4xf32>", "memref<68xbf16>, vector<2xbf16>")
+            .replace("%x = vector.extract %kv[0] : f32 from vector<4xf32>",
+                     "%h = vector.extract %kv[0] : bf16 from vector<2xbf16>\n"
+                     "      %x = arith.extf %h : bf16 to f32")
+            .replace("(memref<68xf32>, memref<64xf32>)", "(memref<68xbf16>, memref<64xf32>)")
+            .replace("%k: memref<68xf32>", "%k: memref<68xbf16>")
+            .replace("shape = [68], dtype = f32", "shape = [68], dtype = bf16"))
+    with pytest.raises(VyreError, match="vectors of 2 to 4 f32 or of 4 or 8 f16/bf16"):
+        emit_spirv(parse_module(text))

@@ -4,10 +4,15 @@
 vyre-vectorize-loads) reads elements i .. i+3, at vector i / 4, so `i` must
 be a provable multiple of 4.  A storage buffer is an array of f32; the load
 goes through a second variable bound to the same binding, a runtime array
-of vec4 (ArrayStride 16).  Only read-only buffers get a view (an aliased
-view of a written buffer would need the Aliased decoration and coherent
-order).  A workgroup array read as vectors is itself an array of vec4
-(spirv/memref.py), its scalar accesses going to vector components.
+of vec4 (ArrayStride 16).  A vector of 4 or 8 f16/bf16 elements is read
+as 2 or 4 32-bit words (a runtime array of uvec2 or uvec4), each word
+holding two elements, the first in its low half (little-endian, as the
+buffer stores them); `vector.extract` takes an element's 16 bits into the
+low half of a uint, as a scalar load of a half buffer does (spirv/half.py).
+Only read-only buffers get a view (an aliased view of a written buffer
+would need the Aliased decoration and coherent order).  A workgroup array
+read as vectors is itself an array of vec4 (spirv/memref.py), its scalar
+accesses going to vector components.
 """
 
 from __future__ import annotations
@@ -19,25 +24,32 @@ from xdsl.ir import Operation, SSAValue
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of
 from vyre_xdsl.spirv.emitter import MemoryObject
+from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Decoration, Op, StorageClass
 
-
-def _vector_type(e, op: Operation, ty) -> tuple[int, int]:
-    """(SPIR-V type id, width) of a 1-d f32 vector of 2..4 elements."""
-    if (
-        not isinstance(ty, VectorType)
-        or len(ty.get_shape()) != 1
-        or not isinstance(ty.get_element_type(), Float32Type)
-        or not 2 <= ty.get_shape()[0] <= 4
-    ):
-        raise VyreError(
-            f"'{op.name}': the SPIR-V emitter supports vectors of 2 to 4 f32, got {ty}"
-        )
-    width = ty.get_shape()[0]
-    return e.b.type_vector(e.f32, width), width
+HALVES_PER_WORD = 2
+HALF_BITS = 16
+HALF_MASK = (1 << HALF_BITS) - 1
 
 
-def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> MemoryObject:
+def _vector_type(e, op: Operation, ty) -> tuple[int, int, int]:
+    """(SPIR-V type id, elements, components) of a 1-d vector of 2 to 4 f32
+    (a vec of as many), or of 4 or 8 f16/bf16 (a uvec of half as many)."""
+    shape = ty.get_shape() if isinstance(ty, VectorType) else ()
+    element = ty.get_element_type() if isinstance(ty, VectorType) else None
+    if len(shape) == 1 and isinstance(element, Float32Type) and 2 <= shape[0] <= 4:
+        return e.b.type_vector(e.f32, shape[0]), shape[0], shape[0]
+    if len(shape) == 1 and half_kind(element) is not None and shape[0] in (4, 8):
+        words = shape[0] // HALVES_PER_WORD
+        return e.b.type_vector(e.uint, words), shape[0], words
+    raise VyreError(
+        f"'{op.name}': the SPIR-V emitter supports vectors of 2 to 4 f32 or of 4 or 8 "
+        f"f16/bf16, got {ty}"
+    )
+
+
+def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
+          dtype: str) -> MemoryObject:
     """The vector view of kernel buffer `buffer`, made on first use in the
     program (the kernels of a program share it, like the buffer)."""
     described = next(
@@ -47,11 +59,10 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> M
     )
     if described is None:
         raise VyreError(f"'{op.name}': only kernel buffers can be loaded as vectors")
-    if described.dtype != "f32":
+    if described.dtype != dtype:
         raise VyreError(
-            f"'{op.name}': buffer {described.name!r} holds {described.dtype}; vector "
-            f"loads are only emitted for f32 buffers (vyre-vectorize-loads leaves "
-            f"half-precision loads scalar)"
+            f"'{op.name}': buffer {described.name!r} holds {described.dtype}, but the "
+            f"vector load reads {dtype}"
         )
     if not described.is_input:
         raise VyreError(
@@ -78,7 +89,7 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int) -> M
 
 def _load(e, op: Operation) -> None:
     buffer, *indices = op.operands
-    vector_type, width = _vector_type(e, op, op.results[0].type)
+    vector_type, width, components = _vector_type(e, op, op.results[0].type)
     if len(indices) != 1:
         raise VyreError(f"'{op.name}': only 1-d buffers can be loaded as vectors")
     if not is_multiple_of(indices[0], width):
@@ -87,11 +98,12 @@ def _load(e, op: Operation) -> None:
             f"a vector view of a buffer only addresses aligned elements"
         )
     memory = e.memories.get(buffer)
-    if memory is not None and memory.vector_width == width:
+    if memory is not None and memory.vector_width == width and components == width:
         view = memory  # a workgroup array of vectors
         storage_class = memory.storage_class
     else:
-        view = _view(e, op, buffer, vector_type, width)
+        element_type = op.results[0].type.get_element_type()
+        view = _view(e, op, buffer, vector_type, components, half_kind(element_type) or "f32")
         storage_class = StorageClass.StorageBuffer
     fn = e.fn
     element = fn.op(Op.UDiv, e.uint, e.value(indices[0]), e.b.constant_uint(width))
@@ -104,9 +116,18 @@ def _extract(e, op: Operation) -> None:
     if op.dynamic_position or len(op.static_position.get_values()) != 1:
         raise VyreError(f"'{op.name}': only one static position is supported")
     (position,) = op.static_position.get_values()
-    result_type = e.type_of(op.results[0].type, f"'{op.name}' result")
-    e.bind(op.results[0], e.fn.op(Op.CompositeExtract, result_type,
-                                  e.value(op.operands[0]), position))
+    source = e.value(op.operands[0])
+    if half_kind(op.results[0].type) is None:
+        result_type = e.type_of(op.results[0].type, f"'{op.name}' result")
+        e.bind(op.results[0], e.fn.op(Op.CompositeExtract, result_type, source, position))
+        return
+    word_index, high = divmod(position, HALVES_PER_WORD)
+    word = e.fn.op(Op.CompositeExtract, e.uint, source, word_index)
+    if high:
+        half = e.fn.op(Op.ShiftRightLogical, e.uint, word, e.b.constant_uint(HALF_BITS))
+    else:
+        half = e.fn.op(Op.BitwiseAnd, e.uint, word, e.b.constant_uint(HALF_MASK))
+    e.bind(op.results[0], half)
 
 
 HANDLERS = {

@@ -35,12 +35,16 @@
 // STAGE-NOT:   arith.extf %[[T]]
 // STAGE:       memref.load %v[%{{.*}}] : memref<256xf16>
 
-// The default optimisation stages the tiles, and vectorises only f32
-// loads: an f16 buffer is never read as a vector.
+// The default optimisation reads the f16 buffers four halves at a time
+// (rows of 4 dims), each half widened on its own, and the output is
+// still written one rounded element at a time.
 // DEFAULT:     "gpu.func"
-// DEFAULT-NOT: vector<4xf16>
+// DEFAULT:     %[[QV:.*]] = vector.load %q[%{{.*}}] : memref<256xf16>, vector<4xf16>
+// DEFAULT-NEXT: %[[Q0:.*]] = vector.extract %[[QV]][0] : f16 from vector<4xf16>
+// DEFAULT:     arith.extf %[[Q0]] : f16 to f32
+// DEFAULT:     vector.load %k[%{{.*}}] : memref<256xf16>, vector<4xf16>
 // DEFAULT:     arith.truncf %{{.*}} : f32 to f16
-// DEFAULT-NOT: vector<4xf16>
+// DEFAULT-NOT: vector.load %out
 
 // SPIR-V: 16-bit storage only (no Float16 arithmetic): the buffers are
 // arrays of 16-bit uints, widened and narrowed with integer instructions.

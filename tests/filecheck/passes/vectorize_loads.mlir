@@ -145,3 +145,72 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-NEXT:    %y1 = memref.load %tile[%i1]
 // CHECK-NEXT:    "gpu.barrier"() : () -> ()
 // CHECK-NEXT:    %y2 = memref.load %tile[%i2]
+
+// -----
+
+// A bf16 buffer: eight neighbouring halves are one vector load (16 bytes,
+// as four f32 are), each element widened on its own as before; four
+// halves where only four are neighbours (a lane's chunk of a row split
+// over lanes).
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "halves"}> ({
+    "gpu.func"() <{function_type = (memref<256xbf16>, memref<8xf32>) -> (), kernel}> ({
+    ^bb0(%k: memref<256xbf16>, %out: memref<8xf32>):
+      %row = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c8 = arith.constant 8 : index
+      %c16 = arith.constant 16 : index
+      %c32 = arith.constant 32 : index
+      %zero = arith.constant 0.0 : f32
+      %base = arith.muli %row, %c32 : index
+      %dot = scf.for %d = %c0 to %c16 step %c1 iter_args(%acc = %zero) -> (f32) {
+        %i = arith.addi %base, %d : index
+        %h = memref.load %k[%i] : memref<256xbf16>
+        %x = arith.extf %h : bf16 to f32
+        %s = arith.addf %acc, %x : f32
+        scf.yield %s : f32
+      }
+      %c4 = arith.constant 4 : index
+      %c5 = arith.constant 5 : index
+      %c6 = arith.constant 6 : index
+      %c7 = arith.constant 7 : index
+      %c20 = arith.constant 20 : index
+      %j0 = arith.addi %base, %c20 : index
+      %j1 = arith.addi %j0, %c1 : index
+      %c2 = arith.constant 2 : index
+      %j2 = arith.addi %j0, %c2 : index
+      %c3 = arith.constant 3 : index
+      %j3 = arith.addi %j0, %c3 : index
+      %h0 = memref.load %k[%j0] : memref<256xbf16>
+      %h1 = memref.load %k[%j1] : memref<256xbf16>
+      %h2 = memref.load %k[%j2] : memref<256xbf16>
+      %h3 = memref.load %k[%j3] : memref<256xbf16>
+      %y0 = arith.extf %h0 : bf16 to f32
+      %y1 = arith.extf %h1 : bf16 to f32
+      %y2 = arith.extf %h2 : bf16 to f32
+      %y3 = arith.extf %h3 : bf16 to f32
+      %a = arith.addf %y0, %y1 : f32
+      %b = arith.addf %y2, %y3 : f32
+      %t = arith.addf %a, %b : f32
+      %total = arith.addf %dot, %t : f32
+      memref.store %total, %out[%row] : memref<8xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "halves", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "k", binding = 0, access = read, shape = [256], dtype = bf16>, #vyre.buffer<name = "out", binding = 1, access = write, shape = [8], dtype = f32>]>} : () -> ()
+  }) : () -> ()
+}
+
+// CHECK-LABEL: "gpu.func"
+// CHECK:         %base = arith.muli %row, %c32 : index
+// CHECK-NEXT:    %[[STEP:.*]] = arith.constant 8 : index
+// CHECK:         %dot = scf.for %d = %c0 to %{{.*}} step %[[STEP]] iter_args(%acc = %zero) -> (f32) {
+// CHECK-NEXT:      %i = arith.addi %base, %d : index
+// CHECK-NEXT:      %k_vec = vector.load %k[%i] : memref<256xbf16>, vector<8xbf16>
+// CHECK-NEXT:      %h = vector.extract %k_vec[0] : bf16 from vector<8xbf16>
+// CHECK-COUNT-7:   vector.extract %k_vec[{{[1-7]}}] : bf16 from vector<8xbf16>
+// CHECK-NEXT:      %x = arith.extf %h : bf16 to f32
+// CHECK:         %[[V4:.*]] = vector.load %k[%j0] : memref<256xbf16>, vector<4xbf16>
+// CHECK-NEXT:    %h0 = vector.extract %[[V4]][0] : bf16 from vector<4xbf16>
+// CHECK-NEXT:    %h1 = vector.extract %[[V4]][1] : bf16 from vector<4xbf16>
+// CHECK-NEXT:    %h2 = vector.extract %[[V4]][2] : bf16 from vector<4xbf16>
+// CHECK-NEXT:    %h3 = vector.extract %[[V4]][3] : bf16 from vector<4xbf16>
