@@ -25,7 +25,9 @@ operations is the workgroup merge's, so both give the same bits.
 (`vyre_xdsl.tuning.kv_split`, for `target_invocations`, `merge` and
 `shared_memory_bytes`): the smallest power of two that gives at least
 `target_invocations` invocations, at most the workgroup size and the tile
-count, and with every workgroup full (the merge has a barrier).
+count, and with every workgroup full (the merge has a barrier); splits that
+a kernel merges go further for short decode rows
+(`vyre_xdsl.tuning.wanted_splits`).
 `merge=auto` (the default) merges in a kernel where an item has too few
 workgroup lanes to reach the target or a merge in the workgroup would not
 fit `shared_memory_bytes`, and the op has no prologue or epilogue (every

@@ -68,16 +68,26 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     # take more than 48 KiB, so a kernel merges
     (lambda: vx.flash_attention_2(300, 256, num_heads=4), (64, 64, 4, "kernel", 4, 0, 64, ())),
     # GQA decode at batch 8: rows of 128 merge in a kernel so that they go
-    # over two lanes (a merge in the workgroup keeps a row on one lane)
+    # over two lanes (a merge in the workgroup keeps a row on one lane), in
+    # 64 splits of 64 keys (four times the target: KERNEL_MERGE_FACTOR)
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
-     (64, 64, 16, "kernel", 2, 0, 64, ())),
+     (64, 64, 64, "kernel", 2, 0, 64, ())),
     # ... with run-time lengths too: an item's lanes share its length
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128, kv_lens=True),
-     (64, 64, 16, "kernel", 2, 0, 32, ())),
-    # batch 128 is not split; rows of 128 with run-time lengths or pages
-    # still go over two lanes (no merge takes whole rows)
+     (64, 64, 64, "kernel", 2, 0, 32, ())),
+    # rows of 16384 keys keep the target's 16 splits (MORE_SPLITS_KEYS)
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=8, num_heads=32,
+                                  num_kv_heads=8, head_dim=128),
+     (64, 64, 16, "kernel", 2, 0, 64, ())),
+    # batch 128 with 1024 keys: four splits of 256 keys (MAX_SPLIT_KEYS)
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=1024, batch=128, num_heads=32,
+                                  num_kv_heads=8, head_dim=128),
+     (64, 64, 4, "kernel", 2, 0, 64, ())),
+    # batch 128 with 4096 keys is not split (four splits would keep 1024
+    # keys each); rows of 128 with run-time lengths or pages still go over
+    # two lanes (no merge takes whole rows)
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
                                   num_kv_heads=8, head_dim=128, kv_lens=True),
      (64, 4, 1, "none", 2, 0, 32, ())),

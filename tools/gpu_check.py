@@ -161,33 +161,38 @@ def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False, dtype="f32") -> 
     return Case(label, build, inputs, reference, dtype)
 
 
-def paged_case(batch, heads, kv_heads, d, length, page, dtype="f32") -> Case:
-    """Decode of one token per sequence over a paged cache of ragged
-    lengths (a shuffled block table), with the log-sum-exp; the oracle
-    gathers the pages (out and lse are each compared)."""
-    pages = batch * -(-length // page)
-    label = (f"fa2 paged B={batch} H={heads} Hkv={kv_heads} D={d} L<={length} P={page}"
+def decode_case(batch, heads, kv_heads, d, length, page=None, dtype="f32") -> Case:
+    """Decode of one token per sequence: over dense caches of `length` keys,
+    or with `page` over a paged cache of ragged lengths (a shuffled block
+    table) with the log-sum-exp, whose oracle gathers the pages (out and lse
+    are each compared)."""
+    pages = batch * -(-length // page) if page else 0
+    label = (f"fa2 {'paged' if page else 'decode'} B={batch} H={heads} Hkv={kv_heads} D={d} "
+             + (f"L<={length} P={page}" if page else f"L={length}")
              + (f" {dtype}" if dtype != "f32" else ""))
+    paging = dict(return_lse=True, page_size=page, num_pages=pages) if page else {}
 
     def build():
         return vx.flash_attention_2(seq_len=1, kv_len=length, batch=batch, num_heads=heads,
-                                    num_kv_heads=kv_heads, head_dim=d, return_lse=True,
-                                    page_size=page, num_pages=pages, dtype=dtype)
+                                    num_kv_heads=kv_heads, head_dim=d, dtype=dtype, **paging)
 
     def inputs(rng):
         host = numpy_dtype(dtype)
         q = rng.standard_normal((batch, heads, 1, d), dtype=np.float32).astype(host)
-        k, v = (rng.standard_normal((pages, page, kv_heads, d), dtype=np.float32).astype(host)
-                for _ in range(2))
+        shape = (pages, page, kv_heads, d) if page else (batch, kv_heads, length, d)
+        k, v = (rng.standard_normal(shape, dtype=np.float32).astype(host) for _ in range(2))
+        if not page:
+            return {"q": q, "k": k, "v": v}
         lens = rng.integers(1, length + 1, batch).astype(np.int32)
         table = rng.permutation(pages).astype(np.int32).reshape(batch, -1)
         return {"q": q, "k": k, "v": v, "kv_lens": lens, "block_table": table}
 
     def reference(ins):
-        out, lse = vx.reference.flash_attention_2(
+        if not page:
+            return vx.reference.flash_attention_2(ins["q"], ins["k"], ins["v"], dtype=dtype)
+        return vx.reference.flash_attention_2(
             ins["q"], ins["k"], ins["v"], kv_lens=ins["kv_lens"], page_size=page,
             block_table=ins["block_table"], kv_len=length, return_lse=True, dtype=dtype)
-        return out, lse
 
     return Case(label, build, inputs, reference, dtype)
 
@@ -271,9 +276,14 @@ def cases(every: bool) -> list[Case]:
         fa2_case(32, 4096, 128, causal=True, dtype="bf16"),
         fa2_case(4, 300, 256, dtype="bf16"),
         mla_case(4096, 16, dtype="bf16"),
-        paged_case(8, 32, 8, 128, 4096, 16),
-        paged_case(64, 32, 8, 128, 1024, 16, dtype="bf16"),
-        paged_case(128, 32, 8, 128, 1024, 16),  # unsplit, rows over two lanes
+        decode_case(8, 32, 8, 128, 4096, page=16),
+        decode_case(64, 32, 8, 128, 1024, page=16, dtype="bf16"),
+        decode_case(128, 32, 8, 128, 1024, page=16),  # four splits, rows over two lanes
+        # the eighth session's splits for decode, and halves read 16 bytes at a time
+        decode_case(8, 32, 8, 128, 4096),
+        decode_case(8, 32, 8, 128, 4096, dtype="bf16"),
+        decode_case(128, 32, 8, 128, 1024, dtype="f16"),
+        decode_case(8, 32, 8, 128, 4096, page=16, dtype="bf16"),
         *(mma_case(shape) for shape in MATMUL_SHAPES),
         tensor_case(32, 4096, 64),
         tensor_case(32, 4096, 64, keys=64, row_tiles=4),

@@ -47,6 +47,17 @@ SMS = 132  # an H200's streaming multiprocessors
 SMALL_GRID = 2 * SMS  # workgroups of GRID_UNIT lanes: two per SM of an H200
 LARGE_GRID_LANES = 128  # lanes per workgroup on larger grids
 TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
+# Splits that a kernel merges go on to this many times the target (no
+# barrier bounds them, and decode reads more of its cache at once), for
+# rows of at most MORE_SPLITS_DIMS dims and MORE_SPLITS_KEYS keys, where
+# that leaves each split MIN_SPLIT_KEYS to MAX_SPLIT_KEYS keys: GQA decode
+# ran 1.6-2.5 times as fast there; with longer rows or splits, and MLA's
+# latent rows, it ran slower (docs/performance.md, "More splits for decode")
+KERNEL_MERGE_FACTOR = 4
+MIN_SPLIT_KEYS = 32
+MAX_SPLIT_KEYS = 256
+MORE_SPLITS_DIMS = 128
+MORE_SPLITS_KEYS = 4096
 STAGE_TILE_BYTES = 16 * 1024  # staged tiles at most this large on large grids
 UNROLL = 32  # unroll depth
 DEEP_UNROLL = 64  # ... with a mask, short rows, or split rows
@@ -176,7 +187,7 @@ def merges_in_kernel(
         return False
     shape = op.shape()
     items = shape["item_count"]
-    if items >= target:
+    if wanted_splits(op, target, in_kernel=True) == 1:
         return False  # not split at all
     too_big = bool(shared_memory_bytes) and workgroup_merge_bytes(op, lanes) > shared_memory_bytes
     return items * lanes < target or too_big or shape["head_dim"] > SHORT_ROWS
@@ -190,21 +201,38 @@ def automatic_splits(
     shared_memory_bytes: int = 0,
     tile_count: int | None = None,
 ) -> int:
-    """The smallest valid power of two reaching `target` invocations (the
-    largest valid one below it if none does); 1 for no split."""
+    """The smallest valid power of two of at least wanted_splits (the
+    largest valid one below it if none is); 1 for no split."""
     shape = op.shape()
-    items = shape["item_count"]
     tiles = shape["tile_count"] if tile_count is None else tile_count
-    if items >= target:
-        return 1
+    wanted = wanted_splits(op, target, in_kernel)
     chosen, splits = 1, 2
-    while splits <= (tiles if in_kernel else lanes):
+    while wanted > 1 and splits <= (tiles if in_kernel else lanes):
         if valid_splits(op, lanes, splits, in_kernel, shared_memory_bytes, tiles) is None:
             chosen = splits
-            if items * splits >= target:
+            if splits >= wanted:
                 break
         splits *= 2
     return chosen
+
+
+def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -> int:
+    """The power of two of splits that brings `op`'s items to `target`
+    invocations; where a kernel merges the splits of rows of at most
+    MORE_SPLITS_DIMS dims and MORE_SPLITS_KEYS keys, the one that brings
+    them towards KERNEL_MERGE_FACTOR times that, if each split then keeps
+    MIN_SPLIT_KEYS to MAX_SPLIT_KEYS keys; 1 for none."""
+    shape = op.shape()
+    items, keys = shape["item_count"], shape["seq_len"]
+    wanted = 1
+    while items * wanted < target:
+        wanted *= 2
+    if not (in_kernel and shape["head_dim"] <= MORE_SPLITS_DIMS and keys <= MORE_SPLITS_KEYS):
+        return wanted
+    more = wanted
+    while items * more < KERNEL_MERGE_FACTOR * target and keys // (2 * more) >= MIN_SPLIT_KEYS:
+        more *= 2
+    return more if more > wanted and keys // more <= MAX_SPLIT_KEYS else wanted
 
 
 def kv_split(
@@ -270,14 +298,12 @@ def tiles_for_kernel_merge(op: vyre.TiledOnlineSoftmaxOp, target: int) -> int | 
     the built one down to MIN_SPLIT_TILE, that leaves a tile for each split
     it wants; None to keep the built tiles."""
     shape = op.shape()
-    wanted_splits = 1
-    while shape["item_count"] * wanted_splits < target:
-        wanted_splits *= 2
+    wanted = wanted_splits(op, target, in_kernel=True)
     tile = shape["tile_size"]
     while (
         tile % 2 == 0
         and tile // 2 >= MIN_SPLIT_TILE
-        and vyre.tile_count_for(shape["seq_len"], tile) < wanted_splits
+        and vyre.tile_count_for(shape["seq_len"], tile) < wanted
     ):
         tile //= 2
     return tile if tile != shape["tile_size"] else None
