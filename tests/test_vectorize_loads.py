@@ -220,3 +220,17 @@ def test_a_vector_of_two_halves_is_refused_by_the_emitter():
             .replace("shape = [68], dtype = f32", "shape = [68], dtype = bf16"))
     with pytest.raises(VyreError, match="vectors of 2 to 4 f32 or of 4 or 8 f16/bf16"):
         emit_spirv(parse_module(text))
+
+
+@pytest.mark.parametrize("head_dim, widths", [(6, set()), (12, {4}), (16, {8})])
+def test_half_rows_are_read_in_the_widest_aligned_vectors(head_dim, widths):
+    # row t of q, k and v starts at head_dim * t: eights need rows of a
+    # multiple of 8 halves, fours of 4; other rows stay scalar
+    module = vx.flash_attention_2(40, head_dim, dtype="bf16")
+    lowered = vx.lower_to_gpu(module, optimize="exact")
+    halves = [op for op in _ops(lowered, "vector.load") if "bf16" in str(op.result.type)]
+    assert {op.result.type.get_shape()[0] for op in halves} == widths
+    inputs = _half_inputs(kernel_info(lowered), "bf16", np.random.default_rng(2))
+    want = vx.run(vx.lower_to_gpu(module, optimize=UNVECTORISED), inputs, backend="interpreter")
+    got = vx.run(lowered, inputs, backend="interpreter")
+    np.testing.assert_array_equal(got["out"].view(np.uint16), want["out"].view(np.uint16))
