@@ -193,6 +193,27 @@ def _vectorise(group: _Group, width: int) -> None:
             Rewriter.erase_op(scalar)
 
 
+def _vectorise_buffers(func: gpu.FuncOp, buffers: set[SSAValue], width: int) -> None:
+    """Unroll the loops that step through `buffers` by `width`, then merge
+    each aligned window of `width` loads of them into one vector load."""
+    loops = [
+        loop for loop in func.walk()
+        if isinstance(loop, scf.ForOp) and _steps_through_buffer(loop, buffers, width)
+    ]
+    for loop in loops:
+        transform(loop, width, unrolled_body(loop, width))
+    for loop in func.walk():
+        if isinstance(loop, scf.ForOp):
+            loop.attributes.pop(UNROLLED_ATTR, None)
+    blocks = {inner.parent_block() for inner in func.walk()
+              if isinstance(inner, memref.LoadOp)}
+    for block in blocks:
+        if block is None:
+            continue
+        for group in _groups(block, buffers, width):
+            _vectorise(group, width)
+
+
 @dataclass(frozen=True)
 class VectorizeLoadsPass(ModulePass):
     """Merge loads of `width` neighbouring elements of a read-only kernel
@@ -221,23 +242,4 @@ class VectorizeLoadsPass(ModulePass):
                 (read_only_buffers(func) | workgroup_arrays(func, self.width), self.width),
             ):
                 if buffers:
-                    self.vectorise(func, buffers, width)
-
-    @staticmethod
-    def vectorise(func: gpu.FuncOp, buffers: set[SSAValue], width: int) -> None:
-        loops = [
-            loop for loop in func.walk()
-            if isinstance(loop, scf.ForOp) and _steps_through_buffer(loop, buffers, width)
-        ]
-        for loop in loops:
-            transform(loop, width, unrolled_body(loop, width))
-        for loop in func.walk():
-            if isinstance(loop, scf.ForOp):
-                loop.attributes.pop(UNROLLED_ATTR, None)
-        blocks = {inner.parent_block() for inner in func.walk()
-                  if isinstance(inner, memref.LoadOp)}
-        for block in blocks:
-            if block is None:
-                continue
-            for group in _groups(block, buffers, width):
-                _vectorise(group, width)
+                    _vectorise_buffers(func, buffers, width)
