@@ -21,6 +21,7 @@ printed, in this order:
     merge        how the splits are merged: none (no split), workgroup,
                  kernel
     dim_parts    lanes per item over its head dims (vyre-split-head-dim)
+    dim_chunk    neighbouring dims a lane takes in turn (its `chunk`)
     rows         items per invocation (vyre-block-rows)
     stage_bytes  the workgroup memory K/V tiles may be staged in
                  (vyre-stage-kv-tiles; 0: not staged)
@@ -42,6 +43,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from vyre_xdsl.dialects.vyre_regions import DIM_CHUNK
 from vyre_xdsl.mma_layout import TILE
 
 PLAN_ATTR = "vyre.plan"  # on a vyre.tiled_online_softmax
@@ -62,7 +64,7 @@ class MergeKindAttr(EnumAttribute[MergeKind], SpacedOpaqueSyntaxAttribute):
 
 
 _INT_FIELDS = ("lanes", "tile_size", "kv_splits")
-_LATER_INT_FIELDS = ("dim_parts", "rows", "stage_bytes", "unroll")
+_LATER_INT_FIELDS = ("dim_parts", "dim_chunk", "rows", "stage_bytes", "unroll")
 
 
 def _data(parameter: str) -> property:
@@ -93,6 +95,7 @@ class PlanAttr(ParametrizedAttribute):
     kv_splits_attr: IntAttr
     merge_attr: MergeKindAttr
     dim_parts_attr: IntAttr
+    dim_chunk_attr: IntAttr
     rows_attr: IntAttr
     stage_bytes_attr: IntAttr
     unroll_attr: IntAttr
@@ -101,11 +104,12 @@ class PlanAttr(ParametrizedAttribute):
     def __init__(
         self, device: str, lanes: int, tile_size: int, kv_splits: int, merge: str,
         dim_parts: int, stage_bytes: int, unroll: int, interleave: Sequence[str] = (),
-        rows: int = 1,
+        rows: int = 1, dim_chunk: int = DIM_CHUNK,
     ):
         super().__init__(
             StringAttr(device), IntAttr(lanes), IntAttr(tile_size), IntAttr(kv_splits),
-            MergeKindAttr(MergeKind(merge)), IntAttr(dim_parts), IntAttr(rows),
+            MergeKindAttr(MergeKind(merge)), IntAttr(dim_parts), IntAttr(dim_chunk),
+            IntAttr(rows),
             IntAttr(stage_bytes),
             IntAttr(unroll), ArrayAttr(StringAttr(name) for name in interleave),
         )
@@ -117,6 +121,7 @@ class PlanAttr(ParametrizedAttribute):
     kv_splits = _data("kv_splits_attr")
     merge = _data("merge_attr")
     dim_parts = _data("dim_parts_attr")
+    dim_chunk = _data("dim_chunk_attr")
     rows = _data("rows_attr")
     stage_bytes = _data("stage_bytes_attr")
     unroll = _data("unroll_attr")
@@ -126,15 +131,17 @@ class PlanAttr(ParametrizedAttribute):
         return tuple(name.data for name in self.interleave_attr)
 
     def verify(self) -> None:
-        for field in ("lanes", "tile_size", "kv_splits", "dim_parts", "rows", "unroll"):
+        for field in ("lanes", "tile_size", "kv_splits", "dim_parts", "dim_chunk", "rows",
+                      "unroll"):
             if getattr(self, field) < 1:
                 raise VerifyException(f"#vyre.plan: {field} must be >= 1, got {getattr(self, field)}")
         if self.stage_bytes < 0:
             raise VerifyException(f"#vyre.plan: stage_bytes must be >= 0, got {self.stage_bytes}")
-        if self.dim_parts & (self.dim_parts - 1):
-            raise VerifyException(
-                f"#vyre.plan: dim_parts must be a power of two, got {self.dim_parts}"
-            )
+        for field in ("dim_parts", "dim_chunk"):
+            if getattr(self, field) & (getattr(self, field) - 1):
+                raise VerifyException(
+                    f"#vyre.plan: {field} must be a power of two, got {getattr(self, field)}"
+                )
         if (self.kv_splits > 1) != (self.merge != MergeKind.NONE):
             raise VerifyException(
                 f"#vyre.plan: merge must be none exactly when kv_splits is 1 (kv_splits "

@@ -39,23 +39,25 @@ TILE_CLASS_NAMES = {TILE_EMPTY: "empty", TILE_FULL: "full", TILE_PARTIAL: "parti
 
 
 # With `dim_parts P`, an item's head dims are dealt to its P lanes in chunks
-# of DIM_CHUNK (one vec4): dim d belongs to part (d // DIM_CHUNK) % P, so
-# that the lanes of an item read neighbouring chunks of a staged K/V row
-# (other banks of workgroup memory) rather than rows' far halves (the same
-# banks: a contiguous half per lane ran FA2 at D=64 1.7 times slower).
+# of C dims (`dim_chunk C`, DIM_CHUNK without it: one vec4 of f32): dim d
+# belongs to part (d // C) % P, so that the lanes of an item read
+# neighbouring chunks of a K/V row (other banks of a staged tile) rather
+# than rows' far halves (the same banks: a contiguous half per lane ran FA2
+# at D=64 1.7 times slower).
 DIM_CHUNK = 4
 
 
-def part_dims(head_dim: int, parts: int, part: int) -> list[int]:
-    """The dims that `part` of `parts` owns with `dim_parts`, in the order
-    of its slots (slot i of its q_scratch and o_acc slices holds the i-th)."""
+def part_dims(head_dim: int, parts: int, part: int, chunk: int = DIM_CHUNK) -> list[int]:
+    """The dims that `part` of `parts` owns with `dim_parts` and chunks of
+    `chunk` dims, in the order of its slots (slot i of its q_scratch and
+    o_acc slices holds the i-th)."""
     if parts == 1:
         return list(range(head_dim))
-    stride = parts * DIM_CHUNK
+    stride = parts * chunk
     return [
-        first + part * DIM_CHUNK + e
+        first + part * chunk + e
         for first in range(0, head_dim, stride)
-        for e in range(DIM_CHUNK)
+        for e in range(chunk)
     ]
 
 

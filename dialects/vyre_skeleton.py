@@ -147,7 +147,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     `dim_parts P` (set by vyre-split-head-dim) gives each item (each
     split, with partials) P consecutive invocations that split its head
     dims: invocation `item * P + p` (`(item * kv_splits + s) * P + p`;
-    `lane % P == p`) owns the dims `part_dims(head_dim, P, p)`, and its
+    `lane % P == p`) owns the dims `part_dims(head_dim, P, p, C)`, dealt in
+    chunks of C dims (`dim_chunk C`, a power of two; 4 without it), and its
     q_scratch and o_acc slices hold only those, head_dim / P each (slot i:
     the i-th of its dims).  The scores fragment must give every part the
     whole score (vyre-split-head-dim adds the parts' dot products with
@@ -197,6 +198,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     # Each item's head dims are split over this many consecutive lanes (set
     # by vyre-split-head-dim).
     dim_parts = opt_prop_def(IntegerAttr[I64])
+    # ... dealt to them in chunks of this many dims (DIM_CHUNK without it).
+    dim_chunk = opt_prop_def(IntegerAttr[I64])
     # The width of the value rows (o_acc, out) where it is not head_dim.
     v_head_dim = opt_prop_def(IntegerAttr[I64])
     # Items per sequence, with kv_lens: item i's key count is kv_lens[i / N].
@@ -328,6 +331,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     def parts(self) -> int:
         """Over how many invocations an item's head dims are split (1: none)."""
         return 1 if self.dim_parts is None else _int(self.dim_parts)
+
+    @property
+    def chunk(self) -> int:
+        """How many neighbouring dims a part takes in turn (dim_chunk)."""
+        return DIM_CHUNK if self.dim_chunk is None else _int(self.dim_chunk)
 
     @property
     def lanes_per_item(self) -> int:
@@ -489,9 +497,18 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
             )
 
     def _verify_dim_parts(self, shape: dict[str, int], lanes: int) -> None:
-        parts = self.parts
+        parts, chunk = self.parts, self.chunk
+        if self.dim_chunk is not None and self.dim_parts is None:
+            raise VerifyException(
+                "'dim_chunk' is given without 'dim_parts': it says how the parts "
+                "deal an item's head dims"
+            )
         if self.dim_parts is None:
             return
+        if chunk < 1 or chunk & (chunk - 1):
+            raise VerifyException(
+                f"'dim_chunk' is {chunk}; it must be a power of two >= 1"
+            )
         if parts < 2 or parts & (parts - 1):
             raise VerifyException(
                 f"'dim_parts' is {parts}; it must be a power of two >= 2 (the "
@@ -509,11 +526,11 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
                 f"{self.v_dim}, head_dim {shape['head_dim']}): a lane keeps the same "
                 f"dims of both"
             )
-        if shape["head_dim"] % (parts * DIM_CHUNK):
+        if shape["head_dim"] % (parts * chunk):
             raise VerifyException(
                 f"'dim_parts' is {parts} but head_dim ({shape['head_dim']}) is not a "
-                f"multiple of dim_parts * {DIM_CHUNK} = {parts * DIM_CHUNK} (the "
-                f"parts take turns over chunks of {DIM_CHUNK} dims)"
+                f"multiple of dim_parts * dim_chunk = {parts * chunk} (the "
+                f"parts take turns over chunks of {chunk} dims)"
             )
         if lanes % parts:
             raise VerifyException(
@@ -752,7 +769,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
 
 
 # The optional integer fields, in the order they are printed and parsed.
-OPTIONAL_FIELDS = ("kv_splits", "dim_parts", "v_head_dim", "items_per_seq", "rows_per_lane")
+OPTIONAL_FIELDS = (
+    "kv_splits", "dim_parts", "dim_chunk", "v_head_dim", "items_per_seq", "rows_per_lane"
+)
 
 
 @irdl_op_definition

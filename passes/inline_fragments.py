@@ -379,7 +379,7 @@ def leave_partials(b: IRBuilder, op, split_row, lane, part, m_part, l_part) -> N
         b.store(o, op.out, b.flat_index(split_row, head_dim, d))
         return []
 
-    loop_over_part_dims(b, head_dim, parts, part, publish, hint="publish_d")
+    loop_over_part_dims(b, head_dim, parts, part, publish, hint="publish_d", chunk=op.chunk)
 
 
 class ExpandMergeSplits(RewritePattern):
@@ -561,7 +561,8 @@ class SkeletonExpansion:
             b.store(value, op.q_scratch, b.flat_index(lane, self.lane_dims, slot))
             return []
 
-        loop_over_part_dims(b, head_dim, parts, part, load_query, hint="load_d")
+        loop_over_part_dims(b, head_dim, parts, part, load_query, hint="load_d",
+                            chunk=op.chunk)
         m0, l0 = b.f32(F32_MIN), b.f32(0.0)
 
         def zero_accumulator(b: IRBuilder, d, _):
@@ -602,7 +603,8 @@ class SkeletonExpansion:
             b.store(final_value(b, o, denom), op.out, b.flat_index(item, v_dim, d))
             return []
 
-        loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d")
+        loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d",
+                            chunk=op.chunk)
         if op.lse is not None:
             if part is None:
                 write_lse(b, op, item, m_final, l_final)

@@ -5,9 +5,9 @@ in registers (vyre-promote-scratch): 2 * head_dim floats, which at head_dim
 128 is more than the 255 registers an invocation has, so the row spills.
 With `dim_parts N` an item runs on N neighbouring lanes of one subgroup,
 and lane part p keeps only its head_dim / N dims of q and o_acc
-(`vyre.part_dims`: the parts take turns over chunks of 4 dims, so an
-item's lanes read neighbouring 16 bytes of a staged K/V row, in other
-banks of workgroup memory).  The fragments are rewritten for it:
+(`vyre.part_dims`: the parts take turns over chunks of `chunk` dims, so
+an item's lanes read neighbouring pieces of a K/V row, in other banks of
+a staged tile, and each lane a whole vector load of its chunk).  The fragments are rewritten for it:
 
 - scores: each loop that adds `q_scratch[lane * head_dim + d] * ...` over
   `d = 0 .. head_dim` (a dot product) runs over the lane's own dims, and
@@ -35,14 +35,17 @@ only accessed in such dim loops (nothing carried, no other stores), the
 skeleton has no prologue or epilogue, its kv_splits (if any) are merged by
 a kernel of their own (each split's parts then store their dims of its
 partial row), N is a power of two that divides the workgroup size, and
-head_dim is a multiple of 4N.
+head_dim is a multiple of N * chunk.
 `parts=N` forces the split and reports why a skeleton does not qualify;
 `parts=1` leaves every skeleton alone; `parts=0` (the default) takes the
 count from the skeleton's `#vyre.plan` (vyre-plan), or, without one, asks
 the tuning (`vyre_xdsl.tuning.dim_parts`): rows longer than 64 dims over
 as many lanes as leave each 64, the rows of an unsplit kernel on a small
-grid over two.  The parts take turns over chunks rather than contiguous
-halves so that an item's lanes read other banks (docs/performance.md).
+grid over two.  `chunk=C` (a power of two) deals the dims in chunks of C;
+`chunk=0` (the default) takes the plan's, else the tuning's
+(`vyre_xdsl.tuning.dim_chunk`: 16 bytes of a bf16 row, 4 dims otherwise).
+The parts take turns over chunks rather than contiguous halves so that an
+item's lanes read other banks (docs/performance.md).
 
 Runs on vyre IR, after vyre-split-kv (a kernel split and merged in workgroup
 memory is refused), before or after vyre-stage-kv-tiles (which reads a
@@ -76,14 +79,17 @@ from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.scratch_forms import scratch_name
 
 
-def qualifying_loops(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> DimLoops | str:
-    """The loops to split for `parts` parts, or why `op` cannot be split."""
-    problem = split_problem(op, parts, op.lanes, op.splits, op.merges_in_kernel)
+def qualifying_loops(
+    op: vyre.TiledOnlineSoftmaxOp, parts: int, chunk: int = vyre.DIM_CHUNK
+) -> DimLoops | str:
+    """The loops to split for `parts` parts in chunks of `chunk` dims, or why
+    `op` cannot be split."""
+    problem = split_problem(op, parts, op.lanes, op.splits, op.merges_in_kernel, chunk)
     return find_dim_loops(op) if problem is None else problem
 
 
 def _split_loop(
-    dim_loop: DimLoop, lane: SSAValue, part: SSAValue, head_dim: int, parts: int
+    dim_loop: DimLoop, lane: SSAValue, part: SSAValue, head_dim: int, parts: int, chunk: int
 ) -> list[SSAValue]:
     """Replace the loop by one over the lane's own dims (its body moved, `d`
     the lane's dim, the scratch indexed by slot); return its results."""
@@ -109,7 +115,8 @@ def _split_loop(
         return list(yielded.operands)
 
     b = IRBuilder(InsertPoint.before(loop))
-    results = loop_over_part_dims(b, head_dim, parts, part, body, list(loop.iter_args))
+    results = loop_over_part_dims(b, head_dim, parts, part, body, list(loop.iter_args),
+                                  chunk=chunk)
     for old, new in zip(loop.results, results, strict=True):
         old.replace_all_uses_with(new)
     Rewriter.erase_op(loop)
@@ -173,8 +180,11 @@ def _resize_slices(op: vyre.TiledOnlineSoftmaxOp, parts: int) -> None:
             Rewriter.replace_value_with_new_type(value, new_type).name_hint = hint
 
 
-def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
-    """Give `op` `dim_parts` `parts` along `found`'s loops."""
+def split(
+    op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int, chunk: int = vyre.DIM_CHUNK
+) -> None:
+    """Give `op` `dim_parts` `parts`, dealt in chunks of `chunk` dims, along
+    `found`'s loops."""
     head_dim = op.shape()["head_dim"]
     for name, region, loops, are_dots in (
         ("scores", op.scores, found.dots, True),
@@ -183,7 +193,7 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
         lane = op.region_arg(name, "lane")
         part = _part_of(region.block, lane, parts)
         for dim_loop in loops:
-            results = _split_loop(dim_loop, lane, part, head_dim, parts)
+            results = _split_loop(dim_loop, lane, part, head_dim, parts, chunk)
             if are_dots:
                 (partial,) = results
                 uses = list(partial.uses)
@@ -192,6 +202,8 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
                     use.operation.operands[use.index] = total
     _resize_slices(op, parts)
     op.properties["dim_parts"] = IntegerAttr(parts, i64)
+    if chunk != vyre.DIM_CHUNK:
+        op.properties["dim_chunk"] = IntegerAttr(chunk, i64)
     kernel = op.parent_op()
     invocations = kernel.items * parts  # every split's parts
     kernel.properties["item_count"] = IntegerAttr(invocations, i64)
@@ -199,13 +211,14 @@ def split(op: vyre.TiledOnlineSoftmaxOp, found: DimLoops, parts: int) -> None:
 
 @dataclass(frozen=True)
 class SplitHeadDimPass(ModulePass):
-    """Split each item's head dims over `parts` lanes (0: the recorded
-    plan's, else the tuning's), the dot products added across them with
-    gpu.shuffle."""
+    """Split each item's head dims over `parts` lanes in chunks of `chunk`
+    dims (0: the recorded plan's, else the tuning's), the dot products
+    added across them with gpu.shuffle."""
 
     name = "vyre-split-head-dim"
 
     parts: int = 0
+    chunk: int = 0
     # the most lanes the device shuffles across (its subgroup size; 0:
     # unbounded; vyre-to-gpu passes its device profile's)
     max_parts: int = 0
@@ -215,11 +228,17 @@ class SplitHeadDimPass(ModulePass):
             raise VyreError(
                 f"vyre-split-head-dim: parts must be 0 (choose) or >= 1, got {self.parts}"
             )
+        if self.chunk < 0 or self.chunk & (self.chunk - 1):
+            raise VyreError(
+                f"vyre-split-head-dim: chunk must be 0 (choose) or a power of two, "
+                f"got {self.chunk}"
+            )
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
-            parts = self.parts or self.chosen(skeleton)
+            parts = self.parts or self.chosen_parts(skeleton)
             if parts == 1:
                 continue
-            found = qualifying_loops(skeleton, parts)
+            chunk = self.chunk or self.chosen_chunk(skeleton)
+            found = qualifying_loops(skeleton, parts, chunk)
             if self.max_parts and parts > self.max_parts:
                 found = (
                     f"the device shuffles across at most {self.max_parts} lanes"
@@ -235,9 +254,14 @@ class SplitHeadDimPass(ModulePass):
                     f"vyre-split-head-dim: kernel @{kernel.sym_name.data} cannot split "
                     f"its head dims over {parts} lanes: {found}",
                 )
-            split(skeleton, found, parts)
+            split(skeleton, found, parts, chunk)
 
-    def chosen(self, skeleton: vyre.TiledOnlineSoftmaxOp) -> int:
+    @staticmethod
+    def chosen_chunk(skeleton: vyre.TiledOnlineSoftmaxOp) -> int:
+        recorded = plan_of(skeleton)
+        return recorded.dim_chunk if recorded is not None else tuning.dim_chunk(skeleton)
+
+    def chosen_parts(self, skeleton: vyre.TiledOnlineSoftmaxOp) -> int:
         recorded = plan_of(skeleton)
         if recorded is not None:
             return recorded.dim_parts

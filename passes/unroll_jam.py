@@ -262,7 +262,7 @@ class UnrollJamPass(ModulePass):
             if isinstance(loop, scf.ForOp) and CHUNK_LOOP_ATTR in loop.attributes
         ]
         for loop in chunks:
-            trips = effective_factor(loop, vyre.DIM_CHUNK)
+            trips = constant_index(loop.ub) - constant_index(loop.lb)  # the chunk's dims
             if (shape := jam_shape(loop)) is not None:
                 transform(loop, trips, _jammed_body(loop, shape, trips))
             elif _is_innermost(loop):

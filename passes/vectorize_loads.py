@@ -233,8 +233,8 @@ class VectorizeLoadsPass(ModulePass):
         for func in [f for f in op.walk() if isinstance(f, gpu.FuncOp)]:
             # widest first: a loop that steps through several kinds is
             # unrolled by the widest vector, whose window holds the others';
-            # halves that do not come in eights (a lane's chunks of DIM_CHUNK
-            # dims, vyre-split-head-dim) are read in fours
+            # halves that do not come in eights (a lane's chunks of 4 dims,
+            # vyre-split-head-dim's default) are read in fours
             halves = read_only_buffers(func, HALF_TYPES)
             for buffers, width in (
                 (halves, HALF_PER_F32 * self.width),

@@ -188,6 +188,34 @@ def test_vyre_to_gpu_follows_the_plan_it_records():
     assert "vyre.plan" not in lowered  # gone with the skeleton
 
 
+def _decode(dtype, head_dim=128, **kwargs):
+    return vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32, num_kv_heads=8,
+                                head_dim=head_dim, dtype=dtype, **kwargs)
+
+
+# A lane's chunk of a split row: 16 bytes of bf16 (8 dims); f16 and f32 keep
+# chunks of 4 (tuning.DIM_CHUNKS); a row whose parts cannot take chunks of 8
+# (72 dims over two lanes) keeps 4; an unsplit row has the default.
+@pytest.mark.parametrize("build, parts, chunk", [
+    (lambda: _decode("bf16"), 2, 8),
+    (lambda: _decode("bf16", page_size=16, num_pages=8 * 256), 2, 8),
+    (lambda: _decode("f16"), 2, 4),
+    (lambda: _decode("f32"), 2, 4),
+    (lambda: _decode("bf16", head_dim=72), 2, 4),
+    (lambda: _decode("bf16", head_dim=64), 1, vyre.DIM_CHUNK),
+])
+def test_the_h200_plan_deals_split_rows_in_chunks_of_their_loads(build, parts, chunk):
+    plan = _plan(build())
+    assert (plan.dim_parts, plan.dim_chunk) == (parts, chunk)
+
+
+def test_bf16_decode_lowers_to_16_byte_loads_on_the_h200():
+    lowered = str(vx.lower_to_gpu(_decode("bf16"), device="h200"))
+    assert "vector<8xbf16>" in lowered and "vector<4xbf16>" not in lowered
+    lowered = str(vx.lower_to_gpu(_decode("f16"), device="h200"))
+    assert "vector<4xf16>" in lowered and "vector<8xf16>" not in lowered
+
+
 def test_a_plan_round_trips_through_the_printer():
     planned = apply_pipeline(vx.mla_decode(64, 2, 16, 256, 8), "vyre-absorb-mla,vyre-plan{device=lavapipe}")
     assert "#vyre.plan<device = \"lavapipe\"" in str(planned)
@@ -197,6 +225,8 @@ def test_a_plan_round_trips_through_the_printer():
 @pytest.mark.parametrize("fields, message", [
     (dict(lanes=0), "lanes must be >= 1"),
     (dict(dim_parts=3), "dim_parts must be a power of two"),
+    (dict(dim_chunk=6), "dim_chunk must be a power of two"),
+    (dict(dim_chunk=0), "dim_chunk must be >= 1"),
     (dict(kv_splits=2, merge="none"), "merge must be none exactly when kv_splits is 1"),
     (dict(merge="kernel"), "merge must be none exactly when kv_splits is 1"),
     (dict(stage_bytes=-1), "stage_bytes must be >= 0"),

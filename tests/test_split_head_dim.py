@@ -80,6 +80,65 @@ def test_split_rows_are_exact_with_the_dim_parts_oracle(shape):
     ), "the shape must tell the split order from the one-lane order"
 
 
+# (seq_len, head_dim, tile, heads, kv_heads, parts, chunk): chunks of 8 (a
+# bf16 row's 16 bytes), of 16 over four parts, of single dims.
+CHUNKED = [
+    (64, 16, 16, 1, 1, 2, 8),
+    (48, 32, 16, 4, 2, 2, 8),
+    (40, 64, 8, 2, 2, 4, 16),
+    (48, 16, 16, 2, 2, 2, 1),
+]
+
+
+@pytest.mark.parametrize("shape", CHUNKED)
+def test_rows_split_in_chunks_are_exact_with_the_dim_chunk_oracle(shape):
+    seq, dim, tile, heads, kv_heads, parts, chunk = shape
+    module = vx.flash_attention_2(seq, dim, tile, num_heads=heads, num_kv_heads=kv_heads)
+    q, k, v = _inputs(heads, kv_heads, seq, dim, seed=8)
+    pipeline = f"vyre-split-head-dim{{parts={parts} chunk={chunk}}},vyre-to-gpu{{optimize=exact}}"
+    got = vx.run(vx.lower_to_gpu(module, optimize=pipeline), {"q": q, "k": k, "v": v})["out"]
+    want = reference.flash_attention_2(q, k, v, tile_size=tile, dim_parts=parts,
+                                       dim_chunk=chunk)
+    _exact(got.reshape(q.shape), want)
+    assert not np.array_equal(
+        want, reference.flash_attention_2(q, k, v, tile_size=tile, dim_parts=parts)
+    ), "the shape must tell the chunk's order from the default chunk's"
+
+
+@pytest.mark.parametrize("chunk, message", [
+    (3, r"dim_chunk \(3\) must be a power of two"),
+    (0, "dim_chunk must be > 0"),
+    (8, r"a multiple of dim_parts \* dim_chunk \(8\)"),  # 2 parts of 8 dims
+])
+def test_the_oracle_refuses_chunks_the_pass_cannot_make(chunk, message):
+    q, k, v = _inputs(1, 1, 16, 8)
+    with pytest.raises(VyreError, match=message):
+        reference.flash_attention_2(q[0], k[0], v[0], tile_size=8, dim_parts=2, dim_chunk=chunk)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_bf16_decode_in_chunks_of_8_matches_the_oracle(backend):
+    # the H200's plan for a bf16 cache: rows of 128 over two lanes in chunks
+    # of 8 dims (16-byte loads), splits merged by a kernel
+    import ml_dtypes
+
+    module = vx.flash_attention_2(seq_len=1, kv_len=256, batch=2, num_heads=8,
+                                  num_kv_heads=2, head_dim=128, dtype="bf16")
+    plan = _skeleton(apply_pipeline(module.clone(), "vyre-plan{device=h200}")).attributes[
+        "vyre.plan"]
+    assert (plan.dim_parts, plan.dim_chunk) == (2, 8)
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((2, 8, 1, 128)).astype(ml_dtypes.bfloat16)
+    k, v = (rng.standard_normal((2, 2, 256, 128)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    lowered = vx.lower_to_gpu(module, device="h200")
+    assert "vector<8xbf16>" in str(lowered)
+    got = vx.run(lowered, {"q": q, "k": k, "v": v}, backend=backend)["out"].astype(np.float32)
+    want = reference.flash_attention_2(q, k, v, dtype="bf16").astype(np.float32)
+    # the output's one rounding to bf16 on top of the reordered sums
+    scale = float(np.max(np.abs(want)))
+    assert float(np.max(np.abs(got - want))) <= (TOLERANCE + 2.0**-8) * scale
+
+
 def test_causal_soft_capped_rows_split_exactly():
     seq, dim, heads = 96, 16, 2
 

@@ -174,8 +174,8 @@ def _half_inputs(info, dtype: str, rng) -> dict[str, np.ndarray]:
 UNVECTORISED = "vyre-to-gpu{optimize=none},vyre-promote-scratch,vyre-unroll-jam,cse,dce"
 HALF_PIPELINES = {
     "eights": ("exact", UNVECTORISED, "vector<8x"),
-    "fours": ("vyre-split-head-dim{parts=2},vyre-to-gpu{optimize=exact}",
-              "vyre-split-head-dim{parts=2}," + UNVECTORISED, "vector<4x"),
+    "fours": ("vyre-split-head-dim{parts=2 chunk=4},vyre-to-gpu{optimize=exact}",
+              "vyre-split-head-dim{parts=2 chunk=4}," + UNVECTORISED, "vector<4x"),
 }
 
 

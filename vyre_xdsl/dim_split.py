@@ -140,11 +140,13 @@ class DimLoops:
 
 
 def split_problem(
-    op: vyre.TiledOnlineSoftmaxOp, parts: int, lanes: int, splits: int, merges_in_kernel: bool
+    op: vyre.TiledOnlineSoftmaxOp, parts: int, lanes: int, splits: int, merges_in_kernel: bool,
+    chunk: int = vyre.DIM_CHUNK,
 ) -> str | None:
     """Why `op` cannot split its rows over `parts` lanes in workgroups of
-    `lanes`, its tiles split `splits` ways (merged by a kernel of their own
-    or not), its fragments aside; None if nothing stands in the way."""
+    `lanes`, dealt in chunks of `chunk` dims, its tiles split `splits` ways
+    (merged by a kernel of their own or not), its fragments aside; None if
+    nothing stands in the way."""
     head_dim = op.shape()["head_dim"]
     if op.parts > 1:
         return "it is already split (dim_parts)"
@@ -160,11 +162,13 @@ def split_problem(
         )
     if parts & (parts - 1):
         return f"parts must be a power of two (the parts' sums are added pairwise), got {parts}"
-    if lanes % parts or head_dim % (parts * vyre.DIM_CHUNK):
+    if chunk < 1 or chunk & (chunk - 1):
+        return f"chunk must be a power of two (a lane's dims in a vector load), got {chunk}"
+    if lanes % parts or head_dim % (parts * chunk):
         return (
             f"parts {parts} must divide the workgroup size ({lanes}), and head_dim "
-            f"({head_dim}) must be a multiple of parts * {vyre.DIM_CHUNK} (the parts "
-            f"take turns over chunks of {vyre.DIM_CHUNK} dims)"
+            f"({head_dim}) must be a multiple of parts * chunk = {parts * chunk} (the "
+            f"parts take turns over chunks of {chunk} dims)"
         )
     return None
 
@@ -208,17 +212,17 @@ def loop_over_part_dims(
     body: Callable[[IRBuilder, SSAValue, SSAValue, list[SSAValue]], list[SSAValue]],
     iter_args: list[SSAValue] | tuple = (),
     hint: str = "d",
+    chunk: int = vyre.DIM_CHUNK,
 ) -> list[SSAValue]:
     """Loop over the dims that `part` owns (vyre.part_dims), in slot order:
     `body(b, d, slot, carried)` returns the next carried values.  With one
     part, one loop over every dim (d is the slot); else a loop over the
-    lane's chunks around a loop over a chunk's DIM_CHUNK dims (marked with
+    lane's chunks around a loop over a chunk's `chunk` dims (marked with
     CHUNK_LOOP_ATTR: vyre-unroll-jam unrolls it first), d an affine form of
     both indices and `part`."""
     if part is None:
         return b.loop(0, head_dim, lambda b, d, carried: body(b, d, d, list(carried)),
                       iter_args, hint=hint)
-    chunk = vyre.DIM_CHUNK
     first = b.muli(part, b.index(chunk), "part_offset")
 
     def over_chunks(b: IRBuilder, c, carried):

@@ -263,32 +263,36 @@ def _positive(name: str, value) -> int:
     return int(value)
 
 
-def _dim_parts(dim_parts, head_dim: int) -> int:
+def _dim_parts(dim_parts, head_dim: int, dim_chunk=None) -> int:
     from vyre_xdsl.dialects.vyre import DIM_CHUNK
 
     dim_parts = _positive("dim_parts", dim_parts)
-    # the parts take turns over chunks of DIM_CHUNK dims (vyre.part_dims)
-    if dim_parts > 1 and (dim_parts & (dim_parts - 1) or head_dim % (dim_parts * DIM_CHUNK)):
+    chunk = DIM_CHUNK if dim_chunk is None else _positive("dim_chunk", dim_chunk)
+    # the parts take turns over chunks of `chunk` dims (vyre.part_dims)
+    if chunk & (chunk - 1):
+        raise VyreError(f"dim_chunk ({chunk}) must be a power of two, as vyre-split-head-dim's")
+    if dim_parts > 1 and (dim_parts & (dim_parts - 1) or head_dim % (dim_parts * chunk)):
         raise VyreError(
             f"dim_parts ({dim_parts}) must be a power of two, with the skeleton's "
-            f"head_dim ({head_dim}) a multiple of dim_parts * {DIM_CHUNK}, as "
+            f"head_dim ({head_dim}) a multiple of dim_parts * dim_chunk ({chunk}), as "
             f"vyre-split-head-dim requires"
         )
     return dim_parts
 
 
 def _dot_over_parts(term: Callable[[int], np.ndarray], head_dim: int, dim_parts: int,
-                    shape: tuple[int, ...]) -> np.ndarray:
+                    shape: tuple[int, ...], dim_chunk=None) -> np.ndarray:
     """The sum over d < head_dim of term(d), from 0: in order, or split by
     vyre-split-head-dim: each of `dim_parts` parts sums its own dims
-    (vyre.part_dims) in order, then the parts' sums are added pairwise,
-    parts 1 apart, then 2, ... (the kernel's gpu.shuffle xor butterfly)."""
-    from vyre_xdsl.dialects.vyre import part_dims
+    (vyre.part_dims, in chunks of `dim_chunk`) in order, then the parts'
+    sums are added pairwise, parts 1 apart, then 2, ... (the kernel's
+    gpu.shuffle xor butterfly)."""
+    from vyre_xdsl.dialects.vyre import DIM_CHUNK, part_dims
 
     sums = []
     for part in range(dim_parts):
         total = np.zeros(shape, dtype=np.float32)
-        for d in part_dims(head_dim, dim_parts, part):
+        for d in part_dims(head_dim, dim_parts, part, dim_chunk or DIM_CHUNK):
             total = total + term(d)
         sums.append(total)
     offset = 1
@@ -390,6 +394,7 @@ def flash_attention_2(
     mask_mod: Callable | None = None,
     kv_splits: int = 1,
     dim_parts: int = 1,
+    dim_chunk: int | None = None,
     return_lse: bool = False,
     kv_lens: np.ndarray | None = None,
     block_table: np.ndarray | None = None,
@@ -414,7 +419,8 @@ def flash_attention_2(
     numpy-backed traced values (f32 / i32 / bool, the kernel's rounding).
     `kv_splits` gives the order of a kernel split by vyre-split-kv,
     `dim_parts` that of one split by vyre-split-head-dim (each part's dot
-    product over its own dims, then added across parts pairwise).
+    product over its own dims, then added across parts pairwise), its dims
+    dealt in chunks of `dim_chunk` (the skeleton's; vyre.DIM_CHUNK if None).
 
     Ragged and paged caches (the kernel's `kv_lens=True`, `page_size`):
     `kv_lens` (int32 [batch]) gives each sequence's key count L_b, clamped
@@ -431,7 +437,7 @@ def flash_attention_2(
         return _ragged_flash_attention_2(
             q, k, v, kv_lens, kv_len, tile_size=tile_size, score_mod=score_mod,
             mask_mod=mask_mod, kv_splits=kv_splits, dim_parts=dim_parts,
-            return_lse=return_lse,
+            dim_chunk=dim_chunk, return_lse=return_lse,
         )
     if kv_len is not None:
         raise VyreError("kv_len is only for kv_lens (the kernel's most keys)")
@@ -459,7 +465,7 @@ def flash_attention_2(
         )
     result = _flash_attention_2(
         q4, k4, v4, kv_len - seq_len, tile_size, score_mod, mask_mod, kv_splits,
-        dim_parts, return_lse,
+        (dim_parts, dim_chunk), return_lse,
     )
     rows = np.shape(q)[:-1]
     if return_lse:
@@ -551,7 +557,7 @@ def _int_array(name: str, value, ndim: int) -> np.ndarray:
 
 def _ragged_flash_attention_2(
     q, k, v, kv_lens, kv_len, *, tile_size, score_mod, mask_mod, kv_splits,
-    dim_parts, return_lse,
+    dim_parts, dim_chunk, return_lse,
 ):
     """flash_attention_2 with each sequence's own key count (see there)."""
     q4 = _heads_array("q", q, "num_heads", "seq_len")
@@ -580,8 +586,8 @@ def _ragged_flash_attention_2(
     for b, length in enumerate(_lengths(kv_lens, batch, kv_len, kv_len)):
         result = _flash_attention_2(
             q4[b:b + 1], k4[b:b + 1, :, :length], v4[b:b + 1, :, :length],
-            length - seq_len, tile_size, score_mod, mask_mod, kv_splits, dim_parts,
-            return_lse,
+            length - seq_len, tile_size, score_mod, mask_mod, kv_splits,
+            (dim_parts, dim_chunk), return_lse,
         )
         out, lse = result if return_lse else (result, None)
         outs.append(out)
@@ -594,10 +600,11 @@ def _ragged_flash_attention_2(
 
 
 def _flash_attention_2(
-    q4, k4, v4, q_offset, tile_size, score_mod, mask_mod, kv_splits, dim_parts, return_lse,
+    q4, k4, v4, q_offset, tile_size, score_mod, mask_mod, kv_splits, dim_split, return_lse,
 ):
     """The oracle over checked [batch, heads, len, dim] arrays, query i at
-    position q_offset + i; flat (out [items, v_dim], lse [items])."""
+    position q_offset + i, the dot products split as `dim_split` (dim_parts,
+    dim_chunk) says; flat (out [items, v_dim], lse [items])."""
     from vyre_xdsl import trace
 
     batch, num_heads, seq_len, head_dim = q4.shape
@@ -613,7 +620,8 @@ def _flash_attention_2(
     kf = k4.reshape(-1, head_dim)
     vf = v4.reshape(-1, v_dim)
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
-    dim_parts = _dim_parts(dim_parts, head_dim)
+    dim_parts, dim_chunk = dim_split
+    dim_parts = _dim_parts(dim_parts, head_dim, dim_chunk)
     score_call = trace.Modifier(score_mod, "score_mod") if score_mod is not None else None
     mask_call = trace.Modifier(mask_mod, "mask_mod") if mask_mod is not None else None
 
@@ -633,7 +641,7 @@ def _flash_attention_2(
         t = np.arange(tile_start, tile_start + tile_len)
         rows = kf[kv_base[None, :] + t[:, None]]  # [tile_len, items, head_dim]
         dot = _dot_over_parts(lambda d: rows[:, :, d] * qf[None, :, d], head_dim,
-                              dim_parts, (tile_len, items))
+                              dim_parts, (tile_len, items), dim_chunk)
         score = dot * scale
         if score_mod is not None:
             qi, kv, h = traced_positions(tile_start, tile_len)

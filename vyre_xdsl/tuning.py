@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects import memref
 from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.device import DeviceProfile
@@ -31,6 +32,7 @@ from vyre_xdsl.dialects.plan import (
     PlanAttr,
 )
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
+from vyre_xdsl.dtypes import INT_DTYPES, dtype_name
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
 
 # Rows of at most SHORT_ROWS dims fit an invocation's registers with their
@@ -62,6 +64,13 @@ STAGE_TILE_BYTES = 16 * 1024  # staged tiles at most this large on large grids
 UNROLL = 32  # unroll depth
 DEEP_UNROLL = 64  # ... with a mask, short rows, or split rows
 LONG_ROW_BLOCK = 2  # items per invocation for long rows over lanes on large grids
+# A lane's chunk of a row split over lanes, by the element type of the rows
+# the fragments read: 8 dims of bf16 are a 16-byte load, and a row's two
+# lanes read a whole 32-byte sector (bf16 GQA decode ran up to 1.56 times
+# as fast); f16 ran slower in chunks of 8 (its conversions, not its loads,
+# bound it), f32 reads 16 bytes in chunks of vyre.DIM_CHUNK
+# (docs/performance.md, "Chunks of 16 bytes")
+DIM_CHUNKS = {"bf16": 8}
 
 # Register blocks (vyre-block-product) on grids of at most this many
 # workgroups of GRID_UNIT lanes: one head of 1024-4096 rows ran 1.5-4.4
@@ -373,6 +382,21 @@ def rows_per_lane(
     return LONG_ROW_BLOCK
 
 
+def dim_chunk(op: vyre.TiledOnlineSoftmaxOp, parts: int | None = None) -> int:
+    """vyre-split-head-dim's chunk for `op` split over `parts` lanes (its own
+    if None): DIM_CHUNKS' for the one float type of the kernel buffers its
+    fragments read, where the head dims divide into as many; else
+    vyre.DIM_CHUNK."""
+    parts = op.parts if parts is None else parts
+    read = {
+        dtype_name(load.memref.type.element_type)
+        for region in (op.scores, op.update) for load in region.walk()
+        if isinstance(load, memref.LoadOp) and isinstance(load.memref.owner, vyre.BufferOp)
+    } - set(INT_DTYPES)
+    chunk = DIM_CHUNKS.get(next(iter(read)), vyre.DIM_CHUNK) if len(read) == 1 else vyre.DIM_CHUNK
+    return chunk if op.shape()["head_dim"] % (max(parts, 1) * chunk) == 0 else vyre.DIM_CHUNK
+
+
 @dataclass
 class _Prediction:
     """A skeleton after the vyre-level rewrites, as far as the later
@@ -457,6 +481,7 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
             MergeKind.NONE if p.splits == 1 else
             MergeKind.KERNEL if p.in_kernel else MergeKind.WORKGROUP,
             parts[p.op], stage_bytes, unroll, interleave, rows[p.op],
+            dim_chunk(p.op, parts[p.op]) if parts[p.op] > 1 else vyre.DIM_CHUNK,
         )
         for p in predicted
     }

@@ -9,6 +9,9 @@
 // RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2},vyre-split-kv{splits=2}' 2>&1 | filecheck %s --check-prefix=THEN-SPLIT-KV
 // RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2 max_parts=1}' 2>&1 | filecheck %s --check-prefix=NO-SHUFFLE
 // RUN: vyre-opt %s -p 'vyre-split-head-dim{max_parts=1}' | filecheck %s --check-prefix=AUTO-NO-SHUFFLE
+// RUN: vyre-opt %s -p 'vyre-split-head-dim{parts=2 chunk=8}' | filecheck %s --check-prefix=CHUNK8
+// RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2 chunk=16}' 2>&1 | filecheck %s --check-prefix=CHUNK-TOO-BIG
+// RUN: not vyre-opt %s -p 'vyre-split-head-dim{parts=2 chunk=3}' 2>&1 | filecheck %s --check-prefix=CHUNK-ODD
 
 // FlashAttention-2 with 64 rows of 16 dims in 4 tiles of 16 keys (as
 // vx.flash_attention_2(64, 16, 16) builds it).
@@ -176,7 +179,24 @@ builtin.module {
 // LOWERED-NEXT: %part_sum_1 = arith.addf %part_sum, %[[OTHER2]] : f32
 
 // ODD:      error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 3 lanes: parts must be a power of two (the parts' sums are added pairwise), got 3
-// TOO-MANY: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 8 lanes: parts 8 must divide the workgroup size (64), and head_dim (16) must be a multiple of parts * 4 (the parts take turns over chunks of 4 dims)
+// TOO-MANY: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 8 lanes: parts 8 must divide the workgroup size (64), and head_dim (16) must be a multiple of parts * chunk = 32 (the parts take turns over chunks of 4 dims)
+// CHUNK-TOO-BIG: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 2 lanes: parts 2 must divide the workgroup size (64), and head_dim (16) must be a multiple of parts * chunk = 32 (the parts take turns over chunks of 16 dims)
+// CHUNK-ODD: error: vyre-split-head-dim: chunk must be 0 (choose) or a power of two, got 3
+
+// chunk=8: each lane takes 8 neighbouring dims in turn (16 bytes of a bf16
+// row), so part p owns dims 8p .. 8p+7 of each 16: one chunk each here.
+// CHUNK8:      item_count 64 seq_len 64 head_dim 16 tile_size 16 tile_count 4 dim_parts 2 dim_chunk 8
+// CHUNK8:      %[[EIGHT:.*]] = arith.constant 8 : index
+// CHUNK8-NEXT: %part_offset = arith.muli %part, %[[EIGHT]] : index
+// CHUNK8:      %[[ONE_CHUNK:.*]] = arith.constant 1 : index
+// CHUNK8:      scf.for %chunk = %{{.*}} to %[[ONE_CHUNK]] step
+// CHUNK8:        %[[EIGHT_DIMS:.*]] = arith.constant 8 : index
+// CHUNK8:        scf.for %e = %{{.*}} to %[[EIGHT_DIMS]] step
+// CHUNK8:          %slot = arith.addi %{{.*}}, %e : index
+// CHUNK8-NEXT:     %[[SIXTEEN:.*]] = arith.constant 16 : index
+// CHUNK8-NEXT:     %[[C16:.*]] = arith.muli %chunk, %[[SIXTEEN]] : index
+// CHUNK8-NEXT:     %[[START:.*]] = arith.addi %[[C16]], %part_offset : index
+// CHUNK8-NEXT:     %d = arith.addi %[[START]], %e : index
 // SPLIT-KV: error: vyre-split-head-dim: kernel @flash_attention_2 cannot split its head dims over 2 lanes: its tiles are split (vyre-split-kv) and merged in workgroup memory, which takes whole rows
 
 // THEN-SPLIT-KV: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 2 ways: its head dims are split (vyre-split-head-dim); split its tiles first

@@ -62,7 +62,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}dim_parts_errors.mlir:55:5: error: 'vyre.tiled_online_softmax' op 'dim_parts' is 4 but head_dim (8) is not a multiple of dim_parts * 4 = 16 (the parts take turns over chunks of 4 dims)
+// CHECK: {{.*}}dim_parts_errors.mlir:55:5: error: 'vyre.tiled_online_softmax' op 'dim_parts' is 4 but head_dim (8) is not a multiple of dim_parts * dim_chunk = 16 (the parts take turns over chunks of 4 dims)
 
 // -----
 
@@ -154,3 +154,69 @@ builtin.module {
   }
 }
 // CHECK: {{.*}}dim_parts_errors.mlir:146:5: error: 'vyre.tiled_online_softmax' op scratch 'q_scratch' holds 512 f32 but workgroup_size * head_dim / dim_parts = 256; size it memref<256xf32>
+
+// -----
+
+// A lane's chunk is a power of two of dims.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 8] : memref<512xf32>
+    %out = vyre.buffer "out" binding 1 write [64, 8] : memref<512xf32>
+    %qs = vyre.scratch "q_scratch" : memref<256xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<256xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 64 seq_len 64 head_dim 8 tile_size 16 tile_count 4 dim_parts 2 dim_chunk 3
+        : (memref<512xf32>, memref<512xf32>, memref<256xf32>, memref<1024xf32>, memref<256xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}dim_parts_errors.mlir:168:5: error: 'vyre.tiled_online_softmax' op 'dim_chunk' is 3; it must be a power of two >= 1
+
+// -----
+
+// Chunks of 8 dims over 2 parts need rows of a multiple of 16.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 8] : memref<512xf32>
+    %out = vyre.buffer "out" binding 1 write [64, 8] : memref<512xf32>
+    %qs = vyre.scratch "q_scratch" : memref<256xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<256xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 64 seq_len 64 head_dim 8 tile_size 16 tile_count 4 dim_parts 2 dim_chunk 8
+        : (memref<512xf32>, memref<512xf32>, memref<256xf32>, memref<1024xf32>, memref<256xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}dim_parts_errors.mlir:190:5: error: 'vyre.tiled_online_softmax' op 'dim_parts' is 2 but head_dim (8) is not a multiple of dim_parts * dim_chunk = 16 (the parts take turns over chunks of 8 dims)
+
+// -----
+
+// A chunk says how parts deal the dims: no parts, no chunk.
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 8] : memref<512xf32>
+    %out = vyre.buffer "out" binding 1 write [64, 8] : memref<512xf32>
+    %qs = vyre.scratch "q_scratch" : memref<256xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<256xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 64 seq_len 64 head_dim 8 tile_size 16 tile_count 4 dim_chunk 8
+        : (memref<512xf32>, memref<512xf32>, memref<256xf32>, memref<1024xf32>, memref<256xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}dim_parts_errors.mlir:212:5: error: 'vyre.tiled_online_softmax' op 'dim_chunk' is given without 'dim_parts': it says how the parts deal an item's head dims
