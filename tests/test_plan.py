@@ -68,23 +68,25 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     # take more than 48 KiB, so a kernel merges
     (lambda: vx.flash_attention_2(300, 256, num_heads=4), (64, 64, 4, "kernel", 4, 0, 64, ())),
     # GQA decode at batch 8: rows of 128 merge in a kernel so that they go
-    # over two lanes (a merge in the workgroup keeps a row on one lane), in
-    # 64 splits of 64 keys (four times the target: KERNEL_MERGE_FACTOR)
+    # over lanes (a merge in the workgroup keeps a row on one lane), in 64
+    # splits (four times the target: KERNEL_MERGE_FACTOR); a key head's four
+    # query rows share an invocation (test_shared_rows), each over eight
+    # lanes, in tiles of 16 keys
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
-     (64, 64, 64, "kernel", 2, 0, 64, ())),
+     (64, 16, 64, "kernel", 8, 0, 64, ())),
     # ... with run-time lengths too: an item's lanes share its length
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128, kv_lens=True),
-     (64, 64, 64, "kernel", 2, 0, 32, ())),
+     (64, 16, 64, "kernel", 8, 0, 32, ())),
     # rows of 16384 keys keep the target's 16 splits (MORE_SPLITS_KEYS)
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
-     (64, 64, 16, "kernel", 2, 0, 64, ())),
+     (64, 16, 16, "kernel", 8, 0, 64, ())),
     # batch 128 with 1024 keys: four splits of 256 keys (MAX_SPLIT_KEYS)
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=1024, batch=128, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
-     (64, 64, 4, "kernel", 2, 0, 64, ())),
+     (64, 16, 4, "kernel", 8, 0, 64, ())),
     # batch 128 with 4096 keys is not split (four splits would keep 1024
     # keys each); rows of 128 with run-time lengths or pages still go over
     # two lanes (no merge takes whole rows)
@@ -195,12 +197,13 @@ def _decode(dtype, head_dim=128, **kwargs):
 
 # A lane's chunk of a split row: 16 bytes of bf16 (8 dims); f16 and f32 keep
 # chunks of 4 (tuning.DIM_CHUNKS); a row whose parts cannot take chunks of 8
-# (72 dims over two lanes) keeps 4; an unsplit row has the default.
+# (72 dims over two lanes: 72 / 16 lanes of shared rows do not divide it
+# either) keeps 4; an unsplit row has the default.
 @pytest.mark.parametrize("build, parts, chunk", [
-    (lambda: _decode("bf16"), 2, 8),
-    (lambda: _decode("bf16", page_size=16, num_pages=8 * 256), 2, 8),
-    (lambda: _decode("f16"), 2, 4),
-    (lambda: _decode("f32"), 2, 4),
+    (lambda: _decode("bf16"), 8, 8),
+    (lambda: _decode("bf16", page_size=16, num_pages=8 * 256), 8, 8),
+    (lambda: _decode("f16"), 8, 4),
+    (lambda: _decode("f32"), 8, 4),
     (lambda: _decode("bf16", head_dim=72), 2, 4),
     (lambda: _decode("bf16", head_dim=64), 1, vyre.DIM_CHUNK),
 ])

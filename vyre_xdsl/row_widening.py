@@ -377,3 +377,24 @@ def discard(block: Block) -> None:
         op.drop_all_references()
     for op in reversed(list(block.ops)):
         op.erase(safe_erase=False)
+
+
+def loads_shared(block: Block, item: SSAValue, rows: int) -> bool:
+    """Whether the rows `g * rows + r` (r < rows) of a fragment whose item is
+    `item` read the same element in every load of a kernel buffer in
+    `block`: a key or value row they share (GQA's query heads of one key
+    head, the rows of one head), so that widening loads it once for all."""
+    widening = RowWidening(rows, {item: RowOffsets(item, rows, tuple(range(rows)))}, {})
+    dest = Block()
+    try:
+        widening.widen(block, dest)
+        loads = [op for op in block.walk()
+                 if isinstance(op, memref.LoadOp) and isinstance(op.memref.owner, vyre.BufferOp)]
+        return all(isinstance(widening.of(load.results[0]), SSAValue) for load in loads)
+    except (VyreError, _NeedsCopies):
+        return False
+    finally:
+        for made in [dest, *widening.blocks]:
+            if made.parent is None:
+                discard(made)
+

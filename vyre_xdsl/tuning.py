@@ -34,6 +34,7 @@ from vyre_xdsl.dialects.plan import (
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.dtypes import INT_DTYPES, dtype_name
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
+from vyre_xdsl.row_widening import loads_shared
 
 # Rows of at most SHORT_ROWS dims fit an invocation's registers with their
 # accumulator; longer rows go over lanes (dim_parts) or shorter tiles.
@@ -71,6 +72,15 @@ LONG_ROW_BLOCK = 2  # items per invocation for long rows over lanes on large gri
 # bound it), f32 reads 16 bytes in chunks of vyre.DIM_CHUNK
 # (docs/performance.md, "Chunks of 16 bytes")
 DIM_CHUNKS = {"bf16": 8}
+# Rows whose splits a kernel merges and that share their key and value
+# loads (GQA's query heads of one key head) run SHARED_ROWS to an invocation
+# (vyre-block-rows), each over as many lanes as leave SHARED_ROW_DIMS dims
+# to each, in tiles of SHARED_ROW_TILE keys: a K/V element loaded (and
+# widened from bf16) once feeds four rows; GQA decode ran 1.5-2.5 times as
+# fast (docs/performance.md, "A key head's query rows on one lane")
+SHARED_ROWS = 4
+SHARED_ROW_DIMS = 16
+SHARED_ROW_TILE = 16
 
 # Register blocks (vyre-block-product) on grids of at most this many
 # workgroups of GRID_UNIT lanes: one head of 1024-4096 rows ran 1.5-4.4
@@ -434,6 +444,34 @@ def _parts(p: _Prediction, device: DeviceProfile) -> int:
     return dim_parts(p.op, p.lanes, p.splits, p.in_kernel, device.max_dim_parts, p.found)
 
 
+def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int] | None:
+    """(rows, dim parts, tile) for a skeleton whose splits a kernel merges,
+    with rows of at most MORE_SPLITS_DIMS dims: the most rows, a power of
+    two up to SHARED_ROWS, that share every load of a kernel buffer in both
+    fragments, each over head_dim / SHARED_ROW_DIMS lanes, in tiles of
+    SHARED_ROW_TILE keys (or its own, if shorter); None where fewer than two
+    rows share their loads or the rows cannot go over that many lanes."""
+    op = p.op
+    if not (p.in_kernel and p.splits > 1) or p.head_dim > MORE_SPLITS_DIMS or op.rows > 1:
+        return None
+    rows = SHARED_ROWS
+    while rows > 1 and (
+        rows_problem(op, rows) is not None
+        or not all(loads_shared(region.block, op.region_arg(name, "item"), rows)
+                   for name, region in (("scores", op.scores), ("update", op.update)))
+    ):
+        rows //= 2
+    parts = p.head_dim // SHARED_ROW_DIMS
+    if rows == 1 or parts < 2 or not isinstance(p.found, DimLoops) or (
+        device.max_dim_parts and parts > device.max_dim_parts
+    ) or split_problem(op, parts, p.lanes, p.splits, True) is not None:
+        return None
+    tile = p.tile_size
+    if tile > SHARED_ROW_TILE and tile % SHARED_ROW_TILE == 0:
+        tile = SHARED_ROW_TILE
+    return rows, parts, tile
+
+
 def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
     """The plan of every skeleton of `module` (vyre IR, MLA absorbed) for
     `device`.  Staging, unrolling and interleaving act on the whole module
@@ -475,6 +513,9 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
                 kept = 0
             stage_bytes = device.shared_memory_bytes - kept
             rows = {p.op: rows_per_lane(p.op, parts[p.op], small_grid) for p in predicted}
+    for p in predicted:
+        if parts[p.op] > 1 and (shared := shared_rows(p, device)) is not None:
+            rows[p.op], parts[p.op], p.tile_size = shared
     return {
         p.op: PlanAttr(
             device.name, p.lanes, p.tile_size, p.splits,

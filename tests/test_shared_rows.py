@@ -1,0 +1,118 @@
+"""The plan's shared rows: where kv splits are merged by a kernel, the query
+rows that read the same keys and values (GQA's query heads of one key head)
+run in one invocation, each over more lanes, in shorter tiles
+(tuning.shared_rows).  Checked bit for bit against the oracle in the
+kernel's order on the interpreter, within tolerance on lavapipe, with dense,
+ragged and paged caches in f32 and bf16, and in mlir-opt-22."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from vyre_xdsl import tuning
+from vyre_xdsl.compiler import apply_pipeline
+from vyre_xdsl.device import H200
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.plan import PlanAttr
+from vyre_xdsl.row_widening import loads_shared
+from tests.requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
+
+BACKENDS = ["interpreter", pytest.param("vulkan", marks=needs_vulkan)]
+HOST = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
+BATCH, HEADS, KV_HEADS, DIM, KEYS, PAGE = 2, 8, 2, 128, 256, 16
+
+
+def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    return op
+
+
+def _decode(dtype, cache="dense", heads=HEADS, kv_heads=KV_HEADS):
+    extra = {"dense": {}, "kv_lens": {"kv_lens": True},
+             "paged": {"page_size": PAGE, "num_pages": BATCH * KEYS // PAGE}}[cache]
+    return vx.flash_attention_2(seq_len=1, kv_len=KEYS, batch=BATCH, num_heads=heads,
+                                num_kv_heads=kv_heads, head_dim=DIM, dtype=dtype, **extra)
+
+
+def _plan(module) -> PlanAttr:
+    return _skeleton(apply_pipeline(module.clone(), "vyre-plan{device=h200}")).attributes[
+        "vyre.plan"]
+
+
+def _inputs(dtype, cache, rng):
+    host = HOST[dtype]
+    q = rng.standard_normal((BATCH, HEADS, 1, DIM)).astype(host)
+    pages = BATCH * KEYS // PAGE
+    shape = (pages, PAGE, KV_HEADS, DIM) if cache == "paged" else (BATCH, KV_HEADS, KEYS, DIM)
+    k, v = (rng.standard_normal(shape).astype(host) for _ in range(2))
+    arrays = {"q": q, "k": k, "v": v}
+    if cache != "dense":
+        arrays["kv_lens"] = np.array([KEYS - 37, 90], np.int32)  # a last short tile each
+    if cache == "paged":
+        arrays["block_table"] = rng.permutation(pages).astype(np.int32).reshape(BATCH, -1)
+    return arrays
+
+
+@pytest.mark.parametrize("cache", ["dense", "kv_lens", "paged"])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_a_key_heads_query_rows_share_an_invocation(dtype, cache):
+    plan = _plan(_decode(dtype, cache))
+    assert (plan.merge.value, plan.rows, plan.dim_parts, plan.tile_size) == (
+        "kernel", tuning.SHARED_ROWS, DIM // tuning.SHARED_ROW_DIMS, 4)  # 4: 64 splits of 256
+    assert plan.dim_chunk == (8 if dtype == "bf16" else 4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cache", ["dense", "kv_lens", "paged"])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, backend):
+    module = _decode(dtype, cache)
+    plan = _plan(module)
+    assert plan.rows == tuning.SHARED_ROWS
+    arrays = _inputs(dtype, cache, np.random.default_rng(11))
+    lowered = vx.lower_to_gpu(module, device="h200")
+    got = vx.run(lowered, arrays, backend=backend)["out"]
+    paging = {"kv_lens": arrays.get("kv_lens"), "block_table": arrays.get("block_table"),
+              "page_size": PAGE if cache == "paged" else None,
+              "kv_len": KEYS if cache != "dense" else None}
+    want = vx.reference.flash_attention_2(
+        arrays["q"], arrays["k"], arrays["v"], tile_size=plan.tile_size,
+        kv_splits=plan.kv_splits, dim_parts=plan.dim_parts, dim_chunk=plan.dim_chunk,
+        dtype=dtype, **{key: value for key, value in paging.items() if value is not None})
+    if backend == "interpreter":
+        assert got.tobytes() == want.tobytes()
+    else:  # the driver may contract or reorder f32 operations
+        scale = float(np.max(np.abs(want.astype(np.float32))))
+        half_ulp = 2.0**-8 if dtype == "bf16" else 0.0
+        assert float(np.max(np.abs(got.astype(np.float32) - want.astype(np.float32)))) <= (
+            1e-5 + half_ulp) * scale
+
+
+def test_loads_are_shared_by_the_rows_of_one_key_head_only():
+    op = _skeleton(_decode("f32"))
+    for name, region in (("scores", op.scores), ("update", op.update)):
+        item = op.region_arg(name, "item")
+        assert [loads_shared(region.block, item, rows) for rows in (2, 4, 8)] == [
+            True, True, False]  # four query heads a key head
+
+
+@pytest.mark.parametrize("heads, kv_heads, rows", [(8, 8, 1), (8, 4, 2), (16, 2, 4)])
+def test_as_many_rows_as_share_a_key_head_up_to_shared_rows(heads, kv_heads, rows):
+    assert _plan(_decode("f32", heads=heads, kv_heads=kv_heads)).rows == rows
+
+
+def test_mla_latent_rows_keep_one_row_a_lane():
+    # rows of 512 latent dims are longer than MORE_SPLITS_DIMS
+    module = apply_pipeline(vx.mla_decode(4096, 16, 128, 512, 64), "vyre-absorb-mla{kernels=3}")
+    plans = tuning.module_plans(module, H200)
+    assert all(plan.rows == 1 for plan in plans.values())
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_shared_rows():
+    lowered = vx.lower_to_gpu(_decode("bf16", "paged"), device="h200")
+    assert "o_acc_row3" in str(lowered)
+    assert_mlir_opt_accepts(lowered)
