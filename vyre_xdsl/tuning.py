@@ -32,7 +32,7 @@ from vyre_xdsl.dialects.plan import (
     PlanAttr,
 )
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
-from vyre_xdsl.dtypes import INT_DTYPES, dtype_name
+from vyre_xdsl.dtypes import HALF_DTYPES, INT_DTYPES, dtype_name
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
 from vyre_xdsl.row_widening import loads_shared
 
@@ -55,7 +55,10 @@ TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
 # rows of at most MORE_SPLITS_DIMS dims and MORE_SPLITS_KEYS keys, where
 # that leaves each split MIN_SPLIT_KEYS to MAX_SPLIT_KEYS keys: GQA decode
 # ran 1.6-2.5 times as fast there; with longer rows or splits, and MLA's
-# latent rows, it ran slower (docs/performance.md, "More splits for decode")
+# latent rows, it ran slower (docs/performance.md, "More splits for decode");
+# longer rows in f16/bf16 (MLA's latent rows) take them too, however many
+# keys a split keeps: MLA decode in bf16 ran 1.1-1.8 times as fast
+# (docs/performance.md, "More splits for half-precision latent rows")
 KERNEL_MERGE_FACTOR = 4
 MIN_SPLIT_KEYS = 32
 MAX_SPLIT_KEYS = 256
@@ -238,20 +241,39 @@ def automatic_splits(
 def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -> int:
     """The power of two of splits that brings `op`'s items to `target`
     invocations; where a kernel merges the splits of rows of at most
-    MORE_SPLITS_DIMS dims and MORE_SPLITS_KEYS keys, the one that brings
-    them towards KERNEL_MERGE_FACTOR times that, if each split then keeps
-    MIN_SPLIT_KEYS to MAX_SPLIT_KEYS keys; 1 for none."""
+    MORE_SPLITS_KEYS keys, the one that brings them towards
+    KERNEL_MERGE_FACTOR times that, if each split then keeps at least
+    MIN_SPLIT_KEYS keys and, for rows of at most MORE_SPLITS_DIMS dims, at
+    most MAX_SPLIT_KEYS (longer rows only in f16/bf16); 1 for none."""
     shape = op.shape()
     items, keys = shape["item_count"], shape["seq_len"]
     wanted = 1
     while items * wanted < target:
         wanted *= 2
-    if not (in_kernel and shape["head_dim"] <= MORE_SPLITS_DIMS and keys <= MORE_SPLITS_KEYS):
+    long_half_rows = shape["head_dim"] > MORE_SPLITS_DIMS and read_dtype(op) in HALF_DTYPES
+    if not (in_kernel and keys <= MORE_SPLITS_KEYS
+            and (shape["head_dim"] <= MORE_SPLITS_DIMS or long_half_rows)):
         return wanted
     more = wanted
     while items * more < KERNEL_MERGE_FACTOR * target and keys // (2 * more) >= MIN_SPLIT_KEYS:
         more *= 2
-    return more if more > wanted and keys // more <= MAX_SPLIT_KEYS else wanted
+    return more if more > wanted and (long_half_rows or keys // more <= MAX_SPLIT_KEYS) else wanted
+
+
+def read_dtype(op: vyre.TiledOnlineSoftmaxOp) -> str | None:
+    """The element type of the keys and values that `op`'s fragments read:
+    the half-precision type of the kernel buffers they read if there is one
+    (an absorbed MLA query is f32 beside a bf16 latent cache), else f32 if
+    they read floats; None for none or for two half types."""
+    read = {
+        dtype_name(load.memref.type.element_type)
+        for region in (op.scores, op.update) for load in region.walk()
+        if isinstance(load, memref.LoadOp) and isinstance(load.memref.owner, vyre.BufferOp)
+    } - set(INT_DTYPES)
+    halves = read & set(HALF_DTYPES)
+    if halves:
+        return next(iter(halves)) if len(halves) == 1 else None
+    return next(iter(read), None)
 
 
 def kv_split(
@@ -395,15 +417,10 @@ def rows_per_lane(
 def dim_chunk(op: vyre.TiledOnlineSoftmaxOp, parts: int | None = None) -> int:
     """vyre-split-head-dim's chunk for `op` split over `parts` lanes (its own
     if None): DIM_CHUNKS' for the one float type of the kernel buffers its
-    fragments read, where the head dims divide into as many; else
-    vyre.DIM_CHUNK."""
+    fragments read (read_dtype), where the head dims divide into as many;
+    else vyre.DIM_CHUNK."""
     parts = op.parts if parts is None else parts
-    read = {
-        dtype_name(load.memref.type.element_type)
-        for region in (op.scores, op.update) for load in region.walk()
-        if isinstance(load, memref.LoadOp) and isinstance(load.memref.owner, vyre.BufferOp)
-    } - set(INT_DTYPES)
-    chunk = DIM_CHUNKS.get(next(iter(read)), vyre.DIM_CHUNK) if len(read) == 1 else vyre.DIM_CHUNK
+    chunk = DIM_CHUNKS.get(read_dtype(op), vyre.DIM_CHUNK)
     return chunk if op.shape()["head_dim"] % (max(parts, 1) * chunk) == 0 else vyre.DIM_CHUNK
 
 
