@@ -7,7 +7,8 @@ With `dim_parts N` an item runs on N neighbouring lanes of one subgroup,
 and lane part p keeps only its head_dim / N dims of q and o_acc
 (`vyre.part_dims`: the parts take turns over chunks of `chunk` dims, so
 an item's lanes read neighbouring pieces of a K/V row, in other banks of
-a staged tile, and each lane a whole vector load of its chunk).  The fragments are rewritten for it:
+a staged tile, each lane a whole vector load of its chunk).  The
+fragments are rewritten for it:
 
 - scores: each loop that adds `q_scratch[lane * head_dim + d] * ...` over
   `d = 0 .. head_dim` (a dot product) runs over the lane's own dims, and

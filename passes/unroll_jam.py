@@ -41,7 +41,6 @@ from xdsl.passes import ModulePass
 from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl import tuning
-from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.gpu_mma import SubgroupMmaComputeOp
 from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.dim_split import CHUNK_LOOP_ATTR

@@ -397,4 +397,3 @@ def loads_shared(block: Block, item: SSAValue, rows: int) -> bool:
         for made in [dest, *widening.blocks]:
             if made.parent is None:
                 discard(made)
-

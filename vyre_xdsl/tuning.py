@@ -416,9 +416,9 @@ def rows_per_lane(
 
 def dim_chunk(op: vyre.TiledOnlineSoftmaxOp, parts: int | None = None) -> int:
     """vyre-split-head-dim's chunk for `op` split over `parts` lanes (its own
-    if None): DIM_CHUNKS' for the one float type of the kernel buffers its
-    fragments read (read_dtype), where the head dims divide into as many;
-    else vyre.DIM_CHUNK."""
+    if None): DIM_CHUNKS' for the type of the keys and values it reads
+    (read_dtype), where the head dims divide into as many; else
+    vyre.DIM_CHUNK."""
     parts = op.parts if parts is None else parts
     chunk = DIM_CHUNKS.get(read_dtype(op), vyre.DIM_CHUNK)
     return chunk if op.shape()["head_dim"] % (max(parts, 1) * chunk) == 0 else vyre.DIM_CHUNK
@@ -466,8 +466,9 @@ def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int] |
     with rows of at most MORE_SPLITS_DIMS dims: the most rows, a power of
     two up to SHARED_ROWS, that share every load of a kernel buffer in both
     fragments, each over head_dim / SHARED_ROW_DIMS lanes, in tiles of
-    SHARED_ROW_TILE keys (or its own, if shorter); None where fewer than two
-    rows share their loads or the rows cannot go over that many lanes."""
+    SHARED_ROW_TILE keys (its own where not a multiple); None where fewer
+    than two rows share their loads or the rows cannot go over that many
+    lanes."""
     op = p.op
     if not (p.in_kernel and p.splits > 1) or p.head_dim > MORE_SPLITS_DIMS or op.rows > 1:
         return None
