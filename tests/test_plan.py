@@ -79,10 +79,22 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128, kv_lens=True),
      (64, 16, 64, "kernel", 8, 0, 32, ())),
-    # rows of 16384 keys keep the target's 16 splits (MORE_SPLITS_KEYS)
+    # shared rows of 16384 keys take four times the target's splits too
+    # (SHARED_MORE_SPLITS_KEYS; rows on their own lanes keep 16 beyond
+    # MORE_SPLITS_KEYS) ...
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
+     (64, 16, 64, "kernel", 8, 0, 64, ())),
+    # ... where each split keeps at most 256 keys (MAX_SPLIT_KEYS): 32768
+    # keys keep the target's 16
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=8, num_heads=32,
+                                  num_kv_heads=8, head_dim=128),
      (64, 16, 16, "kernel", 8, 0, 64, ())),
+    # MHA decode (no rows to share): rows of 16384 keys take the target's
+    # 64 splits only (four times would be 256)
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=2, num_heads=32,
+                                  head_dim=128),
+     (64, 64, 64, "kernel", 2, 0, 64, ())),
     # batch 128 with 1024 keys: four splits of 256 keys (MAX_SPLIT_KEYS)
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=1024, batch=128, num_heads=32,
                                   num_kv_heads=8, head_dim=128),

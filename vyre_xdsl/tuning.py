@@ -84,6 +84,11 @@ DIM_CHUNKS = {"bf16": 8}
 SHARED_ROWS = 4
 SHARED_ROW_DIMS = 16
 SHARED_ROW_TILE = 16
+# ... and they take the splits beyond the target for rows of up to this
+# many keys (MORE_SPLITS_KEYS for others): bf16 GQA decode at batch 8 with
+# 16384 keys ran 2.3 times as fast, 3.2 with pages (docs/performance.md,
+# "Longer rows split further")
+SHARED_MORE_SPLITS_KEYS = 32768
 
 # Register blocks (vyre-block-product) on grids of at most this many
 # workgroups of GRID_UNIT lanes: one head of 1024-4096 rows ran 1.5-4.4
@@ -222,12 +227,13 @@ def automatic_splits(
     in_kernel: bool = False,
     shared_memory_bytes: int = 0,
     tile_count: int | None = None,
+    max_keys: int = MORE_SPLITS_KEYS,
 ) -> int:
     """The smallest valid power of two of at least wanted_splits (the
     largest valid one below it if none is); 1 for no split."""
     shape = op.shape()
     tiles = shape["tile_count"] if tile_count is None else tile_count
-    wanted = wanted_splits(op, target, in_kernel)
+    wanted = wanted_splits(op, target, in_kernel, max_keys)
     chosen, splits = 1, 2
     while wanted > 1 and splits <= (tiles if in_kernel else lanes):
         if valid_splits(op, lanes, splits, in_kernel, shared_memory_bytes, tiles) is None:
@@ -238,10 +244,12 @@ def automatic_splits(
     return chosen
 
 
-def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -> int:
+def wanted_splits(
+    op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool, max_keys: int = MORE_SPLITS_KEYS
+) -> int:
     """The power of two of splits that brings `op`'s items to `target`
     invocations; where a kernel merges the splits of rows of at most
-    MORE_SPLITS_KEYS keys, the one that brings them towards
+    `max_keys` keys, the one that brings them towards
     KERNEL_MERGE_FACTOR times that, if each split then keeps at least
     MIN_SPLIT_KEYS keys and, for rows of at most MORE_SPLITS_DIMS dims, at
     most MAX_SPLIT_KEYS (longer rows only in f16/bf16); 1 for none."""
@@ -251,7 +259,7 @@ def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -
     while items * wanted < target:
         wanted *= 2
     long_half_rows = shape["head_dim"] > MORE_SPLITS_DIMS and read_dtype(op) in HALF_DTYPES
-    if not (in_kernel and keys <= MORE_SPLITS_KEYS
+    if not (in_kernel and keys <= max_keys
             and (shape["head_dim"] <= MORE_SPLITS_DIMS or long_half_rows)):
         return wanted
     more = wanted
@@ -461,14 +469,15 @@ def _parts(p: _Prediction, device: DeviceProfile) -> int:
     return dim_parts(p.op, p.lanes, p.splits, p.in_kernel, device.max_dim_parts, p.found)
 
 
-def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int] | None:
-    """(rows, dim parts, tile) for a skeleton whose splits a kernel merges,
-    with rows of at most MORE_SPLITS_DIMS dims: the most rows, a power of
-    two up to SHARED_ROWS, that share every load of a kernel buffer in both
-    fragments, each over head_dim / SHARED_ROW_DIMS lanes, in tiles of
-    SHARED_ROW_TILE keys (its own where not a multiple); None where fewer
-    than two rows share their loads or the rows cannot go over that many
-    lanes."""
+def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int, int] | None:
+    """(rows, dim parts, tile, kv splits) for a skeleton whose splits a
+    kernel merges, with rows of at most MORE_SPLITS_DIMS dims: the most
+    rows, a power of two up to SHARED_ROWS, that share every load of a
+    kernel buffer in both fragments, each over head_dim / SHARED_ROW_DIMS
+    lanes, in tiles of SHARED_ROW_TILE keys (its own where not a multiple),
+    split as rows of up to SHARED_MORE_SPLITS_KEYS keys may be; None where
+    fewer than two rows share their loads or the rows cannot go over that
+    many lanes."""
     op = p.op
     if not (p.in_kernel and p.splits > 1) or p.head_dim > MORE_SPLITS_DIMS or op.rows > 1:
         return None
@@ -487,7 +496,11 @@ def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int] |
     tile = p.tile_size
     if tile > SHARED_ROW_TILE and tile % SHARED_ROW_TILE == 0:
         tile = SHARED_ROW_TILE
-    return rows, parts, tile
+    splits = automatic_splits(
+        op, p.lanes, TARGET_INVOCATIONS, True, device.shared_memory_bytes,
+        vyre.tile_count_for(op.shape()["seq_len"], tile), SHARED_MORE_SPLITS_KEYS,
+    )
+    return rows, parts, tile, max(splits, p.splits)
 
 
 def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
@@ -533,7 +546,7 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
             rows = {p.op: rows_per_lane(p.op, parts[p.op], small_grid) for p in predicted}
     for p in predicted:
         if parts[p.op] > 1 and (shared := shared_rows(p, device)) is not None:
-            rows[p.op], parts[p.op], p.tile_size = shared
+            rows[p.op], parts[p.op], p.tile_size, p.splits = shared
     return {
         p.op: PlanAttr(
             device.name, p.lanes, p.tile_size, p.splits,
