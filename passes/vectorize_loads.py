@@ -28,8 +28,6 @@ from math import gcd
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf, vector
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -43,12 +41,13 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import BufferAccess, launch_of
+from vyre_xdsl.dtypes import HALF_DTYPES, element_type
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of, linear_index
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
 
-HALF_TYPES = (Float16Type(), BFloat16Type())
+HALF_TYPES = tuple(element_type(dtype) for dtype in HALF_DTYPES)
 HALF_PER_F32 = 2  # elements of a half buffer in the bytes of one f32
 MIN_HALF_VECTOR = 4  # the narrowest vector of halves: two 32-bit words
 
