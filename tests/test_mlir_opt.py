@@ -96,12 +96,13 @@ CASES = {
         ),
         {"vyre-absorb-mla", "vyre-split-kv", "vyre-split-head-dim"},
     ),
-    # bf16 GQA decode: K and V read eight halves (16 bytes) at a time, four
-    # where a row's 128 dims go over two lanes in chunks of four
+    # bf16 GQA decode: K and V read eight halves (16 bytes) at a time; on
+    # the H200 a key head's four query rows share an invocation, each row
+    # over eight lanes in chunks of eight dims
     "gqa-decode-bf16-2x8/2-256x128": (
         lambda: vx.flash_attention_2(seq_len=1, kv_len=256, batch=2, num_heads=8,
                                      num_kv_heads=2, head_dim=128, dtype="bf16"),
-        {"vyre-split-kv", "vyre-split-head-dim"},
+        {"vyre-split-kv", "vyre-split-head-dim", "vyre-block-rows"},
     ),
     # enough heads to leave the attention unsplit
     "mla-64-128-8-8-4": (
@@ -147,6 +148,9 @@ def passes_seen(module: ModuleOp) -> set[str]:
         "vyre-interleave-scratch": "q_scratch" in arrays and "o_acc" not in arrays,
         "vyre-resize-workgroup": any(k.workgroup_size[0] != 64 for k in kernels),
         "vyre-absorb-mla": any(k.name.endswith("_absorb_query") for k in kernels),
+        # a second row's scratch (row_widening's copies)
+        "vyre-block-rows": any(r.name_hint and r.name_hint.endswith("_row1")
+                               for op in module.walk() for r in op.results),
         # vyre-inline-fragments{heavy_first}: the workgroups renumbered
         "heavy-first": any(r.name_hint == "heavy_first" for op in module.walk()
                            for r in op.results),

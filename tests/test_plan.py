@@ -224,6 +224,19 @@ def test_the_h200_plan_deals_split_rows_in_chunks_of_their_loads(build, parts, c
     assert (plan.dim_parts, plan.dim_chunk) == (parts, chunk)
 
 
+# MLA's latent rows (576 dims) in bf16 take four times the target's splits,
+# however many keys each keeps; in f32 they keep the target's
+@pytest.mark.parametrize("heads, bf16_splits, f32_splits", [(16, 32, 8), (128, 4, 1)])
+def test_half_precision_latent_rows_take_more_splits(heads, bf16_splits, f32_splits):
+    plans = {dtype: _plan(vx.mla_decode(4096, heads, 128, 512, 64, batch=32, dtype=dtype))
+             for dtype in ("bf16", "f32")}
+    assert (plans["bf16"].kv_splits, plans["f32"].kv_splits) == (bf16_splits, f32_splits)
+    assert (plans["bf16"].dim_chunk, plans["f32"].dim_chunk) == (8, 4)
+    assert tuning.read_dtype(_skeleton(apply_pipeline(
+        vx.mla_decode(4096, heads, 128, 512, 64, batch=32, dtype="bf16"),
+        "vyre-absorb-mla{kernels=3}"))) == "bf16"  # beside the absorbed f32 query
+
+
 def test_bf16_decode_lowers_to_16_byte_loads_on_the_h200():
     lowered = str(vx.lower_to_gpu(_decode("bf16"), device="h200"))
     assert "vector<8xbf16>" in lowered and "vector<4xbf16>" not in lowered

@@ -112,6 +112,18 @@ def test_mla_latent_rows_keep_one_row_a_lane():
 
 
 @needs_mlir_opt
+@pytest.mark.parametrize("level", ["none", "exact"])
+def test_mlir_opt_accepts_shared_rows_at_every_level(level):
+    # the plan's rewrites asked for by name: splits merged by a kernel, rows
+    # over eight lanes in chunks of 8, four rows an invocation
+    pipeline = ("vyre-split-kv{splits=4 merge=kernel},vyre-split-head-dim{parts=8 chunk=8},"
+                f"vyre-block-rows{{rows=4}},vyre-to-gpu{{optimize={level}}}")
+    lowered = vx.lower_to_gpu(_decode("bf16", "paged"), optimize=pipeline)
+    assert "o_acc_row3" in str(lowered)
+    assert_mlir_opt_accepts(lowered)
+
+
+@needs_mlir_opt
 def test_mlir_opt_accepts_shared_rows():
     lowered = vx.lower_to_gpu(_decode("bf16", "paged"), device="h200")
     assert "o_acc_row3" in str(lowered)
