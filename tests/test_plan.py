@@ -85,9 +85,12 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
      (64, 16, 64, "kernel", 8, 0, 64, ())),
-    # ... where each split keeps at most 256 keys (MAX_SPLIT_KEYS): 32768
-    # keys keep the target's 16
+    # ... however many keys each split keeps: 32768 keys in 64 splits of 512,
+    # and batch 32 with 32768 keys in 16 of 2048
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=8, num_heads=32,
+                                  num_kv_heads=8, head_dim=128),
+     (64, 16, 64, "kernel", 8, 0, 64, ())),
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=32, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
      (64, 16, 16, "kernel", 8, 0, 64, ())),
     # MHA decode (no rows to share): rows of 16384 keys take the target's
@@ -99,16 +102,24 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=1024, batch=128, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
      (64, 16, 4, "kernel", 8, 0, 64, ())),
-    # batch 128 with 4096 keys is not split (four splits would keep 1024
-    # keys each); rows of 128 with run-time lengths or pages still go over
-    # two lanes (no merge takes whole rows)
+    # batch 128 with 4096 keys: four splits of 1024 keys, merged by a kernel,
+    # so that a key head's rows share an invocation, dense, with run-time
+    # lengths and with pages
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
+                                  num_kv_heads=8, head_dim=128),
+     (64, 16, 4, "kernel", 8, 0, 64, ())),
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
                                   num_kv_heads=8, head_dim=128, kv_lens=True),
-     (64, 4, 1, "none", 2, 0, 32, ())),
+     (64, 16, 4, "kernel", 8, 0, 32, ())),
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
                                   num_kv_heads=8, head_dim=128, page_size=16,
                                   num_pages=128 * 256),
-     (64, 4, 1, "none", 2, 0, 32, ())),
+     (64, 16, 4, "kernel", 8, 0, 32, ())),
+    # MHA decode at batch 128 (no rows to share) is not split: four splits
+    # would keep 1024 keys each (MAX_SPLIT_KEYS)
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
+                                  head_dim=128),
+     (64, 4, 1, "none", 2, 49152, 64, ())),
     # rows of 64 keep the merge in the workgroup
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
                                   num_kv_heads=8, head_dim=64),

@@ -99,6 +99,17 @@ def test_loads_are_shared_by_the_rows_of_one_key_head_only():
             True, True, False]  # four query heads a key head
 
 
+def test_more_splits_for_rows_that_share_a_key_head_few_at_a_time():
+    # GQA decode's four query heads a key head take splits of any length
+    # (tuning.few_rows_share); MHA decode shares nothing, MQA decode's 16
+    # heads and a prefill's query rows share with more rows than an
+    # invocation takes (a staged tile serves them)
+    assert tuning.few_rows_share(_skeleton(_decode("f32")))
+    assert not tuning.few_rows_share(_skeleton(_decode("f32", heads=8, kv_heads=8)))
+    assert not tuning.few_rows_share(_skeleton(_decode("f32", heads=16, kv_heads=1)))
+    assert not tuning.few_rows_share(_skeleton(vx.flash_attention_2(256, DIM)))
+
+
 @pytest.mark.parametrize("heads, kv_heads, rows", [(8, 8, 1), (8, 4, 2), (16, 2, 4)])
 def test_as_many_rows_as_share_a_key_head_up_to_shared_rows(heads, kv_heads, rows):
     assert _plan(_decode("f32", heads=heads, kv_heads=kv_heads)).rows == rows

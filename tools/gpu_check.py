@@ -284,6 +284,10 @@ def cases(every: bool) -> list[Case]:
         decode_case(8, 32, 8, 128, 4096, dtype="bf16"),
         decode_case(128, 32, 8, 128, 1024, dtype="f16"),
         decode_case(8, 32, 8, 128, 4096, page=16, dtype="bf16"),
+        # a key head's rows on one lane, in splits of any length: 1024 keys
+        # each at batch 128, 512 at batch 8 with 32768 keys
+        decode_case(128, 32, 8, 128, 4096, page=16, dtype="bf16"),
+        decode_case(8, 32, 8, 128, 32768, dtype="bf16"),
         *(mma_case(shape) for shape in MATMUL_SHAPES),
         tensor_case(32, 4096, 64),
         tensor_case(32, 4096, 64, keys=64, row_tiles=4),

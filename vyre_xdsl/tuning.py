@@ -58,7 +58,8 @@ TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
 # latent rows, it ran slower (docs/performance.md, "More splits for decode");
 # longer rows in f16/bf16 (MLA's latent rows) take them too, however many
 # keys a split keeps: MLA decode in bf16 ran 1.1-1.8 times as fast
-# (docs/performance.md, "More splits for half-precision latent rows")
+# (docs/performance.md, "More splits for half-precision latent rows"); so
+# do rows that share their loads (SHARED_ROWS below)
 KERNEL_MERGE_FACTOR = 4
 MIN_SPLIT_KEYS = 32
 MAX_SPLIT_KEYS = 256
@@ -85,9 +86,11 @@ SHARED_ROWS = 4
 SHARED_ROW_DIMS = 16
 SHARED_ROW_TILE = 16
 # ... and they take the splits beyond the target for rows of up to this
-# many keys (MORE_SPLITS_KEYS for others): bf16 GQA decode at batch 8 with
-# 16384 keys ran 2.3 times as fast, 3.2 with pages (docs/performance.md,
-# "Longer rows split further")
+# many keys (MORE_SPLITS_KEYS for others), however many keys a split keeps:
+# bf16 GQA decode at batch 8 with 16384 keys ran 2.3 times as fast, 3.2
+# with pages (docs/performance.md, "Longer rows split further"), and 2.6-5.7
+# times as fast where the splits kept more than MAX_SPLIT_KEYS keys, at
+# batch 8-128 (docs/performance.md, "Splits as long as they need to be")
 SHARED_MORE_SPLITS_KEYS = 32768
 
 # Register blocks (vyre-block-product) on grids of at most this many
@@ -227,13 +230,12 @@ def automatic_splits(
     in_kernel: bool = False,
     shared_memory_bytes: int = 0,
     tile_count: int | None = None,
-    max_keys: int = MORE_SPLITS_KEYS,
 ) -> int:
     """The smallest valid power of two of at least wanted_splits (the
     largest valid one below it if none is); 1 for no split."""
     shape = op.shape()
     tiles = shape["tile_count"] if tile_count is None else tile_count
-    wanted = wanted_splits(op, target, in_kernel, max_keys)
+    wanted = wanted_splits(op, target, in_kernel)
     chosen, splits = 1, 2
     while wanted > 1 and splits <= (tiles if in_kernel else lanes):
         if valid_splits(op, lanes, splits, in_kernel, shared_memory_bytes, tiles) is None:
@@ -244,28 +246,61 @@ def automatic_splits(
     return chosen
 
 
-def wanted_splits(
-    op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool, max_keys: int = MORE_SPLITS_KEYS
-) -> int:
+def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -> int:
     """The power of two of splits that brings `op`'s items to `target`
     invocations; where a kernel merges the splits of rows of at most
-    `max_keys` keys, the one that brings them towards
-    KERNEL_MERGE_FACTOR times that, if each split then keeps at least
-    MIN_SPLIT_KEYS keys and, for rows of at most MORE_SPLITS_DIMS dims, at
-    most MAX_SPLIT_KEYS (longer rows only in f16/bf16); 1 for none."""
+    MORE_SPLITS_DIMS dims and MORE_SPLITS_KEYS keys, the one that brings
+    them towards KERNEL_MERGE_FACTOR times that, if each split then keeps
+    at least MIN_SPLIT_KEYS keys and at most MAX_SPLIT_KEYS; rows that
+    share their loads a few at a time (few_rows_share), of up to
+    SHARED_MORE_SPLITS_KEYS keys, and longer rows in f16/bf16 take them
+    whatever a split keeps; 1 for none."""
     shape = op.shape()
     items, keys = shape["item_count"], shape["seq_len"]
     wanted = 1
     while items * wanted < target:
         wanted *= 2
+    if not in_kernel:
+        return wanted
     long_half_rows = shape["head_dim"] > MORE_SPLITS_DIMS and read_dtype(op) in HALF_DTYPES
-    if not (in_kernel and keys <= max_keys
-            and (shape["head_dim"] <= MORE_SPLITS_DIMS or long_half_rows)):
+    shared = few_rows_share(op)
+    max_keys = SHARED_MORE_SPLITS_KEYS if shared else MORE_SPLITS_KEYS
+    if not (keys <= max_keys and (shape["head_dim"] <= MORE_SPLITS_DIMS or long_half_rows)):
         return wanted
     more = wanted
     while items * more < KERNEL_MERGE_FACTOR * target and keys // (2 * more) >= MIN_SPLIT_KEYS:
         more *= 2
-    return more if more > wanted and (long_half_rows or keys // more <= MAX_SPLIT_KEYS) else wanted
+    unbounded = long_half_rows or shared
+    return more if more > wanted and (unbounded or keys // more <= MAX_SPLIT_KEYS) else wanted
+
+
+def sharing_rows(op: vyre.TiledOnlineSoftmaxOp) -> int:
+    """The most rows, a power of two up to SHARED_ROWS, that can run in one
+    invocation sharing every load of a kernel buffer in both fragments
+    (GQA's query heads of one key head), for rows of at most
+    MORE_SPLITS_DIMS dims not given rows already; 1 for none."""
+    if op.shape()["head_dim"] > MORE_SPLITS_DIMS or op.rows > 1:
+        return 1
+    rows = SHARED_ROWS
+    while rows > 1 and not _shares_loads(op, rows):
+        rows //= 2
+    return rows
+
+
+def few_rows_share(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether `op`'s rows share their loads in groups of two to
+    SHARED_ROWS (decode's query heads of one key head) and no more: where
+    more rows read each key (a head's query rows), a workgroup's staged
+    tile serves them, and the grid has rows enough without more splits."""
+    rows = sharing_rows(op)
+    return rows > 1 and not _shares_loads(op, 2 * rows)
+
+
+def _shares_loads(op: vyre.TiledOnlineSoftmaxOp, rows: int) -> bool:
+    return rows_problem(op, rows) is None and all(
+        loads_shared(region.block, op.region_arg(name, "item"), rows)
+        for name, region in (("scores", op.scores), ("update", op.update))
+    )
 
 
 def read_dtype(op: vyre.TiledOnlineSoftmaxOp) -> str | None:
@@ -471,23 +506,15 @@ def _parts(p: _Prediction, device: DeviceProfile) -> int:
 
 def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int, int] | None:
     """(rows, dim parts, tile, kv splits) for a skeleton whose splits a
-    kernel merges, with rows of at most MORE_SPLITS_DIMS dims: the most
-    rows, a power of two up to SHARED_ROWS, that share every load of a
-    kernel buffer in both fragments, each over head_dim / SHARED_ROW_DIMS
-    lanes, in tiles of SHARED_ROW_TILE keys (its own where not a multiple),
-    split as rows of up to SHARED_MORE_SPLITS_KEYS keys may be; None where
-    fewer than two rows share their loads or the rows cannot go over that
-    many lanes."""
+    kernel merges and whose rows share their loads (sharing_rows): that
+    many rows an invocation, each over head_dim / SHARED_ROW_DIMS lanes, in
+    tiles of SHARED_ROW_TILE keys (its own where not a multiple), split as
+    many ways as those tiles allow; None where fewer than two rows share
+    their loads or the rows cannot go over that many lanes."""
     op = p.op
-    if not (p.in_kernel and p.splits > 1) or p.head_dim > MORE_SPLITS_DIMS or op.rows > 1:
+    if not (p.in_kernel and p.splits > 1):
         return None
-    rows = SHARED_ROWS
-    while rows > 1 and (
-        rows_problem(op, rows) is not None
-        or not all(loads_shared(region.block, op.region_arg(name, "item"), rows)
-                   for name, region in (("scores", op.scores), ("update", op.update)))
-    ):
-        rows //= 2
+    rows = sharing_rows(op)
     parts = p.head_dim // SHARED_ROW_DIMS
     if rows == 1 or parts < 2 or not isinstance(p.found, DimLoops) or (
         device.max_dim_parts and parts > device.max_dim_parts
@@ -498,7 +525,7 @@ def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int, i
         tile = SHARED_ROW_TILE
     splits = automatic_splits(
         op, p.lanes, TARGET_INVOCATIONS, True, device.shared_memory_bytes,
-        vyre.tile_count_for(op.shape()["seq_len"], tile), SHARED_MORE_SPLITS_KEYS,
+        vyre.tile_count_for(op.shape()["seq_len"], tile),
     )
     return rows, parts, tile, max(splits, p.splits)
 
