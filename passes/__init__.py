@@ -11,6 +11,12 @@ def _absorb_mla():
     return AbsorbMlaPass
 
 
+def _fold_divisions():
+    from vyre_xdsl.passes.fold_divisions import FoldDivisionsPass
+
+    return FoldDivisionsPass
+
+
 def _inline_fragments():
     from vyre_xdsl.passes.inline_fragments import InlineFragmentsPass
 
@@ -121,6 +127,7 @@ def _vyre_to_gpu():
 
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-absorb-mla": _absorb_mla,
+    "vyre-fold-divisions": _fold_divisions,
     "vyre-inline-fragments": _inline_fragments,
     "vyre-expand-stability": _expand_stability,
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,

@@ -20,12 +20,12 @@ unrolled or jammed as a loop over a whole row's dims would be.
 Every copy performs exactly its original operations in its original order,
 so results are bit-identical.  Jamming moves the copies' `pre` and inner
 loops ahead of earlier copies' `post`; it applies only where that cannot be
-observed: `pre` is free of memory effects, the inner loop only reads memory,
-neither uses values carried by the outer loop, and `post` writes no memory
-the inner loop reads (function arguments may alias each other, except the
-distinct buffers of a lowered vyre kernel).  Loops need a constant lower
-bound and step 1; a
-dynamic trip count gets a remainder loop.  Fewer loop iterations also keep
+observed: `pre` and the inner loop only read memory (a paged cache's
+block table, the keys), neither uses values carried by the outer loop, and
+`post` writes no memory that they read (function arguments may alias each
+other, except the distinct buffers of a lowered vyre kernel).  Loops need
+a constant lower bound and step 1; a dynamic trip count gets a remainder
+loop.  Fewer loop iterations also keep
 kernels under lavapipe's per-invocation loop limit for longer.
 """
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func, gpu, memref, scf
+from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -55,7 +55,7 @@ from vyre_xdsl.unrolling import (
 )
 
 
-# Marks a loop this pass made, so it is not unrolled again.
+DIVISIONS = (arith.DivUIOp, arith.RemUIOp)  # effect-free but for a zero divisor
 
 
 def _loops_in(op: Operation) -> list[scf.ForOp]:
@@ -102,6 +102,16 @@ def _may_alias(a: SSAValue, b: SSAValue) -> bool:
     return arguments and not (_distinct_buffers(a) and _distinct_buffers(b))
 
 
+def _reads_at_most(op: Operation) -> bool:
+    """Whether `op` has no effect but reading memory: a load, or an
+    operation free of effects, including a division by a nonzero constant
+    (xDSL gives remui unknown effects: a zero divisor is undefined)."""
+    if is_side_effect_free(op) or isinstance(op, memref.LoadOp):
+        return True
+    divisor = constant_index(op.operands[1]) if isinstance(op, DIVISIONS) else None
+    return bool(divisor)
+
+
 @dataclass
 class JamShape:
     pre: list[Operation]
@@ -120,11 +130,11 @@ def jam_shape(loop: scf.ForOp) -> JamShape | None:
         return None
     pre, post = ops[: loops[0]], ops[loops[0] + 1 :]
     carried = set(loop.body.block.args[1:])
-    if not all(is_side_effect_free(op) for op in pre):
+    if not all(_reads_at_most(op) for op in pre):
         return None
     if _memrefs([inner], memref.StoreOp) or _uses_any(pre + [inner], carried):
         return None
-    written, read = _memrefs(post, memref.StoreOp), _memrefs([inner], memref.LoadOp)
+    written, read = _memrefs(post, memref.StoreOp), _memrefs(pre + [inner], memref.LoadOp)
     if any(_may_alias(w, r) for w in written for r in read):
         return None
     # The fused inner loop uses one copy's bounds: they must not vary.

@@ -4,7 +4,9 @@
   none     the seed's layout as is (scratch in workgroup memory)
   exact    rewrites that keep every result bit-identical: per-lane scratch
            made private (vyre-promote-scratch), inner loops unrolled and
-           jammed (vyre-unroll-jam), loads of neighbouring elements merged
+           jammed (vyre-unroll-jam), a tile's keys' divisions by a page
+           size folded into the tile's (vyre-fold-divisions), loads of
+           neighbouring elements merged
            into vector loads (vyre-vectorize-loads), common subexpressions
            and dead code removed
   default  compute the plan (vyre-absorb-mla{kernels=3}, then vyre-plan
@@ -75,6 +77,10 @@ def optimisations(
     return kept + (
         _pass("vyre-promote-scratch"),
         _pass("vyre-unroll-jam", factor=unroll_factor),
+        _pass("vyre-fold-divisions"),
+        # the copies' identical lookups (a page's) become one value, so that
+        # the loads they address are seen to be neighbours
+        CommonSubexpressionElimination(),
         _pass("vyre-vectorize-loads"),
         CommonSubexpressionElimination(),
         DeadCodeElimination(),

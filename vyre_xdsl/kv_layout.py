@@ -78,10 +78,15 @@ class KvLayout:
         t // page_size], the page clamped to the pool (a bad table gives
         garbage, never a read outside the pool)."""
         assert self.page_size is not None and self.num_pages is not None
-        entry = b.addi(table_base, b.divui(t, b.index(self.page_size)), "table_entry")
+        size = b.index(self.page_size)
+        page_of_t = b.divui(t, size)
+        entry = b.addi(table_base, page_of_t, "table_entry")
         page = b.load_clamped_index(b.buffer("block_table"), entry, self.num_pages - 1)
-        return b.addi(b.muli(page, b.index(self.page_size)),
-                      b.remui(t, b.index(self.page_size)), hint)
+        # t % page_size through the quotient: one division for both, and no
+        # remui (to which xDSL gives unknown effects, so CSE would keep a
+        # copy's lookup of the same page apart from the next's)
+        slot = b.subi(t, b.muli(page_of_t, size))
+        return b.addi(b.muli(page, size), slot, hint)
 
 
 def check_paging(

@@ -151,3 +151,60 @@ func.func @aliased(%a: memref<8xf32>, %b: memref<8xf32>, %n: index) {
 // CHECK-NOT:       scf.for
 // CHECK:           memref.store %{{.*}}, %b[%j] : memref<8xf32>
 // CHECK-NEXT:    }
+
+// paged: each key's pre looks its page up (a load of %table, a division
+// and a remainder by the page size): it only reads, and post writes a local
+// array, so the two copies' lookups run first and their d loops are jammed.
+func.func @paged(%table: memref<4xi32>, %k: memref<64xf32>, %n: index) {
+  %out = memref.alloca() : memref<16xf32>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %j = %c0 to %n step %c1 {
+    %zero = arith.constant 0.0 : f32
+    %slot_page = arith.divui %j, %c4 : index
+    %entry = memref.load %table[%slot_page] : memref<4xi32>
+    %page = arith.index_cast %entry : i32 to index
+    %slot = arith.remui %j, %c4 : index
+    %base = arith.muli %page, %c4 : index
+    %row = arith.addi %base, %slot : index
+    %dot = scf.for %d = %c0 to %c4 step %c1 iter_args(%acc = %zero) -> (f32) {
+      %i = arith.addi %row, %d : index
+      %x = memref.load %k[%i] : memref<64xf32>
+      %s = arith.addf %acc, %x : f32
+      scf.yield %s : f32
+    }
+    memref.store %dot, %out[%j] : memref<16xf32>
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @paged
+// CHECK:         scf.for %[[J:.*]] = %c0 to %{{.*}} step %{{.*}} {
+// CHECK:           memref.load %table
+// CHECK:           arith.remui
+// CHECK:           memref.load %table
+// CHECK:           arith.remui
+// CHECK:           %{{.*}}, %{{.*}} = scf.for %{{.*}} = %c0 to %c4 step %c1 iter_args
+
+// rewritten: post writes the array that pre reads, so a later copy's
+// pre must not move ahead of it: no jam (the inner loop is unrolled alone).
+func.func @rewritten(%a: memref<8xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  scf.for %j = %c0 to %n step %c1 {
+    %first = memref.load %a[%c0] : memref<8xf32>
+    %s = scf.for %d = %c0 to %c2 step %c1 iter_args(%acc = %first) -> (f32) {
+      %t = arith.addf %acc, %acc : f32
+      scf.yield %t : f32
+    }
+    memref.store %s, %a[%c0] : memref<8xf32>
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @rewritten
+// CHECK:         scf.for %j = %c0 to %n step %c1 {
+// CHECK-NEXT:      %{{.*}} = memref.load %a[%c0] : memref<8xf32>
+// CHECK-NOT:       scf.for
+// CHECK:           memref.store %{{.*}}, %a[%c0] : memref<8xf32>
+// CHECK-NEXT:    }
