@@ -181,17 +181,18 @@ PROGRAM = "vyre-absorb-mla{kernels=3},vyre-to-gpu{optimize=exact}"
 SPLIT = "vyre-absorb-mla{kernels=3},vyre-split-kv{splits=2 merge=kernel},vyre-to-gpu{optimize=exact}"
 
 
-# (a split kernel with run-time lengths divides the tiles of kv_len, the
-# oracle's kv_splits those of each sequence: only dense batches agree bit
-# for bit; default, below, is checked within tolerance)
+# (a split kernel with run-time lengths divides the tiles of kv_len, and
+# so does the oracle: its split_keys are the kernel's kv_len)
 @pytest.mark.parametrize("case, pipeline, form, options", [
     (CASES["ragged_b3"], ABSORBED, "mla_decode_absorbed", {}),
     (CASES["paged_b3"], ABSORBED, "mla_decode_absorbed", {}),
     (CASES["ragged_b3"], PROGRAM, "mla_decode_program", {}),
     (CASES["paged_b3"], PROGRAM, "mla_decode_program", {}),
     (CASES["dense_b3"], SPLIT, "mla_decode_program", dict(kv_splits=2)),
+    (CASES["ragged_b3"], SPLIT, "mla_decode_program", dict(kv_splits=2)),
+    (CASES["paged_b3"], SPLIT, "mla_decode_program", dict(kv_splits=2)),
 ], ids=["absorbed-ragged", "absorbed-paged", "program-ragged", "program-paged",
-        "program-split-dense"])
+        "program-split-dense", "program-split-ragged", "program-split-paged"])
 def test_absorbed_kernels_are_bit_exact_with_their_oracles(case, pipeline, form, options):
     ins = inputs(case, seed=6)
     got = vx.run(vx.lower_to_gpu(module(case), optimize=pipeline), ins)["out"]

@@ -79,6 +79,34 @@ def test_few_fa2_rows_are_split_and_exact_with_the_split_oracle(shape):
     _close(got[rows], one_pass[rows])
 
 
+@pytest.mark.parametrize("paged", [False, True])
+def test_ragged_splits_lay_out_the_kernels_tiles_not_each_sequences(paged):
+    # 17 keys in tiles of 4 are 5 tiles, 2 a split of 4: a sequence of 8
+    # keys runs its 2 tiles in split 0 (the oracle's split_keys), not one
+    # in each of splits 0 and 1; empty splits, and lengths clamped to
+    # [0, kv_len], merge as nothing
+    batch, heads, kv_heads, dim, keys, tile, page = 5, 4, 2, 8, 17, 4, 4
+    pages = -(-keys // page)
+    extra = dict(page_size=page, num_pages=batch * pages) if paged else dict(kv_lens=True)
+    module = vx.flash_attention_2(seq_len=1, kv_len=keys, batch=batch, num_heads=heads,
+                                  num_kv_heads=kv_heads, head_dim=dim, tile_size=tile, **extra)
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((batch, heads, 1, dim)).astype(np.float32)
+    shape = (batch * pages, page, kv_heads, dim) if paged else (batch, kv_heads, keys, dim)
+    k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    lens = np.array([1, 17, 0, 8, 22], np.int32)
+    ins = {"q": q, "k": k, "v": v, "kv_lens": lens}
+    paging = {}
+    if paged:
+        ins["block_table"] = rng.permutation(batch * pages).astype(np.int32).reshape(batch, -1)
+        paging = dict(block_table=ins["block_table"], page_size=page)
+    pipeline = "vyre-split-kv{splits=4 merge=kernel},vyre-to-gpu{optimize=exact}"
+    got = vx.run(vx.lower_to_gpu(module, optimize=pipeline), ins)["out"]
+    want = reference.flash_attention_2(q, k, v, tile_size=tile, kv_splits=4, kv_lens=lens,
+                                       kv_len=keys, **paging)
+    _exact(got, want)
+
+
 def test_automatic_choice():
     def chosen(module):
         return _splits(apply_pipeline(module, "vyre-split-kv"))

@@ -136,6 +136,7 @@ def tiled_online_softmax(
     prologue: Callable[[], None] | None = None,
     kv_splits: int = 1,
     return_lse: bool = False,
+    split_keys: int | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The public oracle skeleton for new decoders: the recurrence of
     SEMANTICS.md over `item_count` items with your two fragments (and an
@@ -151,6 +152,11 @@ def tiled_online_softmax(
         runs, prologue to epilogue, over each of kv_splits runs of
         ceil(tile_count / kv_splits) tiles, and the partial results merge
         as inline_fragments.SplitMerge does.
+    split_keys: the keys the kernel lays its splits out over, where it
+        reads only the first `seq_len` of them at run time (kv_lens: its
+        static kv_len); the runs are then ceil(ceil(split_keys / tile_size)
+        / kv_splits) tiles, cut at seq_len, and the weights' scale is
+        split_keys'.  `seq_len` unless given.
 
     Returns out: f32[item_count, head_dim] (head_dim: the width of o_acc,
     the value rows), and with `return_lse` also lse: f32[item_count], each
@@ -163,8 +169,12 @@ def tiled_online_softmax(
     does."""
     kv_splits = _positive("kv_splits", kv_splits)
     tile_count = -(-seq_len // tile_size)
+    if split_keys is None:
+        split_keys = seq_len
+    if split_keys < seq_len:
+        raise VyreError(f"split_keys ({split_keys}) must be at least seq_len ({seq_len})")
     # split partials scale their weights so that none overflows (numerics.py)
-    scale = np.float32(partial_weight_scale(seq_len) if kv_splits > 1 else 1.0)
+    scale = np.float32(partial_weight_scale(split_keys) if kv_splits > 1 else 1.0)
 
     def recurrence(tiles: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         m = np.full(item_count, F32_MIN, dtype=np.float32)
@@ -217,7 +227,8 @@ def tiled_online_softmax(
     with np.errstate(all="ignore"):
         if kv_splits == 1:
             return finish(*recurrence(range(tile_count)))
-        per_split = -(-tile_count // kv_splits)
+        split_tiles = -(-split_keys // tile_size)  # the kernel's tiles
+        per_split = -(-split_tiles // kv_splits)
         parts = [
             recurrence(range(s * per_split, min((s + 1) * per_split, tile_count)))
             for s in range(kv_splits)
@@ -426,7 +437,9 @@ def flash_attention_2(
     `kv_lens` (int32 [batch]) gives each sequence's key count L_b, clamped
     to [0, kv_len] (kv_len: k's length, or the kernel's `kv_len` given
     here); sequence b then attends to its first L_b keys with its queries
-    at positions L_b - seq_len + i. With `block_table` (int32 [batch,
+    at positions L_b - seq_len + i, and `kv_splits` divides the kernel's
+    kv_len keys into runs of tiles, as the kernel does, each sequence's cut
+    at its L_b. With `block_table` (int32 [batch,
     pages_per_seq]) and `page_size`, k and v are pools [num_pages,
     page_size, num_kv_heads, head_dim] gathered with `gather_pages` (page
     indices clamped to the pool); paged implies kv_lens."""
@@ -587,7 +600,7 @@ def _ragged_flash_attention_2(
         result = _flash_attention_2(
             q4[b:b + 1], k4[b:b + 1, :, :length], v4[b:b + 1, :, :length],
             length - seq_len, tile_size, score_mod, mask_mod, kv_splits,
-            (dim_parts, dim_chunk), return_lse,
+            (dim_parts, dim_chunk), return_lse, split_keys=kv_len,
         )
         out, lse = result if return_lse else (result, None)
         outs.append(out)
@@ -601,6 +614,7 @@ def _ragged_flash_attention_2(
 
 def _flash_attention_2(
     q4, k4, v4, q_offset, tile_size, score_mod, mask_mod, kv_splits, dim_split, return_lse,
+    split_keys=None,
 ):
     """The oracle over checked [batch, heads, len, dim] arrays, query i at
     position q_offset + i, the dot products split as `dim_split` (dim_parts,
@@ -672,7 +686,7 @@ def _flash_attention_2(
     return tiled_online_softmax(
         items, v_dim, kv_len, tile_size, compute_tile_scores, update_o_acc,
         mask_of if mask_mod is not None else None, kv_splits=kv_splits,
-        return_lse=return_lse,
+        return_lse=return_lse, split_keys=split_keys,
     )
 
 

@@ -52,6 +52,7 @@ class MlaArrays(NamedTuple):
     rank: int
     rope: int
     scale: np.float32
+    split_keys: int  # the kernel's keys, of which seq_len are read (kv_lens)
 
 
 def _sequences(
@@ -107,11 +108,12 @@ def _sequences(
                 f"{(rank, num_heads * head_dim)}, got {w.shape}"
             )
     lengths = _lengths(kv_lens, batch, seq_len, kv_len)
+    split_keys = seq_len if kv_len is None else kv_len
     wk, wv = (w.reshape(rank, num_heads, head_dim) for w in (w_uk, w_uv))
     scale = np.float32(1.0) / np.sqrt(np.float32(head_dim))
     return [
         MlaArrays(q3[b], kv3[b, :length], kr3[b, :length], wk, wv, tile_size, num_heads,
-                  head_dim, length, rank, rope, scale)
+                  head_dim, length, rank, rope, scale, split_keys)
         for b, length in enumerate(lengths)
     ]
 
@@ -254,6 +256,7 @@ def _absorbed(a: MlaArrays, kv_splits: int) -> np.ndarray:
     return tiled_online_softmax(
         a.num_heads, a.head_dim, a.seq_len, a.tile_size, _latent_scores(q_lat, a),
         update_o_acc, epilogue=project_output, prologue=zero_latent, kv_splits=kv_splits,
+        split_keys=a.split_keys,
     )
 
 
@@ -267,7 +270,7 @@ def _program(a: MlaArrays, kv_splits: int, dim_parts: int) -> np.ndarray:
 
     o_lat = tiled_online_softmax(
         a.num_heads, a.rank, a.seq_len, a.tile_size, _latent_scores(q_lat, a, dim_parts),
-        update_o_acc, kv_splits=kv_splits,
+        update_o_acc, kv_splits=kv_splits, split_keys=a.split_keys,
     )
     return _project(a.wv, o_lat)
 
