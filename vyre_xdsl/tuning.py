@@ -59,7 +59,7 @@ TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
 # longer rows in f16/bf16 (MLA's latent rows) take them too, however many
 # keys a split keeps: MLA decode in bf16 ran 1.1-1.8 times as fast
 # (docs/performance.md, "More splits for half-precision latent rows"); so
-# do rows that share their loads (SHARED_ROWS below)
+# do rows that share their loads a few at a time (SHARED_ROWS below)
 KERNEL_MERGE_FACTOR = 4
 MIN_SPLIT_KEYS = 32
 MAX_SPLIT_KEYS = 256
@@ -86,11 +86,12 @@ SHARED_ROWS = 4
 SHARED_ROW_DIMS = 16
 SHARED_ROW_TILE = 16
 # ... and they take the splits beyond the target for rows of up to this
-# many keys (MORE_SPLITS_KEYS for others), however many keys a split keeps:
-# bf16 GQA decode at batch 8 with 16384 keys ran 2.3 times as fast, 3.2
-# with pages (docs/performance.md, "Longer rows split further"), and 2.6-5.7
-# times as fast where the splits kept more than MAX_SPLIT_KEYS keys, at
-# batch 8-128 (docs/performance.md, "Splits as long as they need to be")
+# many keys (MORE_SPLITS_KEYS for others): bf16 GQA decode at batch 8 with
+# 16384 keys ran 2.3 times as fast, 3.2 with pages (docs/performance.md,
+# "Longer rows split further"); where a few rows share (a key head's query
+# heads), however many keys a split keeps: 2.6-5.7 times as fast where the
+# splits had kept more than MAX_SPLIT_KEYS keys, at batch 8-128
+# (docs/performance.md, "Splits as long as they need to be")
 SHARED_MORE_SPLITS_KEYS = 32768
 
 # Register blocks (vyre-block-product) on grids of at most this many
@@ -252,9 +253,9 @@ def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -
     MORE_SPLITS_DIMS dims and MORE_SPLITS_KEYS keys, the one that brings
     them towards KERNEL_MERGE_FACTOR times that, if each split then keeps
     at least MIN_SPLIT_KEYS keys and at most MAX_SPLIT_KEYS; rows that
-    share their loads a few at a time (few_rows_share), of up to
-    SHARED_MORE_SPLITS_KEYS keys, and longer rows in f16/bf16 take them
-    whatever a split keeps; 1 for none."""
+    share their loads (sharing_rows) take them up to SHARED_MORE_SPLITS_KEYS
+    keys, and where they share a few at a time (few_rows_share), as longer
+    rows in f16/bf16 do, whatever a split keeps; 1 for none."""
     shape = op.shape()
     items, keys = shape["item_count"], shape["seq_len"]
     wanted = 1
@@ -263,14 +264,14 @@ def wanted_splits(op: vyre.TiledOnlineSoftmaxOp, target: int, in_kernel: bool) -
     if not in_kernel:
         return wanted
     long_half_rows = shape["head_dim"] > MORE_SPLITS_DIMS and read_dtype(op) in HALF_DTYPES
-    shared = few_rows_share(op)
-    max_keys = SHARED_MORE_SPLITS_KEYS if shared else MORE_SPLITS_KEYS
+    rows = sharing_rows(op)
+    max_keys = SHARED_MORE_SPLITS_KEYS if rows > 1 else MORE_SPLITS_KEYS
     if not (keys <= max_keys and (shape["head_dim"] <= MORE_SPLITS_DIMS or long_half_rows)):
         return wanted
     more = wanted
     while items * more < KERNEL_MERGE_FACTOR * target and keys // (2 * more) >= MIN_SPLIT_KEYS:
         more *= 2
-    unbounded = long_half_rows or shared
+    unbounded = long_half_rows or (rows > 1 and few_rows_share(op, rows))
     return more if more > wanted and (unbounded or keys // more <= MAX_SPLIT_KEYS) else wanted
 
 
@@ -287,12 +288,13 @@ def sharing_rows(op: vyre.TiledOnlineSoftmaxOp) -> int:
     return rows
 
 
-def few_rows_share(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+def few_rows_share(op: vyre.TiledOnlineSoftmaxOp, rows: int | None = None) -> bool:
     """Whether `op`'s rows share their loads in groups of two to
     SHARED_ROWS (decode's query heads of one key head) and no more: where
     more rows read each key (a head's query rows), a workgroup's staged
-    tile serves them, and the grid has rows enough without more splits."""
-    rows = sharing_rows(op)
+    tile serves them, and the grid has rows enough without more splits.
+    `rows`: sharing_rows(op), if known."""
+    rows = sharing_rows(op) if rows is None else rows
     return rows > 1 and not _shares_loads(op, 2 * rows)
 
 
