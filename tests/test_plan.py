@@ -93,6 +93,11 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=32, num_heads=32,
                                   num_kv_heads=8, head_dim=128),
      (64, 16, 16, "kernel", 8, 0, 64, ())),
+    # MQA decode (32 query heads a key head: more rows share than an
+    # invocation takes) keeps the bound: 16 splits of 2048 keys
+    (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=8, num_heads=32,
+                                  num_kv_heads=1, head_dim=128),
+     (64, 16, 16, "kernel", 8, 0, 64, ())),
     # MHA decode (no rows to share): rows of 16384 keys take the target's
     # 64 splits only (four times would be 256)
     (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=2, num_heads=32,
