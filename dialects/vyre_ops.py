@@ -22,6 +22,7 @@ from xdsl.irdl import (
     VarConstraint,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     result_def,
@@ -54,9 +55,14 @@ class MergeSplitsOp(IRDLOperation):
     in the same order of operations as the merge in workgroup memory, so
     that both give the same bits.  One invocation per (item, d): the kernel
     runs item_count * head_dim items.  vyre-inline-fragments expands it.
+    With `lse(%lse)` the invocation of d = 0 also writes the item's
+    log-sum-exp, as the split skeleton of `keys` keys would have (its
+    partials' weights carry partial_weight_scale(keys), which it undoes).
 
         vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
             item_count 16 splits 64 head_dim 512 : (memref<1024xf32>, ...)
+        vyre.merge_splits m(%m) l(%l) o(%o) out(%out) lse(%lse) keys 4096
+            item_count 16 splits 64 head_dim 512 : (..., memref<16xf32>)
     """
 
     name = "vyre.merge_splits"
@@ -65,33 +71,42 @@ class MergeSplitsOp(IRDLOperation):
     l = operand_def(MemRefType)  # noqa: E741 - the recurrence's name
     o = operand_def(MemRefType)
     out = operand_def(MemRefType)
+    lse = opt_operand_def(MemRefType)
     item_count = prop_def(IntegerAttr[I64])
     splits = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
+    keys = opt_prop_def(IntegerAttr[I64])
     exp2 = opt_prop_def(UnitAttr)
 
     traits = traits_def(HasParent(KernelOp), Skeleton())
 
     assembly_format = (
         "`m` `(` $m `)` `l` `(` $l `)` `o` `(` $o `)` `out` `(` $out `)` "
+        "(`lse` `(` $lse^ `)` `keys` custom<Int64>($keys))? "
         "`item_count` custom<Int64>($item_count) `splits` custom<Int64>($splits) "
         "`head_dim` custom<Int64>($head_dim) (`exp2` $exp2^)? attr-dict-with-keyword "
-        "`:` `(` type($m) `,` type($l) `,` type($o) `,` type($out) `)`"
+        "`:` `(` type($m) `,` type($l) `,` type($o) `,` type($out) "
+        "(`,` type($lse)^)? `)`"
     )
     custom_directives = (Int64,)
 
     def __init__(
-        self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue, *,  # noqa: E741
-        item_count: int, splits: int, head_dim: int, exp2: bool = False,
+        self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue,  # noqa: E741
+        lse: SSAValue | None = None, *,
+        item_count: int, splits: int, head_dim: int, keys: int | None = None,
+        exp2: bool = False,
     ) -> None:
         properties: dict[str, Attribute] = {
             "item_count": IntegerAttr(item_count, i64),
             "splits": IntegerAttr(splits, i64),
             "head_dim": IntegerAttr(head_dim, i64),
         }
+        if keys is not None:
+            properties["keys"] = IntegerAttr(keys, i64)
         if exp2:
             properties["exp2"] = UnitAttr()
-        super().__init__(operands=[m, l, o, out], properties=properties)
+        super().__init__(operands=[m, l, o, out, [lse] if lse else []],
+                         properties=properties)
 
     def shape(self) -> dict[str, int]:
         return {field: _int(getattr(self, field)) for field in MERGE_FIELDS}
@@ -101,6 +116,19 @@ class MergeSplitsOp(IRDLOperation):
         for field, value in shape.items():
             if not 1 <= value <= U32_MAX:
                 raise VerifyException(f"'{field}' must be in [1, 2^32), got {value}")
+        if (self.lse is None) != (self.keys is None):
+            raise VerifyException(
+                "'lse' and 'keys' go together: the log-sum-exp undoes the weight scale "
+                "of the split skeleton's keys (give both, or neither)"
+            )
+        if self.keys is not None and not 1 <= _int(self.keys) <= U32_MAX:
+            raise VerifyException(f"'keys' must be in [1, 2^32), got {_int(self.keys)}")
+        if self.lse is not None:
+            sized_buffer_operand(
+                self.lse, "lse", ("write", "temp"), shape["item_count"],
+                f"one log-sum-exp per item needs {shape['item_count']}",
+                vector=_check_f32_vector,
+            )
         rows = shape["item_count"] * shape["splits"]
         for role, value, access, count in (
             ("m", self.m, ("temp",), rows),

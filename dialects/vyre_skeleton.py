@@ -284,8 +284,9 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
 
     def set_partials(self, out: SSAValue, m: SSAValue, l: SSAValue) -> None:  # noqa: E741
         """Leave the merge to another kernel: write partial rows to `out`,
-        m and l to their buffers (vyre-split-kv{merge=kernel})."""
-        lse = [self.lse] if self.lse is not None else []
+        m and l to their buffers (vyre-split-kv{merge=kernel}); the merge
+        writes the log-sum-exp, if any, so the op no longer does."""
+        lse: list[SSAValue] = []
         kv_lens = [self.kv_lens] if self.kv_lens is not None else []
         self.operands = [self.q, out, self.q_scratch, self.score_tile, self.o_acc, m, l,
                          *lse, *kv_lens]

@@ -105,9 +105,10 @@ def verify_lse(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:
                          f"there are {shape['item_count']} items, one log-sum-exp each")
     if op.merges_in_kernel:
         raise VerifyException(
-            "'lse' cannot be combined with partials(%m, %l): the kernel that "
-            "merges the splits does not write the log-sum-exp; merge in the "
-            "workgroup or do not split"
+            "'lse' cannot be combined with partials(%m, %l): the invocations "
+            "leave partial results, and the kernel that merges them writes the "
+            "log-sum-exp (vyre.merge_splits lse(%lse) keys N, as "
+            "vyre-split-kv{merge=kernel} makes it)"
         )
 
 def verify_kv_lens(op: TiledOnlineSoftmaxOp, shape: dict[str, int]) -> None:

@@ -322,7 +322,8 @@ class SplitMerge:
         if op.lse is not None:
             b.if_then(
                 b.cmpi(split, b.index(0), "eq"),
-                lambda b: write_lse(b, op, item, m_total, l_total, 1.0 / weight_scale(op)),
+                lambda b: write_lse(b, op.lse, op.exp2 is not None, item, m_total, l_total,
+                                    1.0 / weight_scale(op)),
             )
 
         def write_dim(b: IRBuilder, d) -> None:
@@ -343,18 +344,19 @@ LN_2 = float(np.float32(math.log(2.0)))
 
 
 def write_lse(
-    b: IRBuilder, op, item, m: SSAValue, l: SSAValue, unscale: float = 1.0  # noqa: E741
+    b: IRBuilder, lse: SSAValue, exp2: bool, item, m: SSAValue, l: SSAValue,  # noqa: E741
+    unscale: float = 1.0,
 ) -> None:
     """lse[item] = m + log(l), the log of the softmax denominator (-inf
     where every key was dropped: l = 0); with scores in log2 units (exp2)
     m * ln 2 + log(l); `unscale` undoes the weights' `weight_scale` in l."""
     if unscale != 1.0:
         l = b.mulf(l, b.f32(unscale))  # noqa: E741
-    if op.exp2 is not None:
+    if exp2:
         m = b.mulf(m, b.f32(LN_2))
     # log is undefined at 0 in SPIR-V's GLSL.std.450: choose -inf explicitly
     value = b.select(b.cmpf(l, b.f32(0.0), "oeq"), b.f32(-math.inf), b.addf(m, b.log(l)))
-    b.store(value, op.lse, item)
+    b.store(value, lse, item)
 
 
 def leave_partials(b: IRBuilder, op, split_row, lane, part, m_part, l_part) -> None:
@@ -398,10 +400,16 @@ class ExpandMergeSplits(RewritePattern):
         def row(b: IRBuilder, s) -> SSAValue:
             return b.addi(b.muli(item, b.index(splits)), s, "row")
 
+        exp2 = op.exp2 is not None
+
         def merge_one(b: IRBuilder) -> None:
-            out_of, _, _ = Partials.in_rows(
-                splits, op.m, op.l, op.o, head_dim, row, op.exp2 is not None
+            out_of, m_total, l_total = Partials.in_rows(
+                splits, op.m, op.l, op.o, head_dim, row, exp2
             ).merge(b)
+            if op.lse is not None:  # as the workgroup merge writes it
+                unscale = 1.0 / partial_weight_scale(op.keys.value.data)
+                b.if_then(b.cmpi(d, b.index(0), "eq"),
+                          lambda b: write_lse(b, op.lse, exp2, item, m_total, l_total, unscale))
             b.store(out_of(b, d), op.out, invocation)
 
         kernel = op.parent_op()
@@ -606,11 +614,12 @@ class SkeletonExpansion:
         loop_over_part_dims(b, v_dim, parts, part, write_output, hint="final_d",
                             chunk=op.chunk)
         if op.lse is not None:
+            exp2 = op.exp2 is not None
             if part is None:
-                write_lse(b, op, item, m_final, l_final)
+                write_lse(b, op.lse, exp2, item, m_final, l_final)
             else:  # every part has the same m and l
                 b.if_then(b.cmpi(part, b.index(0), "eq"),
-                          lambda b: write_lse(b, op, item, m_final, l_final))
+                          lambda b: write_lse(b, op.lse, exp2, item, m_final, l_final))
 
     def split_tiles(self, b: IRBuilder, body, carried) -> list[SSAValue]:
         """This invocation's run of ceil(tile_count / splits) tiles."""

@@ -16,8 +16,9 @@ them exactly.
 (flash-decoding across workgroups): the split kernel stores each
 invocation's partial (m, l, o_acc) in `temp` buffers (the skeleton's
 `partials`), and a kernel `@<name>_merge` inserted after it runs
-`vyre.merge_splits`, one invocation per output element.  P is then bounded
-by the tile count only, not by the workgroup.  The merge's order of
+`vyre.merge_splits`, one invocation per output element, which also writes
+the log-sum-exp where the skeleton did.  P is then bounded by the tile
+count only, not by the workgroup.  The merge's order of
 operations is the workgroup merge's, so both give the same bits.
 
 `splits=0` (the default) takes P and the merge from the skeleton's
@@ -60,12 +61,15 @@ def merge_in_kernel(
     module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int
 ) -> None:
     """Give `op` partial buffers and the kernel after `kernel` that merges
-    them (`vyre.merge_splits`); `kernel` then no longer writes the output."""
+    them (`vyre.merge_splits`); `kernel` then no longer writes the output,
+    nor the log-sum-exp, which the merge writes."""
     shape = op.shape()
     items, head_dim = shape["item_count"], op.v_dim  # the partial rows are value rows
     name = kernel.sym_name.data
     out = op.out.owner
     assert isinstance(out, vyre.BufferOp)
+    lse = op.lse.owner if op.lse is not None else None
+    assert lse is None or isinstance(lse, vyre.BufferOp)
     next_binding = 1 + max(
         b.binding.value.data
         for k in module.body.block.ops
@@ -84,16 +88,19 @@ def merge_in_kernel(
     Rewriter.insert_op(partials, InsertPoint.before(out))
     split_m, split_l, split_o = (p.result for p in partials)
     op.set_partials(split_o, split_m, split_l)
-    if not out.result.uses:
-        Rewriter.erase_op(out)
+    for written in (out, lse):
+        if written is not None and not written.result.uses:
+            Rewriter.erase_op(written)
 
     merge = vyre.KernelOp(f"{name}_merge", items * head_dim, kernel.lanes)
     copies = [p.clone() for p in partials] + [out.clone()]
-    merge.body.block.add_ops(copies)
+    lse_copy = [lse.clone()] if lse is not None else []
+    merge.body.block.add_ops(copies + lse_copy)
     merge.body.block.add_op(
         vyre.MergeSplitsOp(
-            *(c.result for c in copies),
-            item_count=items, splits=splits, head_dim=head_dim, exp2=op.exp2 is not None,
+            *(c.result for c in copies), *(c.result for c in lse_copy),
+            item_count=items, splits=splits, head_dim=head_dim,
+            keys=shape["seq_len"] if lse is not None else None, exp2=op.exp2 is not None,
         )
     )
     Rewriter.insert_op(merge, InsertPoint.after(kernel))

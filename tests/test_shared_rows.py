@@ -30,11 +30,12 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     return op
 
 
-def _decode(dtype, cache="dense", heads=HEADS, kv_heads=KV_HEADS):
+def _decode(dtype, cache="dense", heads=HEADS, kv_heads=KV_HEADS, return_lse=False):
     extra = {"dense": {}, "kv_lens": {"kv_lens": True},
              "paged": {"page_size": PAGE, "num_pages": BATCH * KEYS // PAGE}}[cache]
     return vx.flash_attention_2(seq_len=1, kv_len=KEYS, batch=BATCH, num_heads=heads,
-                                num_kv_heads=kv_heads, head_dim=DIM, dtype=dtype, **extra)
+                                num_kv_heads=kv_heads, head_dim=DIM, dtype=dtype,
+                                return_lse=return_lse, **extra)
 
 
 def _plan(module) -> PlanAttr:
@@ -89,6 +90,32 @@ def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, backend
         half_ulp = 2.0**-8 if dtype == "bf16" else 0.0
         assert float(np.max(np.abs(got.astype(np.float32) - want.astype(np.float32)))) <= (
             1e-5 + half_ulp) * scale
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cache", ["dense", "kv_lens", "paged"])
+def test_decode_with_the_log_sum_exp_takes_the_same_plan(cache, backend):
+    # the merge kernel writes lse (vyre.merge_splits lse(...)), so a decode
+    # that returns it is split, merged and shares its rows as one that does not
+    module = _decode("bf16", cache, return_lse=True)
+    plan = _plan(module)
+    assert plan == _plan(_decode("bf16", cache))
+    assert (plan.merge.value, plan.rows) == ("kernel", tuning.SHARED_ROWS)
+    arrays = _inputs("bf16", cache, np.random.default_rng(12))
+    arrays["q"][0, 1, 0, 5] = np.inf  # a row of clamped scores (lse -74)
+    got = vx.run(vx.lower_to_gpu(module, device="h200"), arrays, backend=backend)
+    paging = {"kv_lens": arrays.get("kv_lens"), "block_table": arrays.get("block_table"),
+              "page_size": PAGE if cache == "paged" else None,
+              "kv_len": KEYS if cache != "dense" else None}
+    out, lse = vx.reference.flash_attention_2(
+        arrays["q"], arrays["k"], arrays["v"], tile_size=plan.tile_size,
+        kv_splits=plan.kv_splits, dim_parts=plan.dim_parts, dim_chunk=plan.dim_chunk,
+        dtype="bf16", return_lse=True,
+        **{key: value for key, value in paging.items() if value is not None})
+    if backend == "interpreter":
+        assert got["out"].tobytes() == out.tobytes() and got["lse"].tobytes() == lse.tobytes()
+    else:  # the driver's exp and log are not correctly rounded
+        assert np.allclose(got["lse"], lse, rtol=1e-5, atol=1e-5)
 
 
 def test_loads_are_shared_by_the_rows_of_one_key_head_only():

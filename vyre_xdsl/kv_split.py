@@ -38,8 +38,6 @@ def valid_splits(
     if splits > tiles:
         return f"there are only {tiles} tiles"
     if in_kernel:
-        if op.lse is not None:
-            return "it writes the log-sum-exp, which a merge kernel does not (merge=workgroup)"
         return None
     if shared_memory_bytes and workgroup_merge_bytes(op, lanes) > shared_memory_bytes:
         return (

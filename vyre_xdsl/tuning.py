@@ -212,9 +212,8 @@ def merges_in_kernel(
     `shared_memory_bytes`, or its rows are longer than SHORT_ROWS (a merge
     in the workgroup takes whole rows, which then stay on one lane each
     and spill, where a kernel's merge lets them go over lanes); and no
-    hooks for every split to repeat, no mask (which is never split) and no
-    log-sum-exp."""
-    if op.has_mask or not op.hooks_empty or op.lse is not None:  # every split runs hooks
+    hooks for every split to repeat and no mask (which is never split)."""
+    if op.has_mask or not op.hooks_empty:  # every split runs hooks
         return False
     shape = op.shape()
     items = shape["item_count"]

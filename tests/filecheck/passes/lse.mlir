@@ -1,5 +1,7 @@
 // RUN: vyre-opt %s -p vyre-inline-fragments | filecheck %s
-// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel}' 2>&1 | filecheck %s --check-prefix=NO-KERNEL-MERGE
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel}' | filecheck %s --check-prefix=KERNEL-MERGE
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel},vyre-inline-fragments' | filecheck %s --check-prefix=MERGE-LSE
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=2 merge=kernel},vyre-to-gpu' | mlir-opt-22 --allow-unregistered-dialect | filecheck %s --check-prefix=MLIR
 // RUN: vyre-opt %s -p vyre-to-gpu | mlir-opt-22 --allow-unregistered-dialect | filecheck %s --check-prefix=MLIR
 
 // FlashAttention-2 over 4 rows with value rows of 3 dims (query rows of 2)
@@ -90,8 +92,20 @@ builtin.module {
 // CHECK:      %[[LSE:.*]] = arith.select %[[ZERO]], %{{.*}}, %[[SUM]] : f32
 // CHECK:      memref.store %[[LSE]], %lse[%item] : memref<4xf32>
 
-// A merge kernel does not write the log-sum-exp.
-// NO-KERNEL-MERGE: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 2 ways: it writes the log-sum-exp, which a merge kernel does not (merge=workgroup)
+// Split and merged by a kernel: the split kernel leaves its partials and
+// no longer writes lse; the merge kernel writes it, undoing the split
+// weights' scale of the skeleton's 4 keys.
+// KERNEL-MERGE:      vyre.kernel @flash_attention_2 items 8
+// KERNEL-MERGE-NOT:  lse(
+// KERNEL-MERGE:      vyre.kernel @flash_attention_2_merge items 12
+// KERNEL-MERGE:        %lse = vyre.buffer "lse" binding 4 write [4] : memref<4xf32>
+// KERNEL-MERGE-NEXT:   vyre.merge_splits m(%{{.*}}) l(%{{.*}}) o(%{{.*}}) out(%out) lse(%lse) keys 4 item_count 4 splits 2 head_dim 3
+// The merge's invocation of dim 0 writes it: m + log(l * 4) (-inf at l = 0).
+// MERGE-LSE:      %[[D0:.*]] = arith.cmpi eq, %d, %{{.*}} : index
+// MERGE-LSE-NEXT: scf.if %[[D0]] {
+// MERGE-LSE:        %[[UNSCALED:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// MERGE-LSE:        math.log %[[UNSCALED]] : f32
+// MERGE-LSE:        memref.store %{{.*}}, %lse[%item] : memref<4xf32>
 
 // Upstream MLIR accepts the lowered kernel.
 // MLIR: gpu.func @flash_attention_2

@@ -149,3 +149,74 @@ builtin.module {
   }
 }
 // CHECK: {{.*}}merge_errors.mlir:148:5: error: 'vyre.merge_splits' op 'splits' must be in [1, 2^32), got 0
+
+// -----
+
+// The log-sum-exp undoes the weight scale of the split skeleton's keys: it
+// needs them.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    %lse = vyre.buffer "lse" binding 6 write [64] : memref<64xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) lse(%lse) keys 0 item_count 64 splits 4 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>, memref<64xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op 'keys' must be in [1, 2^32), got 0
+
+// -----
+
+// keys without lse.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    "vyre.merge_splits"(%m, %l, %o, %out) <{item_count = 64 : i64, splits = 4 : i64, head_dim = 2 : i64, keys = 8 : i64}> : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>) -> ()
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op 'lse' and 'keys' go together: the log-sum-exp undoes the weight scale of the split skeleton's keys (give both, or neither)
+
+// -----
+
+// One log-sum-exp per item.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    %lse = vyre.buffer "lse" binding 6 write [32] : memref<32xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) lse(%lse) keys 8 item_count 64 splits 4 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>, memref<32xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op buffer 'lse' (lse) holds 32 f32 but one log-sum-exp per item needs 64; size it memref<64xf32>
+
+// -----
+
+// Invocations that leave partials write no log-sum-exp: the merge kernel
+// does (vyre.merge_splits lse(...)).
+builtin.module {
+  vyre.kernel @k items 128 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [64, 2] : memref<128xf32>
+    %out = vyre.buffer "o" binding 1 temp [128, 2] : memref<256xf32>
+    %m = vyre.buffer "m" binding 2 temp [64, 2] : memref<128xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 2] : memref<128xf32>
+    %lse = vyre.buffer "lse" binding 4 write [64] : memref<64xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<1024xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) lse(%lse) scratch(%qs, %st, %oa) partials(%m, %l)
+        item_count 64 seq_len 64 head_dim 2 tile_size 16 tile_count 4 kv_splits 2
+        : (memref<128xf32>, memref<256xf32>, memref<128xf32>, memref<1024xf32>, memref<128xf32>, memref<128xf32>, memref<128xf32>, memref<64xf32>)
+    scores(%item, %lane, %tile_start, %tile_len, %a, %b) {
+      vyre.yield
+    } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.tiled_online_softmax' op 'lse' cannot be combined with partials(%m, %l): the invocations leave partial results, and the kernel that merges them writes the log-sum-exp (vyre.merge_splits lse(%lse) keys N, as vyre-split-kv{merge=kernel} makes it)
