@@ -41,6 +41,13 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     return op
 
 
+def _decode(batch: int = 8, kv_len: int = 4096, kv_heads: int | None = 8,
+            head_dim: int = 128, dtype: str = "f32", **extra):
+    """A decode step (one query) over 32 query heads."""
+    return vx.flash_attention_2(seq_len=1, kv_len=kv_len, batch=batch, num_heads=32,
+                                num_kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, **extra)
+
+
 @pytest.mark.parametrize("build, want", [
     # rows of 64 dims on 2048 workgroups: 128 lanes, 16 keys, staged, 64 deep
     (lambda: vx.flash_attention_2(4096, 64, num_heads=32),
@@ -72,62 +79,48 @@ def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
     # splits (four times the target: KERNEL_MERGE_FACTOR); a key head's four
     # query rows share an invocation (test_shared_rows), each over eight
     # lanes, in tiles of 16 keys
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
-                                  num_kv_heads=8, head_dim=128),
+    (lambda: _decode(8, 4096),
      (64, 16, 64, "kernel", 8, 0, 64, ())),
     # ... with run-time lengths too: an item's lanes share its length
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
-                                  num_kv_heads=8, head_dim=128, kv_lens=True),
+    (lambda: _decode(8, 4096, kv_lens=True),
      (64, 16, 64, "kernel", 8, 0, 32, ())),
     # shared rows of 16384 keys take four times the target's splits too
     # (SHARED_MORE_SPLITS_KEYS; rows on their own lanes keep 16 beyond
     # MORE_SPLITS_KEYS) ...
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=8, num_heads=32,
-                                  num_kv_heads=8, head_dim=128),
+    (lambda: _decode(8, 16384),
      (64, 16, 64, "kernel", 8, 0, 64, ())),
     # ... however many keys each split keeps: 32768 keys in 64 splits of 512,
     # and batch 32 with 32768 keys in 16 of 2048
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=8, num_heads=32,
-                                  num_kv_heads=8, head_dim=128),
+    (lambda: _decode(8, 32768),
      (64, 16, 64, "kernel", 8, 0, 64, ())),
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=32, num_heads=32,
-                                  num_kv_heads=8, head_dim=128),
+    (lambda: _decode(32, 32768),
      (64, 16, 16, "kernel", 8, 0, 64, ())),
     # MQA decode (32 query heads a key head: more rows share than an
     # invocation takes) keeps the bound: 16 splits of 2048 keys
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=32768, batch=8, num_heads=32,
-                                  num_kv_heads=1, head_dim=128),
+    (lambda: _decode(8, 32768, kv_heads=1),
      (64, 16, 16, "kernel", 8, 0, 64, ())),
     # MHA decode (no rows to share): rows of 16384 keys take the target's
     # 64 splits only (four times would be 256)
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=16384, batch=2, num_heads=32,
-                                  head_dim=128),
+    (lambda: _decode(2, 16384, kv_heads=None),
      (64, 64, 64, "kernel", 2, 0, 64, ())),
     # batch 128 with 1024 keys: four splits of 256 keys (MAX_SPLIT_KEYS)
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=1024, batch=128, num_heads=32,
-                                  num_kv_heads=8, head_dim=128),
+    (lambda: _decode(128, 1024),
      (64, 16, 4, "kernel", 8, 0, 64, ())),
     # batch 128 with 4096 keys: four splits of 1024 keys, merged by a kernel,
     # so that a key head's rows share an invocation, dense, with run-time
     # lengths and with pages
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
-                                  num_kv_heads=8, head_dim=128),
+    (lambda: _decode(128, 4096),
      (64, 16, 4, "kernel", 8, 0, 64, ())),
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
-                                  num_kv_heads=8, head_dim=128, kv_lens=True),
+    (lambda: _decode(128, 4096, kv_lens=True),
      (64, 16, 4, "kernel", 8, 0, 32, ())),
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
-                                  num_kv_heads=8, head_dim=128, page_size=16,
-                                  num_pages=128 * 256),
+    (lambda: _decode(128, 4096, page_size=16, num_pages=128 * 256),
      (64, 16, 4, "kernel", 8, 0, 32, ())),
     # MHA decode at batch 128 (no rows to share) is not split: four splits
     # would keep 1024 keys each (MAX_SPLIT_KEYS)
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=128, num_heads=32,
-                                  head_dim=128),
+    (lambda: _decode(128, 4096, kv_heads=None),
      (64, 4, 1, "none", 2, 49152, 64, ())),
     # rows of 64 keep the merge in the workgroup
-    (lambda: vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32,
-                                  num_kv_heads=8, head_dim=64),
+    (lambda: _decode(8, 4096, head_dim=64),
      (64, 64, 16, "workgroup", 1, 0, 64, ())),
 ])
 def test_the_h200_plan(build, want):
@@ -218,22 +211,17 @@ def test_vyre_to_gpu_follows_the_plan_it_records():
     assert "vyre.plan" not in lowered  # gone with the skeleton
 
 
-def _decode(dtype, head_dim=128, **kwargs):
-    return vx.flash_attention_2(seq_len=1, kv_len=4096, batch=8, num_heads=32, num_kv_heads=8,
-                                head_dim=head_dim, dtype=dtype, **kwargs)
-
-
 # A lane's chunk of a split row: 16 bytes of bf16 (8 dims); f16 and f32 keep
 # chunks of 4 (tuning.DIM_CHUNKS); a row whose parts cannot take chunks of 8
 # (72 dims over two lanes: 72 / 16 lanes of shared rows do not divide it
 # either) keeps 4; an unsplit row has the default.
 @pytest.mark.parametrize("build, parts, chunk", [
-    (lambda: _decode("bf16"), 8, 8),
-    (lambda: _decode("bf16", page_size=16, num_pages=8 * 256), 8, 8),
-    (lambda: _decode("f16"), 8, 4),
-    (lambda: _decode("f32"), 8, 4),
-    (lambda: _decode("bf16", head_dim=72), 2, 4),
-    (lambda: _decode("bf16", head_dim=64), 1, vyre.DIM_CHUNK),
+    (lambda: _decode(dtype="bf16"), 8, 8),
+    (lambda: _decode(dtype="bf16", page_size=16, num_pages=8 * 256), 8, 8),
+    (lambda: _decode(dtype="f16"), 8, 4),
+    (lambda: _decode(dtype="f32"), 8, 4),
+    (lambda: _decode(dtype="bf16", head_dim=72), 2, 4),
+    (lambda: _decode(dtype="bf16", head_dim=64), 1, vyre.DIM_CHUNK),
 ])
 def test_the_h200_plan_deals_split_rows_in_chunks_of_their_loads(build, parts, chunk):
     plan = _plan(build())
@@ -254,9 +242,9 @@ def test_half_precision_latent_rows_take_more_splits(heads, bf16_splits, f32_spl
 
 
 def test_bf16_decode_lowers_to_16_byte_loads_on_the_h200():
-    lowered = str(vx.lower_to_gpu(_decode("bf16"), device="h200"))
+    lowered = str(vx.lower_to_gpu(_decode(dtype="bf16"), device="h200"))
     assert "vector<8xbf16>" in lowered and "vector<4xbf16>" not in lowered
-    lowered = str(vx.lower_to_gpu(_decode("f16"), device="h200"))
+    lowered = str(vx.lower_to_gpu(_decode(dtype="f16"), device="h200"))
     assert "vector<4xf16>" in lowered and "vector<8xf16>" not in lowered
 
 
