@@ -134,6 +134,46 @@ def test_bad_tile_size():
         ref.flash_attention_2(q, q, q, tile_size=0)
 
 
+@pytest.mark.parametrize("split_keys, match", [
+    (3, r"split_keys \(3\) must be at least seq_len \(4\)"),
+    (0, "split_keys must be > 0"),
+    (2.5, "split_keys must be an int"),
+    ("8", "split_keys must be an int"),
+])
+def test_split_keys_are_the_kernels_keys_or_an_error(split_keys, match):
+    def scores(tile_start, tile_len):
+        return np.zeros((tile_len, 1), np.float32)
+
+    def update(o_acc, weight, rescale, tile_start, tile_len):
+        return o_acc
+
+    with pytest.raises(VyreError, match=match):
+        ref.tiled_online_softmax(1, 1, 4, 2, scores, update, kv_splits=2, split_keys=split_keys)
+
+
+def test_split_keys_lay_the_splits_over_the_kernels_tiles():
+    # 4 keys of a kernel of 16 in tiles of 2, split 2 ways: split 0 takes
+    # tiles 0-3 of the kernel's 8, so all 4 keys run in one split
+    runs = []
+
+    def scores(tile_start, tile_len):
+        runs[-1].append(tile_start)  # prologue() opened this split's run
+        return np.zeros((tile_len, 1), np.float32)
+
+    def update(o_acc, weight, rescale, tile_start, tile_len):
+        return o_acc
+
+    def prologue():
+        runs.append([])
+
+    ref.tiled_online_softmax(1, 1, 4, 2, scores, update, prologue=prologue, kv_splits=2,
+                             split_keys=16)
+    assert runs == [[0, 2], []]
+    runs.clear()
+    ref.tiled_online_softmax(1, 1, 4, 2, scores, update, prologue=prologue, kv_splits=2)
+    assert runs == [[0], [2]]
+
+
 # --------------------------------------------------------------------------
 # MLA decode
 # --------------------------------------------------------------------------

@@ -169,8 +169,7 @@ def tiled_online_softmax(
     does."""
     kv_splits = _positive("kv_splits", kv_splits)
     tile_count = -(-seq_len // tile_size)
-    if split_keys is None:
-        split_keys = seq_len
+    split_keys = seq_len if split_keys is None else _positive("split_keys", split_keys)
     if split_keys < seq_len:
         raise VyreError(f"split_keys ({split_keys}) must be at least seq_len ({seq_len})")
     # split partials scale their weights so that none overflows (numerics.py)
