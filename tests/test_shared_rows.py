@@ -10,6 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from xdsl.dialects import gpu
 
 import vyre_xdsl as vx
 from vyre_xdsl import tuning
@@ -165,4 +166,19 @@ def test_mlir_opt_accepts_shared_rows_at_every_level(level):
 def test_mlir_opt_accepts_shared_rows():
     lowered = vx.lower_to_gpu(_decode("bf16", "paged"), device="h200")
     assert "o_acc_row3" in str(lowered)
+    assert_mlir_opt_accepts(lowered)
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("level", ["none", "exact", "default"])
+def test_mlir_opt_accepts_the_merge_kernels_log_sum_exp_at_every_level(level):
+    module = _decode("bf16", "paged", return_lse=True)
+    if level == "default":
+        lowered = vx.lower_to_gpu(module, device="h200")
+    else:
+        lowered = vx.lower_to_gpu(module, optimize=(
+            f"vyre-split-kv{{splits=4 merge=kernel}},vyre-to-gpu{{optimize={level}}}"))
+    (merge,) = [f for f in lowered.walk() if isinstance(f, gpu.FuncOp)
+                and f.sym_name.data == "flash_attention_2_merge"]
+    assert "math.log" in str(merge) and "%lse" in str(merge)
     assert_mlir_opt_accepts(lowered)
