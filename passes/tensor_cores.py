@@ -63,11 +63,10 @@ runs the expansion with the tuning's tiling (vyre_xdsl.tuning).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from xdsl.context import Context
-from xdsl.dialects import arith, gpu
+from xdsl.dialects import gpu
 from xdsl.dialects.builtin import (
     Float16Type,
     IntegerAttr,
@@ -82,14 +81,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl import recurrence
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F16_SMALLEST, F32_MIN
+from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.gpu_mma import (
     MMAMatrixType,
     MMAOperand,
     SubgroupMmaComputeOp,
-    SubgroupMmaConstantMatrixOp,
-    SubgroupMmaExtractThreadLocalOp,
-    SubgroupMmaInsertThreadLocalOp,
     SubgroupMmaLoadMatrixOp,
     SubgroupMmaStoreMatrixOp,
 )
@@ -98,13 +94,21 @@ from vyre_xdsl.dialects.plan import TensorCoresAttr
 from vyre_xdsl.device import GENERIC, device_profile
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.mma_elements import (
+    F16_BYTES,
+    LANES,
+    SUBGROUP,
+    SUBGROUPS,
+    MatrixElements,
+    add,
+    as_index,
+    at_least_smallest_f16,
+    layout_problem,
+    may_be_minus_inf,
+)
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
 
-SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
-SUBGROUPS = 4  # subgroups of a workgroup
-F16_BYTES = 2
-LANES = SUBGROUP * SUBGROUPS
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
 # max |out - oracle| / max |oracle| (docs/performance.md): the weights P·V
 # reads are rounded to f16 (relative 2^-11 each) and the matrix unit sums in
@@ -173,12 +177,10 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
             tiling: Tiling = Tiling()) -> str | None:
     """Why `op` cannot run on the matrix units of a device with accumulator
     `layout`, spread as `tiling` says; None if it can."""
-    if layout is None:
-        return "the device profile has no accumulator layout (no cooperative matrices)"
-    reason = layout.problem()
-    if reason is not None or layout.lanes != SUBGROUP:
-        return (f"the device's accumulator layout does not suit the expansion: "
-                f"{reason or f'{layout.lanes} lanes, not {SUBGROUP}'}")
+    reason = layout_problem(layout)
+    if reason is not None:
+        return reason
+    assert layout is not None
     if tiling.registers and layout.operand_a is None:
         return ("the device's f16 A operands do not hold a lane's accumulator elements "
                 "(no operand_a in its layout), so P cannot stay in registers")
@@ -204,7 +206,7 @@ def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
     return MMAMatrixType([rows, cols], element, use)
 
 
-class TensorCoreExpansion:
+class TensorCoreExpansion(MatrixElements):
     """The scf loop nest of one qualifying skeleton, emitted before it:
     each subgroup keeps its rows' S tiles and O in matrices, and computes
     the softmax on their elements where `layout` puts them."""
@@ -271,7 +273,7 @@ class TensorCoreExpansion:
         carried = b.loop(0, self.count, tile, state * self.tiling.row_tiles, hint="tile_idx")
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
-            denominators = [recurrence.final_denominator(b, self.row_total(b, l, _add))
+            denominators = [recurrence.final_denominator(b, self.row_total(b, l, add))
                             for l in block.l]  # noqa: E741
             for c, o in enumerate(block.o):
                 out = self.map_elements(
@@ -299,46 +301,6 @@ class TensorCoreExpansion:
         """Where row block r of the subgroup starts in a row-major array of
         rows `width` long (q, out)."""
         return b.muli(b.addi(self.first, b.index(r * TILE)), b.index(width))
-
-    def constant(self, b: IRBuilder, value: float, matrix: MMAMatrixType) -> SSAValue:
-        element = b.f32(value)
-        if matrix.element_type == f16:
-            element = self.narrow(b, element)
-        return b.emit(SubgroupMmaConstantMatrixOp(element, matrix)).results[0]
-
-    @staticmethod
-    def narrow(b: IRBuilder, value: SSAValue) -> SSAValue:
-        """`value` rounded to f16 (nearest even)."""
-        return b.emit(arith.TruncFOp(value, f16)).results[0]
-
-    def elements(self, b: IRBuilder, matrix: SSAValue) -> list[SSAValue]:
-        """This lane's elements of an f32 accumulator matrix."""
-        return [b.emit(SubgroupMmaExtractThreadLocalOp(matrix, b.index(i))).results[0]
-                for i in range(self.layout.length)]
-
-    def map_elements(self, b: IRBuilder, matrix: SSAValue,
-                     fn: Callable[[IRBuilder, SSAValue, int], SSAValue],
-                     result: MMAMatrixType | None = None) -> SSAValue:
-        """`fn(element, its row slot)` of each of this lane's elements of
-        `matrix`, as a matrix of type `result` (default: matrix's)."""
-        values = [fn(b, value, slot)
-                  for value, slot in zip(self.elements(b, matrix), self.layout.slots,
-                                         strict=True)]
-        return self.assemble(b, values, result or matrix.type)
-
-    def assemble(self, b: IRBuilder, values: list[SSAValue],
-                 matrix: MMAMatrixType) -> SSAValue:
-        built = self.constant(b, 0.0, matrix)
-        for i, value in enumerate(values):
-            built = b.emit(SubgroupMmaInsertThreadLocalOp(value, built, b.index(i))).results[0]
-        return built
-
-    def row_total(self, b: IRBuilder, value: SSAValue,
-                  combine: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]) -> SSAValue:
-        """`value` combined over the lanes that share this lane's rows."""
-        for mask in self.layout.masks:
-            value = combine(b, b.shuffle_xor(value, mask, self.width), value)
-        return value
 
     def row_start(self, b: IRBuilder, access: RowAccess, region: str, tile_start) -> SSAValue:
         """Where the subgroup's first row reads key tile_start, dim 0."""
@@ -432,10 +394,10 @@ class TensorCoreExpansion:
             weights = []
             for s, slot in zip(block, layout.slots, strict=True):
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
-                                                 _may_be_minus_inf(self.f.score))
+                                                 may_be_minus_inf(self.f.score))
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, _at_least_smallest_f16(
-                    b, weight, _may_be_minus_inf(self.f.score))))
+                weights.append(self.narrow(b, at_least_smallest_f16(
+                    b, weight, may_be_minus_inf(self.f.score))))
             if self.tiling.registers:
                 operands.append(self.assemble(
                     b, [weights[i] for i in layout.operand_a], a16))
@@ -476,7 +438,7 @@ class TensorCoreExpansion:
     def store_blocks(self, b: IRBuilder, blocks: list[_Block], buffer) -> None:
         """`load_blocks`' blocks into copy `buffer` of the staged tiles."""
         for block in blocks:
-            offset = b.muli(_index(b, buffer), b.index(self.keys * block.width))
+            offset = b.muli(as_index(b, buffer), b.index(self.keys * block.width))
             if block.guard is None:
                 block.store(b, block.matrix, offset)
             else:
@@ -514,14 +476,6 @@ class _Block:
                                         self.width))
 
 
-def _add(b: IRBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.addf(x, y)
-
-
-def _index(b: IRBuilder, value: int | SSAValue) -> SSAValue:
-    return b.index(value) if isinstance(value, int) else value
-
-
 class _Rows:
     """A row block's loop-carried state: each row slot's running max `m`
     and the lane's part of its denominator `l` (the sum of its own
@@ -543,24 +497,6 @@ class _Rows:
     @property
     def values(self) -> list[SSAValue]:
         return [*self.m, *self.l, *self.o]
-
-
-def _at_least_smallest_f16(b: IRBuilder, weight: SSAValue, may_be_zero: bool) -> SSAValue:
-    """`weight`, raised to the smallest f16 where it would round to 0: a
-    kept key's weight is never 0 (bounded_exp_arg), so an infinite value
-    times it is infinite, as in the oracle, not NaN.  The exact 0 of a
-    dropped key passes (`may_be_zero`); a NaN weight may not (a device
-    compiler may make this a max), but the row's denominator, summed from
-    the weight itself, carries it to the row's outputs."""
-    smallest = b.f32(F16_SMALLEST)
-    tiny = b.cmpf(weight, smallest, "olt")
-    if may_be_zero:
-        tiny = b.andi(tiny, b.cmpf(weight, b.f32(0.0), "ogt"))
-    return b.select(tiny, smallest, weight)
-
-
-def _may_be_minus_inf(score: SSAValue) -> bool:
-    return not isinstance(score.owner, vyre.BoundedScoreOp)
 
 
 def expand(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,

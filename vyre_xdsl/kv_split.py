@@ -5,6 +5,9 @@ splits that pass it."""
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.rewriter import InsertPoint, Rewriter
+
 from vyre_xdsl.dialects import vyre
 
 
@@ -56,3 +59,52 @@ def valid_splits(
             f"of the workgroup size ({lanes})"
         )
     return None
+
+
+def merge_in_kernel(
+    module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int
+) -> None:
+    """Give `op` partial buffers and the kernel after `kernel` that merges
+    them (`vyre.merge_splits`); `kernel` then no longer writes the output,
+    nor the log-sum-exp, which the merge writes."""
+    shape = op.shape()
+    items, head_dim = shape["item_count"], op.v_dim  # the partial rows are value rows
+    name = kernel.sym_name.data
+    out = op.out.owner
+    assert isinstance(out, vyre.BufferOp)
+    lse = op.lse.owner if op.lse is not None else None
+    assert lse is None or isinstance(lse, vyre.BufferOp)
+    next_binding = 1 + max(
+        b.binding.value.data
+        for k in module.body.block.ops
+        if isinstance(k, vyre.KernelOp)
+        for b in k.buffers
+    )
+    declarations = [
+        (f"{name}_split_m", [items, splits]),
+        (f"{name}_split_l", [items, splits]),
+        (f"{name}_split_o", [items, splits, head_dim]),
+    ]
+    partials = [
+        vyre.BufferOp(buffer, next_binding + i, "temp", dims)
+        for i, (buffer, dims) in enumerate(declarations)
+    ]
+    Rewriter.insert_op(partials, InsertPoint.before(out))
+    split_m, split_l, split_o = (p.result for p in partials)
+    op.set_partials(split_o, split_m, split_l)
+    for written in (out, lse):
+        if written is not None and not written.result.uses:
+            Rewriter.erase_op(written)
+
+    merge = vyre.KernelOp(f"{name}_merge", items * head_dim, kernel.lanes)
+    copies = [p.clone() for p in partials] + [out.clone()]
+    lse_copy = [lse.clone()] if lse is not None else []
+    merge.body.block.add_ops(copies + lse_copy)
+    merge.body.block.add_op(
+        vyre.MergeSplitsOp(
+            *(c.result for c in copies), *(c.result for c in lse_copy),
+            item_count=items, splits=splits, head_dim=head_dim,
+            keys=shape["seq_len"] if lse is not None else None, exp2=op.exp2 is not None,
+        )
+    )
+    Rewriter.insert_op(merge, InsertPoint.after(kernel))
