@@ -123,7 +123,11 @@ class GqaPoint:
 
 
 GQA_VARIANTS = ("dense", "kv_lens", "paged")
-MLA_VARIANTS = ("dense", "paged")  # paged with --mla-paged
+MLA_VARIANTS = ("dense", "paged", "matrix")  # paged with --mla-paged, matrix with
+# --mla-tensor-cores: the dense caches' latent attention on the matrix units
+# (f16; vyre-latent-tensor-cores, which the default plan does not take yet)
+LATENT_PIPELINE = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
+                   "force=true},vyre-to-gpu{optimize=exact}")
 
 
 def mla_grid(quick: bool) -> list[MlaPoint]:
@@ -245,11 +249,11 @@ def gqa_module(point: GqaPoint, variant: str, dtype: str):
                                 head_dim=point.dim, dtype=dtype, **extra)
 
 
-def compile_ours(build: Callable, backend: str):
+def compile_ours(build: Callable, backend: str, optimize: str = "default"):
     """(kernel, None), or (None, why not) for a shape the builder or the
     device refuses (the point is skipped, not the run)."""
     try:
-        return vx.compile(build(), backend=backend), None
+        return vx.compile(build(), backend=backend, optimize=optimize), None
     except TypeError as error:  # a builder without a keyword the point needs
         if "unexpected keyword" not in str(error):
             raise
@@ -313,17 +317,19 @@ def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts)
 
 # Points: ours compiled first (a refused shape costs no data), then PyTorch, then ours
 
-def measure(point, variants: dict[str, Callable], make_inputs: Callable, opts) -> list[Row]:
-    """One row per variant of ours. `make_inputs()` returns (PyTorch's paths,
-    {variant: host inputs}, {PyTorch path left out: why})."""
+def measure(point, variants: dict[str, tuple[Callable, str]], make_inputs: Callable,
+            opts) -> list[Row]:
+    """One row per variant of ours, {name: (module builder, optimize=)}.
+    `make_inputs()` returns (PyTorch's paths, {variant: host inputs},
+    {PyTorch path left out: why})."""
     from vyre_xdsl.dtypes import numpy_dtype
 
     bytes_read = point.cache_bytes(numpy_dtype(opts.dtype).itemsize)
     rows = {name: Row(point.grid, point.label, name, bytes_read,
                       params={**asdict(point), "dtype": opts.dtype}) for name in variants}
     kernels = {}
-    for name, build in variants.items():
-        kernels[name], why_not = compile_ours(build, opts.backend)
+    for name, (build, optimize) in variants.items():
+        kernels[name], why_not = compile_ours(build, opts.backend, optimize)
         rows[name].skipped = why_not or ""
     if not any(kernels.values()):
         return list(rows.values())
@@ -355,14 +361,16 @@ def mla_point(point: MlaPoint, opts) -> list[Row]:
                 else CPU_EAGER_BYTES)
         left_out = {} if need <= room else {
             "eager": f"left out: needs {need / 2**30:.1f} GiB, more than {room / 2**30:.1f} GiB"}
-        inputs = {"dense": host}
+        inputs = {"dense": host, "matrix": host}
         if "paged" in variants:
             inputs["paged"] = paged_inputs(host, {name: t[name] for name in (
                 "kv_cache", "kr_cache")}, point.page_size, opts)
         return mla_torch_paths(t, r, point.rope, eager=not left_out), inputs, left_out
 
-    variants = {name: (lambda name=name: mla_module(point, name, opts.dtype))
-                for name in MLA_VARIANTS if name == "dense" or opts.mla_paged}
+    wanted = {"dense": True, "paged": opts.mla_paged, "matrix": opts.mla_tensor_cores}
+    variants = {name: (lambda name=name: mla_module(point, name, opts.dtype),
+                       LATENT_PIPELINE if name == "matrix" else "default")
+                for name in MLA_VARIANTS if wanted[name]}
     return measure(point, variants, make_inputs, opts)
 
 
@@ -383,7 +391,7 @@ def gqa_point(point: GqaPoint, opts) -> list[Row]:
         lengths = {"kv_lens": pages["kv_lens"]}
         return paths, {"dense": dense, "kv_lens": {**dense, **lengths}, "paged": pages}, left_out
 
-    variants = {name: (lambda name=name: gqa_module(point, name, opts.dtype))
+    variants = {name: (lambda name=name: gqa_module(point, name, opts.dtype), "default")
                 for name in GQA_VARIANTS}
     return measure(point, variants, make_inputs, opts)
 
@@ -441,6 +449,9 @@ def main(argv=None) -> int:
                         help="what runs ours (vx.compile's backend)")
     parser.add_argument("--mla-paged", action="store_true",
                         help="also time vx.mla_decode(page_size=64) on shuffled pages")
+    parser.add_argument("--mla-tensor-cores", action="store_true",
+                        help="also time MLA's latent attention on the matrix units "
+                             "(--dtype f16, a device with cooperative matrices)")
     parser.add_argument("--no-flex", dest="flex", action="store_false",
                         help="leave FlexAttention out (its compile takes seconds per shape)")
     add_torch_options(parser)
@@ -470,7 +481,7 @@ def main(argv=None) -> int:
           "best = the PyTorch path it is against.")
     opts = argparse.Namespace(device=args.device, dtype=args.dtype, backend=args.backend,
                               warmup=args.warmup, repeat=args.repeat, flex=args.flex,
-                              mla_paged=args.mla_paged,
+                              mla_paged=args.mla_paged, mla_tensor_cores=args.mla_tensor_cores,
                               generator=None)
     grids = [(grid, points, run) for grid, points, run in (
         ("mla", mla_grid(args.quick), mla_point),

@@ -101,6 +101,12 @@ def _stage_kv_tiles():
     return StageKvTilesPass
 
 
+def _latent_tensor_cores():
+    from vyre_xdsl.passes.latent_tensor_cores import LatentTensorCoresPass
+
+    return LatentTensorCoresPass
+
+
 def _tensor_cores():
     from vyre_xdsl.passes.tensor_cores import TensorCoresPass
 
@@ -143,6 +149,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-split-head-dim": _split_head_dim,
     "vyre-stage-kv-tiles": _stage_kv_tiles,
     "vyre-tensor-cores": _tensor_cores,
+    "vyre-latent-tensor-cores": _latent_tensor_cores,
     "vyre-use-exp2": _use_exp2,
     "vyre-vectorize-loads": _vectorize_loads,
     "vyre-to-gpu": _vyre_to_gpu,

@@ -11,9 +11,10 @@ status is 1 if any case failed.
 The `mma` cases run one subgroup's tile product through cooperative
 matrices (tools/mma_kernels.py) against float64, the `layout` case reads
 the device's accumulator layout and compares it with its profile's (the
-H200's: PTX's mma fragments), and the `tensor cores` cases
-FlashAttention-2 in f16 through vyre-tensor-cores against dense attention,
-on a device with VK_KHR_cooperative_matrix; elsewhere they say they are
+H200's: PTX's mma fragments), the `tensor cores` cases
+FlashAttention-2 in f16 through vyre-tensor-cores against dense attention
+and the `latent tensor cores` cases MLA decode in f16 through
+vyre-latent-tensor-cores against dense MLA, on a device with VK_KHR_cooperative_matrix; elsewhere they say they are
 skipped.  An f16 case at the default level that the plan puts on the
 matrix units is held to vyre-tensor-cores' tolerance.
 
@@ -156,7 +157,7 @@ def mla_case(s, heads, d=128, rank=512, rope=64, nan_inf=False, dtype="f32") -> 
         return ins
 
     def reference(ins):
-        return vx.reference.mla_decode(**ins) if nan_inf else dense_mla(ins)
+        return vx.reference.mla_decode(**ins, dtype=dtype) if nan_inf else dense_mla(ins)
 
     return Case(label, build, inputs, reference, dtype)
 
@@ -243,6 +244,20 @@ def tensor_case(heads: int, n: int, d: int, **tiling) -> Case:
                 optimize=pipeline)
 
 
+def latent_case(s: int, heads: int, splits: int = 0, **kwargs) -> Case:
+    """MLA decode in f16 with its latent attention through
+    vyre-latent-tensor-cores (`splits`, 0: the tuning's; its tolerance)
+    and mla_case's `kwargs`."""
+    from vyre_xdsl.passes.latent_tensor_cores import TOLERANCE as LATENT_TOLERANCE
+
+    case = mla_case(s, heads, dtype="f16", **kwargs)
+    pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
+                f"force=true splits={splits}}},vyre-to-gpu{{optimize=exact}}")
+    return Case(f"latent tensor cores {case.name} splits={splits}", case.build, case.inputs,
+                case.reference, "f16", LATENT_TOLERANCE, cooperative_matrix=True,
+                optimize=pipeline)
+
+
 def block_case(heads: int, n: int, d: int, lanes: int, key_lanes: int, rows: int, keys: int,
                **kwargs) -> Case:
     """FlashAttention-2 through vyre-block-product with that blocking (and
@@ -298,6 +313,12 @@ def cases(every: bool) -> list[Case]:
         tensor_case(32, 4096, 128, row_tiles=2, stage=True, prefetch=True, registers=True),
         tensor_case(2, 128, 16, row_tiles=2),
         tensor_case(2, 128, 16, row_tiles=2, keys=32, registers=True),
+        # MLA's latent attention on the matrix units, a sequence's heads as rows
+        latent_case(4096, 16),
+        latent_case(4096, 128),
+        latent_case(4096, 128, splits=1),
+        latent_case(32768, 16),
+        latent_case(1024, 16, d=64, rank=64, rope=16, nan_inf=True, splits=2),
         # one head: the plan's register blocks
         fa2_case(1, 4096, 64),
         fa2_case(1, 4096, 128),

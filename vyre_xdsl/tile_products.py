@@ -153,7 +153,7 @@ class Fragments:
     def of(op: vyre.TiledOnlineSoftmaxOp, block: int) -> Fragments:
         """The fragments of `op`, whose items read the same rows `block`
         at a time; raises Unfit where they do not qualify."""
-        shape, v_dim = op.shape(), op.v_dim
+        shape = op.shape()
         scores = op.scores.block
         key_loop = _only(_loops(scores), "loop in the scores region")
         dot = _only(_loops(key_loop.body.block), "loop in the loop over keys")
@@ -175,26 +175,34 @@ class Fragments:
                          "not only on the dot product")
         k = RowAccess(k_load, key_loop.body.block.args[0], dot.body.block.args[0])
         k.check(op, "scores", shape["head_dim"], block)
-        update = op.update.block
-        dim_loop = _only(_loops(update), "loop in the update region")
-        sum_loop = _only(_loops(dim_loop.body.block), "loop in the loop over dims")
-        v_load = _only(_buffer_loads(sum_loop), "buffer load in the weighted sum")
-        _check_bounds(dim_loop, v_dim, "the update's loop over dims")
-        _check_bounds(sum_loop, op.region_arg("update", "tile_len"), "the weighted sum")
-        weight, value = (_widened(v) for v in _product_sum(sum_loop, "the weighted sum"))
-        if not (isinstance(weight.owner, vyre.TileWeightOp)
-                and weight.owner.j is sum_loop.body.block.args[0]
-                and value is v_load.results[0]):
-            raise Unfit("the weighted sum does not weigh value rows by vyre.tile_weight")
-        _check_rescaled_add(op, dim_loop, sum_loop)
-        v = RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
-        v.check(op, "update", v_dim, block)
-        return Fragments(key_loop, dot, store.value, k, v)
+        return Fragments(key_loop, dot, store.value, k, weighted_rows(op, block))
 
     @property
     def buffers(self) -> tuple[SSAValue, SSAValue]:
         """The buffers the keys and the values are read from."""
         return self.k.load.memref, self.v.load.memref
+
+
+def weighted_rows(op: vyre.TiledOnlineSoftmaxOp, block: int) -> RowAccess:
+    """The value rows that the update region weighs with vyre.tile_weight
+    and adds into the rescaled o_acc, the same rows for each `block`
+    items; raises Unfit where the update is not that."""
+    v_dim = op.v_dim
+    update = op.update.block
+    dim_loop = _only(_loops(update), "loop in the update region")
+    sum_loop = _only(_loops(dim_loop.body.block), "loop in the loop over dims")
+    v_load = _only(_buffer_loads(sum_loop), "buffer load in the weighted sum")
+    _check_bounds(dim_loop, v_dim, "the update's loop over dims")
+    _check_bounds(sum_loop, op.region_arg("update", "tile_len"), "the weighted sum")
+    weight, value = (_widened(v) for v in _product_sum(sum_loop, "the weighted sum"))
+    if not (isinstance(weight.owner, vyre.TileWeightOp)
+            and weight.owner.j is sum_loop.body.block.args[0]
+            and value is v_load.results[0]):
+        raise Unfit("the weighted sum does not weigh value rows by vyre.tile_weight")
+    _check_rescaled_add(op, dim_loop, sum_loop)
+    v = RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
+    v.check(op, "update", v_dim, block)
+    return v
 
 
 def _fragment_inputs(value: SSAValue, known: set[SSAValue]) -> set[SSAValue]:
@@ -271,3 +279,103 @@ def qualify(op: vyre.TiledOnlineSoftmaxOp, head_dim_unit: int, v_dim_unit: int, 
     if op.lse is not None or not op.hooks_empty:
         raise Unfit("it writes the log-sum-exp or has a prologue or epilogue")
     return Fragments.of(op, sharing)
+
+
+@dataclass
+class QueryRow:
+    """A dot product's load of the item's query row from a buffer: element
+    `dim` of the row of `item` is at the load's index."""
+
+    load: memref.LoadOp
+    dim: BlockArgument  # the dot product's loop
+
+    def at(self, b: IRBuilder, op: vyre.TiledOnlineSoftmaxOp, item: SSAValue,
+           dim: SSAValue) -> SSAValue:
+        """Where `item`'s query element `dim` is, emitted at `b`."""
+        return clone_value(b, self.load.indices[0],
+                           {op.region_arg("scores", "item"): item, self.dim: dim})
+
+
+@dataclass
+class Dot:
+    """One of the chained dot products of a key's score: `width` products
+    of the item's query row with the key's row."""
+
+    loop: scf.ForOp
+    query: QueryRow
+    key: RowAccess
+    width: int
+
+
+@dataclass
+class ChainedFragments:
+    """What an expansion takes from fragments whose score is a function of
+    a chain of dot products (each summing on from the one before, the first
+    from 0), each of a query row read from a buffer with a key row, as MLA
+    decode's latent attention scores a key over its latent and its rope
+    dims; the update weighs value rows like FlashAttention-2's."""
+
+    dots: list[Dot]
+    score: SSAValue  # a function of the last dot product alone
+    v: RowAccess
+
+    @property
+    def depth(self) -> int:
+        """The dims of the query row, all dot products together."""
+        return sum(d.width for d in self.dots)
+
+    @staticmethod
+    def of(op: vyre.TiledOnlineSoftmaxOp, block: int) -> ChainedFragments:
+        """The fragments of `op`, whose items read the same keys and values
+        `block` at a time; raises Unfit where they do not qualify."""
+        scores = op.scores.block
+        key_loop = _only(_loops(scores), "loop in the scores region")
+        _check_bounds(key_loop, op.region_arg("scores", "tile_len"), "the loop over keys")
+        key = key_loop.body.block.args[0]
+        item = op.region_arg("scores", "item")
+        dots: list[Dot] = []
+        for loop in _loops(key_loop.body.block):
+            if dots and (len(loop.iter_args) != 1
+                         or loop.iter_args[0] is not dots[-1].loop.results[0]):
+                raise Unfit("a dot product of the score does not sum on from the one before")
+            if not dots and not is_dot_product(loop):
+                raise Unfit("the score's first dot product does not sum from 0")
+            width = constant_index(loop.ub)
+            _check_bounds(loop, width if width is not None else -1, "a dot product")
+            factors = [_widened(v) for v in _chained_product(loop)]
+            loads = [f.owner for f in factors]
+            if not all(isinstance(x, memref.LoadOp) and isinstance(x.memref.owner, vyre.BufferOp)
+                       for x in loads):
+                raise Unfit("a dot product's factors are not both read from buffers")
+            dim = loop.body.block.args[0]
+            on_key = [key in _fragment_inputs(x.indices[0], set()) for x in loads]
+            if sorted(on_key) != [False, True]:
+                raise Unfit("a dot product is not of a query row and a key row")
+            query_load, key_load = (loads[1], loads[0]) if on_key[0] else (loads[0], loads[1])
+            if not _fragment_inputs(query_load.indices[0], set()) <= {item, dim}:
+                raise Unfit(f"the query row of {query_load.memref.name_hint} depends on more "
+                            f"than the item")
+            access = RowAccess(key_load, key, dim)
+            access.check(op, "scores", width, block)
+            dots.append(Dot(loop, QueryRow(query_load, dim), access, width))
+        if not dots:
+            raise Unfit("the score has no dot product")
+        store = _only([s for s in key_loop.body.walk() if isinstance(s, memref.StoreOp)],
+                      "store in the loop over keys")
+        if store.memref is not op.region_arg("scores", "score_tile"):
+            raise Unfit("the loop over keys stores elsewhere than score_tile")
+        if _fragment_inputs(store.value, {dots[-1].loop.results[0]}):
+            raise Unfit("the stored score depends on more than the last dot product")
+        return ChainedFragments(dots, store.value, weighted_rows(op, block))
+
+
+def _chained_product(loop: scf.ForOp) -> tuple[SSAValue, SSAValue]:
+    """The factors of the term `a * b` that a sum of products adds to its
+    one carried f32 each iteration, nothing stored."""
+    (total,) = loop.body.block.last_op.operands
+    add, carried = total.owner, loop.body.block.args[-1]
+    if not (len(loop.iter_args) == 1 and isinstance(add, arith.AddfOp) and add.lhs is carried
+            and len(list(carried.uses)) == 1 and isinstance(add.rhs.owner, arith.MulfOp)
+            and not any(isinstance(o, memref.StoreOp) for o in loop.body.walk())):
+        raise Unfit("a dot product of the score is not a sum of products")
+    return add.rhs.owner.lhs, add.rhs.owner.rhs

@@ -127,6 +127,23 @@ def tensor_core_tilings(row_dims: int):
             *fallbacks)
 
 
+# vyre-latent-tensor-cores (not yet run on a device: docs/performance.md):
+# workgroups to fill the H200's SMs twice over, and the fewest tiles of 64
+# keys a split keeps
+LATENT_WORKGROUPS = SMALL_GRID
+LATENT_SPLIT_TILES = 2
+
+
+def latent_splits(row_blocks: int, tiles: int) -> int:
+    """vyre-latent-tensor-cores' splits for `row_blocks` workgroups of rows
+    over `tiles` tiles: the smallest power of two that gives
+    LATENT_WORKGROUPS workgroups, keeping LATENT_SPLIT_TILES tiles a split."""
+    splits = 1
+    while row_blocks * splits < LATENT_WORKGROUPS and tiles // (2 * splits) >= LATENT_SPLIT_TILES:
+        splits *= 2
+    return splits
+
+
 def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     """How `op` runs on `device`'s matrix units (a vyre-tensor-cores
     Tiling), or None where it does not: the device lacks 16x16x16 f16

@@ -1,0 +1,545 @@
+"""vyre-latent-tensor-cores: MLA decode's latent attention on the matrix units.
+
+MLA decode's attention kernel (vyre-absorb-mla{kernels=3}) scores a key by
+two chained dot products, the query row's latent dims with the key's
+latent row and its rope dims with the key's rope row, and adds the latent
+rows weighted into a value row of kv_lora_rank dims.  All heads of a
+sequence read the same keys, so 16 of them are the rows of one matrix
+product, as FlashMLA computes it.  The pass expands a qualifying skeleton
+(vyre_xdsl.tile_products.ChainedFragments) for workgroups of four
+subgroups of 32 lanes that share `row_tiles` blocks of 16 rows, with MLIR's
+gpu.subgroup_mma ops (16x16x16, f16 in, f32 accumulated), for a device
+whose accumulator layout its profile knows (`device`; vyre_xdsl.mma_layout):
+
+- the workgroup first copies its rows' query dims, every dot product's in
+  turn, into workgroup memory as f16 (`tc_query`), each row at its own
+  power of two (the largest |element| scaled to [2^14, 2^15), so an f32
+  query neither overflows nor loses its small rows in f16); S's elements
+  are scaled back (`tc_query_scale`, each row's inverse repeated over a
+  16 x 16 matrix, so that a lane reads its elements' rows' scales with the
+  layout's own load);
+- a tile has 64 keys, 16 for each subgroup: S = Q Kᵀ for its own 16 keys
+  (depth / 16 products a row block), the scores fragment's epilogue and
+  the recurrence (vyre_xdsl.recurrence) on S's elements; a row's tile max
+  over the four subgroups through workgroup memory (`tc_row_max`, one
+  barrier), each lane's weights rounded to f16 into `tc_weights` (another);
+- each subgroup owns a quarter of the value dims: O, 16 rows x v_dim / 4
+  a row block, stays a matrix carried by the tile loop, rescaled element
+  by element, and O += P V reads the whole tile's weights and the
+  subgroup's columns of its latent rows;
+- each lane sums its own elements' weights; after the last tile a row's
+  denominator is summed over its lanes and the four subgroups
+  (`tc_row_sum`).
+
+With `splits` P > 1 each row block's tiles are split into P runs over as
+many workgroups (flash-decoding): the kernel stores each run's partial m,
+l and O for a `vyre.merge_splits` kernel (vyre_xdsl.kv_split.merge_in_kernel,
+as vyre-split-kv's), with l and O times the splits' power of two
+(numerics.partial_weight_scale), as the merge expects.
+
+The fragments qualify as chained tile products: a score that is a
+function of the last dot product alone, query rows read from buffers (the
+row of each item), key and value rows contiguous in half-precision
+buffers of the same type, the same for each workgroup's rows; head dims of
+every dot product multiples of 16, v_head_dim of 64, the keys of 64, the
+items of the workgroup's rows; no mask, kv_lens, lse, hooks or earlier
+splits.  Results differ from the per-lane kernel's in the order of the
+sums (the matrix unit's), in the query read in f16 and in the weights P V
+reads rounded to f16 (as FlashMLA does); docs/performance.md gives the
+tolerance.  `vyre-latent-tensor-cores` leaves a skeleton that does not
+qualify as it is; `{force=true}` reports why instead.  vyre-to-gpu's
+default plan does not take it yet: it has not run on a GPU
+(docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from xdsl.context import Context
+from xdsl.dialects import arith, gpu
+from xdsl.dialects.builtin import Float16Type, IntegerAttr, ModuleOp, f16, f32, i32, i64
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from vyre_xdsl import recurrence, tuning
+from vyre_xdsl.device import GENERIC, device_profile
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import F32_MIN
+from vyre_xdsl.dialects.gpu_mma import (
+    MMAMatrixType,
+    MMAOperand,
+    SubgroupMmaComputeOp,
+    SubgroupMmaLoadMatrixOp,
+    SubgroupMmaStoreMatrixOp,
+)
+from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_skeleton
+from vyre_xdsl.errors import pass_error
+from vyre_xdsl.ir_builder import IRBuilder
+from vyre_xdsl.kv_split import merge_in_kernel
+from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
+from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.mma_elements import (
+    F16_BYTES,
+    LANES,
+    SUBGROUP,
+    SUBGROUPS,
+    MatrixElements,
+    add,
+    as_index,
+    at_least_smallest_f16,
+    layout_problem,
+    may_be_minus_inf,
+)
+from vyre_xdsl.tile_products import ChainedFragments, Unfit, clone_value
+
+KEYS = TILE * SUBGROUPS  # a tile's keys: each subgroup scores 16
+F32_BYTES = 4
+# a staged query row's largest |element| is scaled into [2^14, 2^15): its
+# products with f16 keys (< 2^16) summed over any row stay far below f32's
+# range, and f16 keeps the row's smaller elements
+QUERY_TOP_EXPONENT = 14
+F32_BIAS, F32_MANTISSA = 127, 23
+# a biased exponent at least this makes both the scale and its inverse normal
+LOWEST_EXPONENT = QUERY_TOP_EXPONENT + 1
+# max |out - oracle| / max |oracle| (docs/performance.md): the query and the
+# weights read in f16 (relative 2^-11 each), the matrix unit's order
+TOLERANCE = 4e-3
+
+
+@dataclass(frozen=True)
+class LatentTiling:
+    """How the expansion spreads the work: `row_tiles` blocks of 16 rows a
+    workgroup, each row block's tiles split over `splits` workgroups."""
+
+    row_tiles: int = 1
+    splits: int = 1
+
+    @property
+    def rows(self) -> int:
+        """Query rows of a workgroup (they read the same keys)."""
+        return TILE * self.row_tiles
+
+    def workgroup_bytes(self, depth: int, row_count: int) -> int:
+        """The expansion's workgroup memory: the rows' f16 queries and
+        their scales, the tile's weights, the rows' maxima and sums over
+        the subgroups, and the m and l a split exports."""
+        exchange = 2 * SUBGROUPS * SUBGROUP * self.row_tiles * row_count
+        exported = 2 if self.splits > 1 else 0
+        return (F16_BYTES * self.rows * (depth + KEYS)
+                + F32_BYTES * (self.rows * TILE * (1 + exported) + exchange))
+
+
+def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
+            tiling: LatentTiling = LatentTiling()) -> str | None:
+    """Why `op` cannot run on the matrix units of a device with accumulator
+    `layout`, spread as `tiling` says; None if it can."""
+    reason = layout_problem(layout)
+    if reason is not None:
+        return reason
+    if tiling.row_tiles < 1 or tiling.splits < 1:
+        return f"row_tiles {tiling.row_tiles} and splits {tiling.splits} must be positive"
+    shape = op.shape()
+    if tiling.rows > LANES:
+        return f"{tiling.rows} rows a workgroup, more than its {LANES} lanes"
+    for what, value, unit in (("v_head_dim", op.v_dim, TILE * SUBGROUPS),
+                              ("the keys (seq_len)", shape["seq_len"], KEYS),
+                              ("item_count", shape["item_count"], tiling.rows)):
+        if value % unit:
+            return f"{what} ({value}) is not a multiple of {unit}"
+    if shape["seq_len"] // KEYS < tiling.splits:
+        return f"{tiling.splits} splits of {shape['seq_len'] // KEYS} tiles of {KEYS} keys"
+    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
+        return "it has a mask, kv splits, dim parts, rows per lane or kv_lens"
+    if op.lse is not None or not op.hooks_empty:
+        return "it writes the log-sum-exp or has a prologue or epilogue"
+    try:
+        fragments = ChainedFragments.of(op, tiling.rows)
+    except Unfit as unfit:
+        return str(unfit)
+    for dot in fragments.dots:
+        if dot.width % TILE:
+            return f"a dot product of {dot.width} dims, not a multiple of {TILE}"
+    for buffer in (*(d.key.load.memref for d in fragments.dots), fragments.v.load.memref):
+        if not isinstance(buffer.type.element_type, Float16Type):
+            return f"{buffer.name_hint} holds {buffer.type.element_type}, not f16"
+    return None
+
+
+def _matrix(element, use: MMAOperand) -> MMAMatrixType:
+    return MMAMatrixType([TILE, TILE], element, use)
+
+
+class LatentExpansion(MatrixElements):
+    """The scf loop nest of one qualifying skeleton, emitted before it."""
+
+    def __init__(self, op: vyre.TiledOnlineSoftmaxOp, fragments: ChainedFragments,
+                 tiling: LatentTiling, layout: AccumulatorLayout, b: IRBuilder):
+        self.op, self.f, self.latent, self.layout = op, fragments, tiling, layout
+        shape = op.shape()
+        self.depth, self.v_dim = fragments.depth, op.v_dim
+        self.group_dims = self.v_dim // SUBGROUPS  # the value dims of a subgroup
+        self.exp2 = op.exp2 is not None
+        self.tiles = shape["seq_len"] // KEYS
+        self.per_split = -(-self.tiles // tiling.splits)
+        self.blocks = shape["item_count"] // tiling.rows  # workgroups of each split
+        rows, exchange = tiling.rows, SUBGROUPS * SUBGROUP * tiling.row_tiles * layout.row_count
+        scratch = [("tc_query", rows * self.depth, f16), ("tc_query_scale", rows * TILE, f32),
+                   ("tc_weights", rows * KEYS, f16), ("tc_row_max", exchange, f32),
+                   ("tc_row_sum", exchange, f32)]
+        if tiling.splits > 1:  # each row's m and l, for the merge
+            scratch.append(("tc_rows", 2 * rows * TILE, f32))
+        arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
+                  for name, count, element in scratch]
+        (self.query_tile, self.query_scale, self.weights, self.row_max,
+         self.row_sum) = arrays[:5]
+        self.exported = arrays[5] if tiling.splits > 1 else None
+        self.lane = b.emit(vyre.LaneIndexOp()).results[0]
+        invocation = b.emit(vyre.ItemIndexOp()).results[0]
+        self.group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
+        self.sublane = b.remui(self.lane, b.index(SUBGROUP), "sublane")
+        # a split's workgroups are neighbours: a sequence's row blocks read
+        # the same keys at about the same time
+        workgroup = b.divui(invocation, b.index(LANES))
+        self.split = b.divui(workgroup, b.index(self.blocks), "split")
+        self.first = b.muli(b.remui(workgroup, b.index(self.blocks)), b.index(rows),
+                            "first_row")
+        self.width = b.subgroup_width()
+
+    def emit(self, b: IRBuilder) -> None:
+        self.stage_queries(b)
+        c32, rows = _matrix(f32, MMAOperand.C), self.layout.row_count
+        # each row block's elements' query scales, by the accumulator's layout
+        scales = [self.slot_values(b, b.emit(SubgroupMmaLoadMatrixOp(
+            self.query_scale, [b.index(r * TILE * TILE)], c32, TILE)).results[0])
+            for r in range(self.latent.row_tiles)]
+        outs = self.group_dims // TILE
+        state = [b.f32(F32_MIN)] * rows + [b.f32(0.0)] * rows
+        state += [self.constant(b, 0.0, c32) for _ in range(outs)]
+        per_block = len(state)
+        first_tile = b.muli(self.split, b.index(self.per_split), "first_tile")
+
+        def tile(b: IRBuilder, i, carried):
+            index = b.addi(first_tile, i, "tile_idx")
+            blocks = [carried[r * per_block:(r + 1) * per_block]
+                      for r in range(self.latent.row_tiles)]
+
+            def run(b: IRBuilder):
+                return self.tile(b, index, blocks, scales)
+
+            if self.tiles % self.latent.splits == 0:
+                return run(b)
+            return b.if_else(b.cmpi(index, b.index(self.tiles), "ult"), run,
+                             lambda b: list(carried))
+
+        carried = b.loop(0, self.per_split, tile, state * self.latent.row_tiles,
+                         hint="split_tile")
+        self.finish(b, [carried[r * per_block:(r + 1) * per_block]
+                        for r in range(self.latent.row_tiles)])
+
+    def stage_queries(self, b: IRBuilder) -> None:
+        """Copy the workgroup's query rows into tc_query as f16, each at its
+        own power of two, whose inverse goes to tc_query_scale."""
+        op, rows = self.op, self.latent.rows
+        lanes = LANES // rows  # a row's lanes, neighbours
+        row = b.divui(self.lane, b.index(lanes), "query_row")
+        part = b.remui(self.lane, b.index(lanes))
+        item = b.addi(self.first, row)
+
+        def each_dim(b: IRBuilder, fn, carried):
+            """fn(b, dot, dim, offset, carried) over the row's dims this lane copies."""
+            offset = 0
+            for dot in self.f.dots:
+                def step(b: IRBuilder, k, values, dot=dot, offset=offset):
+                    dim = b.addi(part, b.muli(k, b.index(lanes)))
+                    return fn(b, dot, dim, offset, values)
+
+                carried = b.loop(0, dot.width // lanes, step, carried, hint="query_d")
+                offset += dot.width
+            return carried
+
+        def largest(b: IRBuilder, dot, dim, _offset, values):
+            value = b.absf(b.load(dot.query.load.memref, dot.query.at(b, op, item, dim)))
+            return [recurrence.max_step(b, value, values[0])]
+
+        (top,) = each_dim(b, largest, [b.f32(0.0)])
+        mask = 1
+        while mask < lanes:
+            top = recurrence.max_step(b, b.shuffle_xor(top, mask, self.width), top)
+            mask *= 2
+        exponent = _value(b, arith.ShRUIOp(_value(b, arith.BitcastOp(top, i32)),
+                                           _i32(b, F32_MANTISSA)))
+        exponent = _value(b, arith.MaxUIOp(exponent, _i32(b, LOWEST_EXPONENT)))
+        # scale 2^(14 - e), its inverse 2^(e - 14), built from their exponents
+        scale = _power_of_two(b, _value(b, arith.SubiOp(
+            _i32(b, QUERY_TOP_EXPONENT + 2 * F32_BIAS), exponent)))
+        inverse = _power_of_two(b, _value(b, arith.SubiOp(
+            exponent, _i32(b, QUERY_TOP_EXPONENT))))
+        columns = TILE // lanes
+
+        def store_scale(b: IRBuilder, c, _):
+            column = b.addi(b.muli(part, b.index(columns)), c)
+            b.store(inverse, self.query_scale, b.addi(b.muli(row, b.index(TILE)), column))
+            return []
+
+        b.loop(0, columns, store_scale, hint="scale_c")
+
+        def copy(b: IRBuilder, dot, dim, offset, values):
+            value = b.load(dot.query.load.memref, dot.query.at(b, op, item, dim))
+            at = b.addi(b.muli(row, b.index(self.depth)), b.addi(dim, b.index(offset)))
+            b.store(b.mulf(value, scale), self.query_tile, at)
+            return []
+
+        each_dim(b, copy, [])
+        b.emit(gpu.BarrierOp())
+
+    def slot_values(self, b: IRBuilder, matrix: SSAValue) -> list[SSAValue]:
+        """One element of each of this lane's row slots of a matrix whose
+        rows repeat one value."""
+        elements = self.elements(b, matrix)
+        return [elements[self.layout.slots.index(s)] for s in range(self.layout.row_count)]
+
+    def exchange_at(self, b: IRBuilder, r: int, slot: int, group) -> SSAValue:
+        """Where subgroup `group`'s lane like this one keeps row block r's
+        slot `slot` in tc_row_max and tc_row_sum."""
+        at = (r * self.layout.row_count + slot) * SUBGROUPS
+        return b.addi(b.muli(b.addi(b.index(at), as_index(b, group)), b.index(SUBGROUP)),
+                      self.sublane)
+
+    def across_subgroups(self, b: IRBuilder, array, values: list[list[SSAValue]],
+                         combine) -> list[list[SSAValue]]:
+        """Each row slot's value (complete over the subgroup's lanes) combined
+        over the four subgroups, in their order, through `array`."""
+        for r, slots in enumerate(values):
+            for slot, value in enumerate(slots):
+                b.store(value, array, self.exchange_at(b, r, slot, self.group))
+        b.emit(gpu.BarrierOp())
+        combined = []
+        for r, slots in enumerate(values):
+            row = []
+            for slot in range(len(slots)):
+                total = b.load(array, self.exchange_at(b, r, slot, 0))
+                for g in range(1, SUBGROUPS):
+                    total = combine(b, b.load(array, self.exchange_at(b, r, slot, g)), total)
+                row.append(total)
+            combined.append(row)
+        return combined
+
+    def tile(self, b: IRBuilder, index, blocks, scales) -> list[SSAValue]:
+        """Tile `index` of 64 keys: this subgroup's 16 keys' scores, the
+        softmax over the whole tile, O rescaled plus P V over its dims."""
+        op, layout, rows = self.op, self.layout, self.layout.row_count
+        a16, b16 = _matrix(f16, MMAOperand.A), _matrix(f16, MMAOperand.B)
+        c16, c32 = _matrix(f16, MMAOperand.C), _matrix(f32, MMAOperand.C)
+        tile_start = b.muli(index, b.index(KEYS), "tile_start")
+        keys = b.addi(tile_start, b.muli(self.group, b.index(TILE)))
+        totals = [self.constant(b, 0.0, c32) for _ in blocks]
+        offset = 0
+        for dot in self.f.dots:
+            start = dot.key.start(b, op, "scores", self.first, self.lane, keys)
+            for c in range(dot.width // TILE):
+                key = b.emit(SubgroupMmaLoadMatrixOp(
+                    dot.key.load.memref, [b.addi(start, b.index(c * TILE))], b16, dot.width,
+                    transpose=True)).results[0]
+                for r in range(len(totals)):
+                    at = b.index(r * TILE * self.depth + offset + c * TILE)
+                    query = b.emit(SubgroupMmaLoadMatrixOp(
+                        self.query_tile, [at], a16, self.depth)).results[0]
+                    totals[r] = b.emit(SubgroupMmaComputeOp(query, key, totals[r])).results[0]
+            offset += dot.width
+        may_drop = may_be_minus_inf(self.f.score)
+        last = self.f.dots[-1].loop.results[0]
+        scores = []
+        for total, scale in zip(totals, scales, strict=True):
+            scores.append([clone_value(b, self.f.score, {last: b.mulf(s, scale[slot])})
+                           for s, slot in zip(self.elements(b, total), layout.slots,
+                                              strict=True)])
+        local = []
+        for block in scores:
+            tile_max = [b.f32(F32_MIN)] * rows
+            for s, slot in zip(block, layout.slots, strict=True):
+                tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
+            local.append([self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
+                          for t in tile_max])
+        tile_max = self.across_subgroups(b, self.row_max, local,
+                                         lambda b, x, y: recurrence.max_step(b, x, y))
+        new_blocks, rescales = [], []
+        for r, (block, carried) in enumerate(zip(scores, blocks, strict=True)):
+            m, l = carried[:rows], carried[rows:2 * rows]  # noqa: E741
+            m_new = [recurrence.running_max(b, t, old)
+                     for t, old in zip(tile_max[r], m, strict=True)]
+            rescale = [recurrence.rescale_of(b, old, new, self.exp2)
+                       for old, new in zip(m, m_new, strict=True)]
+            tile_sum, weights = [b.f32(0.0)] * rows, []
+            for s, slot in zip(block, layout.slots, strict=True):
+                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop)
+                tile_sum[slot] = b.addf(tile_sum[slot], weight)
+                weights.append(self.narrow(b, at_least_smallest_f16(b, weight, may_drop)))
+            at = b.addi(b.index(r * TILE * KEYS), b.muli(self.group, b.index(TILE)))
+            b.emit(SubgroupMmaStoreMatrixOp(self.assemble(b, weights, c16), self.weights,
+                                            [at], KEYS))
+            l_new = [recurrence.next_denominator(b, s, old, t)
+                     for s, old, t in zip(rescale, l, tile_sum, strict=True)]
+            new_blocks.append([*m_new, *l_new])
+            rescales.append(rescale)
+        b.emit(gpu.BarrierOp())  # the tile's weights in place
+        outs = [[self.map_elements(b, o, lambda b, x, slot, s=rescale: b.mulf(s[slot], x))
+                 for o in carried[2 * rows:]]
+                for carried, rescale in zip(blocks, rescales, strict=True)]
+        weights = [[b.emit(SubgroupMmaLoadMatrixOp(
+            self.weights, [b.index(r * TILE * KEYS + k * TILE)], a16, KEYS)).results[0]
+            for k in range(SUBGROUPS)] for r in range(len(blocks))]
+        values = self.f.v.start(b, op, "update", self.first, self.lane, tile_start)
+        values = b.addi(values, b.muli(self.group, b.index(self.group_dims)))
+        for c in range(self.group_dims // TILE):  # each V block read once
+            for k in range(SUBGROUPS):
+                at = b.addi(values, b.index(k * TILE * self.v_dim + c * TILE))
+                value = b.emit(SubgroupMmaLoadMatrixOp(
+                    self.f.v.load.memref, [at], b16, self.v_dim)).results[0]
+                for r, o in enumerate(outs):
+                    o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
+        return [v for block, o in zip(new_blocks, outs, strict=True) for v in (*block, *o)]
+
+    def finish(self, b: IRBuilder, blocks) -> None:
+        """The rows' denominators over every lane and subgroup, then out
+        (O / l), or a split's partial m, l and O for the merge."""
+        rows = self.layout.row_count
+        sums = [[self.row_total(b, part, add) for part in carried[rows:2 * rows]]
+                for carried in blocks]
+        sums = self.across_subgroups(b, self.row_sum, sums, add)
+        op, splits = self.op, self.latent.splits
+        c32 = _matrix(f32, MMAOperand.C)
+        at_dims = b.muli(self.group, b.index(self.group_dims))
+        if splits == 1:
+            element = op.out.type.element_type
+            result = _matrix(element, MMAOperand.C)
+            for r, (carried, total) in enumerate(zip(blocks, sums, strict=True)):
+                denominators = [recurrence.final_denominator(b, t) for t in total]
+
+                def final(b: IRBuilder, value, slot, d=denominators):
+                    value = recurrence.final_value(b, value, d[slot])
+                    return value if element == f32 else self.narrow(b, value)
+
+                for c, o in enumerate(carried[2 * rows:]):
+                    row = b.addi(self.first, b.index(r * TILE))
+                    at = b.addi(b.muli(row, b.index(self.v_dim)),
+                                b.addi(at_dims, b.index(c * TILE)))
+                    b.emit(SubgroupMmaStoreMatrixOp(self.map_elements(b, o, final, result),
+                                                    op.out, [at], self.v_dim))
+            return
+        scale = partial_weight_scale(op.shape()["seq_len"])
+        m_buffer, l_buffer = op.partials
+        for r, (carried, total) in enumerate(zip(blocks, sums, strict=True)):
+            for c, o in enumerate(carried[2 * rows:]):
+                row = b.addi(b.muli(b.addi(self.first, b.index(r * TILE)), b.index(splits)),
+                             self.split)
+                at = b.addi(b.muli(row, b.index(self.v_dim)), b.addi(at_dims, b.index(c * TILE)))
+                scaled = self.map_elements(b, o, lambda b, x, _slot: b.mulf(x, b.f32(scale)))
+                b.emit(SubgroupMmaStoreMatrixOp(scaled, op.out, [at], splits * self.v_dim))
+
+            def export(b: IRBuilder, r=r, carried=carried, total=total):
+                for i, values in enumerate((carried[:rows],
+                                            [b.mulf(t, b.f32(scale)) for t in total])):
+                    matrix = self.assemble(b, [values[s] for s in self.layout.slots], c32)
+                    at = b.index((i * self.latent.rows + r * TILE) * TILE)
+                    b.emit(SubgroupMmaStoreMatrixOp(matrix, self.exported, [at], TILE))
+
+            b.if_then(b.cmpi(self.group, b.index(0), "eq"), export)
+        b.emit(gpu.BarrierOp())  # each row's m and l in place
+
+        def publish(b: IRBuilder):
+            row = b.addi(b.muli(b.addi(self.first, self.lane), b.index(splits)), self.split)
+            for i, buffer in enumerate((m_buffer, l_buffer)):
+                at = b.addi(b.index(i * self.latent.rows * TILE),
+                            b.muli(self.lane, b.index(TILE)))
+                b.store(b.load(self.exported, at), buffer, row)
+
+        b.if_then(b.cmpi(self.lane, b.index(self.latent.rows), "ult"), publish)
+
+
+def _i32(b: IRBuilder, value: int) -> SSAValue:
+    return _value(b, arith.ConstantOp(IntegerAttr(value, i32)))
+
+
+def _value(b: IRBuilder, op) -> SSAValue:
+    return b.emit(op).results[0]
+
+
+def _power_of_two(b: IRBuilder, biased: SSAValue) -> SSAValue:
+    """The f32 2^(biased - 127), from its biased exponent (1 .. 254)."""
+    bits = _value(b, arith.ShLIOp(biased, _i32(b, F32_MANTISSA)))
+    return _value(b, arith.BitcastOp(bits, f32))
+
+
+def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
+           tiling: LatentTiling = LatentTiling()) -> None:
+    """Replace `op` (which qualifies: `problem(op, layout, tiling)` is None)
+    by its expansion; with splits, give it partials and a merge kernel."""
+    kernel = op.parent_op()
+    assert isinstance(kernel, vyre.KernelOp)
+    fragments = ChainedFragments.of(op, tiling.rows)
+    if tiling.splits > 1:
+        op.properties["kv_splits"] = IntegerAttr(tiling.splits, i64)
+        merge_in_kernel(module, kernel, op, tiling.splits)
+    record_skeleton(op)
+    kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr.of(replace(layout, operand_a=None))
+    b = IRBuilder(InsertPoint.before(op))
+    LatentExpansion(op, fragments, tiling, layout, b).emit(b)
+    unused = [op.q_scratch, op.score_tile, op.o_acc]
+    Rewriter.erase_op(op, safe_erase=False)
+    for array in unused:
+        if not array.uses:
+            Rewriter.erase_op(array.owner)
+    workgroups = op.shape()["item_count"] // tiling.rows * tiling.splits
+    kernel.properties["item_count"] = IntegerAttr(workgroups * LANES, i64)
+    kernel.properties["workgroup_size"] = IntegerAttr(LANES, i64)
+
+
+@dataclass(frozen=True)
+class LatentTensorCoresPass(ModulePass):
+    """Expand every qualifying skeleton (MLA's latent attention) onto the
+    subgroup matrix ops of `device` (a profile name, vyre_xdsl.device):
+    `row_tiles` blocks of 16 rows a workgroup, each row block's keys split
+    over `splits` workgroups (0: the tuning's, vyre_xdsl.tuning.latent_splits),
+    merged by a kernel of their own; `force`: an error for a skeleton that
+    does not qualify."""
+
+    name = "vyre-latent-tensor-cores"
+
+    device: str = GENERIC.name
+    row_tiles: int = 1
+    splits: int = 0
+    force: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.row_tiles < 1 or self.splits < 0:
+            raise pass_error(op, f"vyre-latent-tensor-cores: row_tiles must be positive and "
+                                 f"splits 0 (choose) or positive, got row_tiles="
+                                 f"{self.row_tiles} splits={self.splits}")
+        device = device_profile(self.device)
+        for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
+            tiling = self.tiling(skeleton)
+            reason = problem(skeleton, device.accumulator_layout, tiling)
+            if reason is None and (used := workgroup_bytes(skeleton, tiling, device)) > \
+                    device.shared_memory_bytes:
+                reason = (f"its workgroup memory ({used} bytes) exceeds the device's "
+                          f"{device.shared_memory_bytes}")
+            if reason is None:
+                expand(op, skeleton, device.accumulator_layout, tiling)
+            elif self.force:
+                raise pass_error(skeleton, f"vyre-latent-tensor-cores: this skeleton cannot "
+                                           f"run on subgroup matrix ops: {reason}")
+
+    def tiling(self, op: vyre.TiledOnlineSoftmaxOp) -> LatentTiling:
+        if self.splits:
+            return LatentTiling(self.row_tiles, self.splits)
+        shape, rows = op.shape(), TILE * self.row_tiles
+        return LatentTiling(self.row_tiles, tuning.latent_splits(
+            max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS))
+
+
+def workgroup_bytes(op: vyre.TiledOnlineSoftmaxOp, tiling: LatentTiling, device) -> int:
+    """The expansion's workgroup memory for `op` (which qualifies)."""
+    depth = ChainedFragments.of(op, tiling.rows).depth
+    return tiling.workgroup_bytes(depth, device.accumulator_layout.row_count)

@@ -1,0 +1,237 @@
+"""vyre-latent-tensor-cores: MLA decode's latent attention in f16 on subgroup
+matrix ops, a sequence's heads as the rows of the products.
+
+The interpreter runs the expansion against the MLA oracle within the
+declared tolerance (the query and the weights read in f16, the matrix
+unit's order of sums), including query rows that f16 could not hold
+without their own scale; mlir-opt-22 verifies the lowered IR, and MLIR's
+SPIR-V deserialiser the emitted cooperative matrices.  The H200 runs it
+through tools/gpu_check.py (`--match latent`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vyre_xdsl as vx
+from requirements import assert_mlir_opt_accepts, needs_mlir_opt
+from test_absorb_mla import NAMES
+from test_mma import _mlir_verifies_spirv, needs_mlir_translate
+from vyre_xdsl import tuning
+from vyre_xdsl.compiler import apply_pipeline
+from vyre_xdsl.device import H200
+from vyre_xdsl.dialects import vyre
+from vyre_xdsl.errors import VyreError
+from vyre_xdsl.kernel_info import program_info
+from vyre_xdsl.passes.latent_tensor_cores import (
+    KEYS,
+    TOLERANCE,
+    LatentTiling,
+    problem,
+    workgroup_bytes,
+)
+from vyre_xdsl.spirv import emit_spirv_module
+from vyre_xdsl.spirv.spec import Capability
+
+SMALL = dict(seq_len=128, num_heads=16, head_dim=16, kv_lora_rank=64, qk_rope_head_dim=16)
+CASES = {
+    "small_batch2": dict(SMALL, batch=2),
+    # two row blocks of one sequence's 32 heads
+    "heads32": dict(SMALL, num_heads=32, seq_len=192),
+    # DeepSeek's dims: 512 latent and 64 rope dims, v_head_dim 512 over four subgroups
+    "deepseek_dims": dict(seq_len=128, num_heads=16, head_dim=128, kv_lora_rank=512,
+                          qk_rope_head_dim=64),
+}
+
+
+def _pipeline(options: str = "", level: str = "exact") -> str:
+    return (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=h200 force=true "
+            f"{options}}},vyre-to-gpu{{optimize={level}}}")
+
+
+def _lowered(kwargs: dict, options: str = "", level: str = "exact"):
+    module = vx.mla_decode(dtype="f16", **kwargs)
+    return vx.lower_to_gpu(module, optimize=_pipeline(options, level))
+
+
+def _inputs(lowered, seed: int = 0, weights: float = 0.1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {b.name: (rng.standard_normal(b.shape) * (weights if b.name.startswith("w_") else 1))
+            .astype(np.float16) for b in program_info(lowered).inputs}
+
+
+def _oracle(inputs) -> np.ndarray:
+    """The program's oracle (the absorbed order of the kernels the pass
+    expands: non-finite values propagate as in them)."""
+    return np.asarray(vx.reference.mla_decode_program(*(inputs[n] for n in NAMES), dtype="f16"),
+                      np.float32)
+
+
+def _error(got, want) -> float:
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def _run(lowered, inputs) -> np.ndarray:
+    return vx.run(lowered, inputs)["out"].astype(np.float32)
+
+
+@pytest.mark.parametrize("options", ["splits=1", "splits=2", ""])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_interpreter_matches_the_oracle_within_the_tolerance(case, options):
+    lowered = _lowered(CASES[case], options)
+    assert "gpu.subgroup_mma_compute" in str(lowered)
+    inputs = _inputs(lowered)
+    got = _run(lowered, inputs)
+    assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("level", ["none", "default"])
+def test_every_level_after_the_expansion_matches_the_oracle(level):
+    """`default` after the expansion plans the program's other kernels (the
+    query's absorption, the merge, the projection) for the H200."""
+    module = vx.mla_decode(dtype="f16", batch=2, **SMALL)
+    pipeline = _pipeline("splits=2", level if level == "none" else "default device=h200")
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    inputs = _inputs(lowered)
+    got = _run(lowered, inputs)
+    assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
+
+
+def test_exp2_with_the_scale_folded_in_stays_within_the_tolerance():
+    module = vx.mla_decode(dtype="f16", batch=2, **SMALL)
+    pipeline = _pipeline("splits=2").replace("},", "},vyre-use-exp2,", 1)
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    assert "math.exp2" in str(lowered)
+    inputs = _inputs(lowered)
+    got = _run(lowered, inputs)
+    assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
+
+
+def test_query_rows_beyond_f16_are_staged_at_their_own_scale():
+    """Latent query rows of about 3e5, past f16's 65504 (inf without a
+    scale, and every output NaN), with keys small enough to keep the scores
+    moderate: each row is staged at its own power of two."""
+    lowered = _lowered(dict(SMALL, batch=2), "splits=2")
+    inputs = _inputs(lowered)
+    for name, factor in (("w_uk", 3e4), ("q", 30.0), ("kv_cache", 1e-6), ("kr_cache", 1e-3),
+                         ("w_uv", 3e4)):
+        inputs[name] = (inputs[name].astype(np.float32) * factor).astype(np.float16)
+    q_lat = np.einsum("bhd,rhd->bhr",
+                      inputs["q"].astype(np.float32).reshape(2, 16, 16),
+                      inputs["w_uk"].astype(np.float32).reshape(64, 16, 16))
+    assert (np.abs(q_lat).max(axis=-1) > 65504).all()
+    got = _run(lowered, inputs)
+    assert np.isfinite(got).all()
+    assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
+
+
+def test_nan_and_inf_land_where_the_oracle_puts_them():
+    lowered = _lowered(dict(SMALL, batch=2), "splits=2")
+    inputs = _inputs(lowered)
+    inputs["q"].reshape(2, 16, 16)[0, 3, 2] = np.nan  # sequence 0, head 3: NaN scores
+    inputs["kv_cache"].reshape(2, 128, 64)[1, 70, 5] = np.inf  # sequence 1's key 70
+    got = _run(lowered, inputs)
+    want = _oracle(inputs).reshape(got.shape)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(want).any()
+    assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    finite = np.isfinite(want)
+    assert np.isfinite(got[finite]).all()
+    assert _error(got[finite], want[finite]) <= TOLERANCE
+
+
+def test_the_tolerance_catches_a_wrong_kernel():
+    """The latent and the rope caches' keys of two sequences swapped: the
+    same matrix code on the wrong rows."""
+    lowered = _lowered(dict(SMALL, batch=2))
+    inputs = _inputs(lowered)
+    kv = inputs["kv_cache"].reshape(2, 128, 64)
+    swapped = dict(inputs, kv_cache=np.ascontiguousarray(kv[::-1]).reshape(inputs["kv_cache"].shape))
+    got = _run(lowered, swapped)
+    assert _error(got, _oracle(inputs).reshape(got.shape)) > TOLERANCE
+
+
+def _skeleton(**kwargs):
+    module = vx.mla_decode(**kwargs)
+    apply_pipeline(module, "vyre-absorb-mla{kernels=3}")
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    return op
+
+
+@pytest.mark.parametrize("kwargs, tiling, reason", [
+    (dict(SMALL, dtype="f32"), LatentTiling(), "kv_cache holds f32, not f16"),
+    (dict(SMALL, num_heads=8, batch=2, dtype="f16"), LatentTiling(),
+     "items 0 and 8 read different rows of kv_cache"),
+    (dict(SMALL, seq_len=96, dtype="f16"), LatentTiling(),
+     "the keys (seq_len) (96) is not a multiple of 64"),
+    (dict(SMALL, dtype="f16"), LatentTiling(splits=3), "3 splits of 2 tiles"),
+    (dict(SMALL, dtype="f16"), LatentTiling(row_tiles=16), "256 rows a workgroup"),
+    (dict(SMALL, kv_lens=True, batch=2, dtype="f16"), LatentTiling(), "kv_lens"),
+])
+def test_problem_names_what_does_not_qualify(kwargs, tiling, reason):
+    assert reason in problem(_skeleton(**kwargs), H200.accumulator_layout, tiling)
+
+
+def test_flash_attention_does_not_qualify():
+    """FlashAttention-2's query row is the skeleton's copy (q_scratch), not a
+    buffer: vyre-tensor-cores takes it."""
+    module = vx.flash_attention_2(seq_len=128, head_dim=64, num_heads=16, dtype="f16")
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    assert "not both read from buffers" in problem(op, H200.accumulator_layout)
+
+
+def test_the_workgroup_memory_must_fit_the_device():
+    """Two row blocks of 576 query dims, split, take 50 KiB (their m and l
+    exported for the merge), past the H200's 48; unsplit, 46."""
+    op = _skeleton(seq_len=128, num_heads=32, head_dim=128, kv_lora_rank=512,
+                   qk_rope_head_dim=64, dtype="f16")
+    assert workgroup_bytes(op, LatentTiling(2, 2), H200) > H200.shared_memory_bytes
+    assert workgroup_bytes(op, LatentTiling(2, 1), H200) <= H200.shared_memory_bytes
+    module = vx.mla_decode(seq_len=128, num_heads=32, head_dim=128, kv_lora_rank=512,
+                           qk_rope_head_dim=64, dtype="f16")
+    with pytest.raises(VyreError, match="workgroup memory .* exceeds the device's 49152"):
+        vx.lower_to_gpu(module, optimize=_pipeline("row_tiles=2 splits=2"))
+
+
+@pytest.mark.parametrize("row_blocks, tiles, splits", [
+    (32, 64, 16),  # batch 32, 16 heads, 4096 keys
+    (256, 64, 2),  # batch 32, 128 heads
+    (8, 512, 64),  # batch 1, 128 heads, 32768 keys
+    (1, 512, 256),  # batch 1, 16 heads: two tiles a split
+    (1, 2, 1),  # too few tiles to split
+    (264, 64, 1),  # the grid is full
+])
+def test_splits_fill_the_grid_keeping_two_tiles_each(row_blocks, tiles, splits):
+    assert tuning.latent_splits(row_blocks, tiles) == splits
+
+
+def test_the_pass_chooses_its_splits():
+    """splits=0 (the default) asks tuning.latent_splits: one row block of
+    16 heads and 4096 keys (64 tiles) split 32 ways."""
+    module = vx.mla_decode(dtype="f16", **dict(SMALL, seq_len=4096))
+    apply_pipeline(module, "vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=h200}")
+    kernels = {k.sym_name.data: k for k in module.walk() if isinstance(k, vyre.KernelOp)}
+    assert kernels["mla_decode"].items == 32 * 128  # 32 workgroups of 128 lanes
+    assert "mla_decode_merge" in kernels
+    assert 4096 // KEYS // 32 == tuning.LATENT_SPLIT_TILES
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("level", ["none", "exact", "default device=h200"])
+@pytest.mark.parametrize("options", ["splits=1", "splits=2"])
+def test_mlir_opt_accepts_the_lowered_kernel(level, options):
+    module = vx.mla_decode(dtype="f16", batch=2, **SMALL)
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, optimize=_pipeline(options, level)))
+    assert "gpu.subgroup_mma_compute" in printed
+    assert "#vyre.accumulator<lanes = 32" in printed
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_spirv_cooperative_matrices_verify_in_mlir(tmp_path):
+    lowered = _lowered(dict(SMALL, batch=2), "splits=2")
+    spirv = emit_spirv_module(lowered)
+    entry = spirv.entry("mla_decode")
+    assert {Capability.CooperativeMatrixKHR, Capability.Float16} <= entry.capabilities
+    text = _mlir_verifies_spirv(spirv.binary, tmp_path)
+    assert "spirv.KHR.CooperativeMatrixMulAdd" in text
