@@ -78,8 +78,6 @@ from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.kv_split import merge_in_kernel
-from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
-from vyre_xdsl.numerics import partial_weight_scale
 from vyre_xdsl.mma_elements import (
     F16_BYTES,
     LANES,
@@ -92,7 +90,15 @@ from vyre_xdsl.mma_elements import (
     layout_problem,
     may_be_minus_inf,
 )
-from vyre_xdsl.tile_products import ChainedFragments, Unfit, clone_value
+from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
+from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.tile_products import (
+    ChainedFragments,
+    Unfit,
+    clone_value,
+    require_multiples,
+    require_plain,
+)
 
 KEYS = TILE * SUBGROUPS  # a tile's keys: each subgroup scores 16
 F32_BYTES = 4
@@ -143,18 +149,14 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
     shape = op.shape()
     if tiling.rows > LANES:
         return f"{tiling.rows} rows a workgroup, more than its {LANES} lanes"
-    for what, value, unit in (("v_head_dim", op.v_dim, TILE * SUBGROUPS),
-                              ("the keys (seq_len)", shape["seq_len"], KEYS),
-                              ("item_count", shape["item_count"], tiling.rows)):
-        if value % unit:
-            return f"{what} ({value}) is not a multiple of {unit}"
-    if shape["seq_len"] // KEYS < tiling.splits:
-        return f"{tiling.splits} splits of {shape['seq_len'] // KEYS} tiles of {KEYS} keys"
-    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
-        return "it has a mask, kv splits, dim parts, rows per lane or kv_lens"
-    if op.lse is not None or not op.hooks_empty:
-        return "it writes the log-sum-exp or has a prologue or epilogue"
     try:
+        require_multiples((("v_head_dim", op.v_dim, TILE * SUBGROUPS),
+                           ("the keys (seq_len)", shape["seq_len"], KEYS),
+                           ("item_count", shape["item_count"], tiling.rows)))
+        if shape["seq_len"] // KEYS < tiling.splits:
+            raise Unfit(f"{tiling.splits} splits of {shape['seq_len'] // KEYS} tiles of "
+                        f"{KEYS} keys")
+        require_plain(op)
         fragments = ChainedFragments.of(op, tiling.rows)
     except Unfit as unfit:
         return str(unfit)

@@ -120,15 +120,23 @@ def _widened(value: SSAValue) -> SSAValue:
     return value.owner.operands[0] if isinstance(value.owner, arith.ExtFOp) else value
 
 
-def _product_sum(loop: scf.ForOp, what: str) -> tuple[SSAValue, SSAValue]:
-    """The factors of a dot product's (dim_split.is_dot_product: from +0.0,
-    nothing stored) term `a * b`, the multiply-add both fragments' sums
-    must be."""
+def _product_sum(loop: scf.ForOp, what: str, from_zero: bool = True) -> tuple[SSAValue, SSAValue]:
+    """The factors of the term `a * b` that a sum of products adds to its
+    one carried f32 each iteration, nothing stored: from +0.0
+    (dim_split.is_dot_product), the multiply-add both fragments' sums must
+    be, or, with `from_zero=False`, on from whatever it starts with (a
+    chained dot product)."""
     (total,) = loop.body.block.last_op.operands
     add, carried = total.owner, loop.body.block.args[-1]
-    term = add.rhs if is_dot_product(loop) and add.lhs is carried else None
+    if from_zero:
+        summed = is_dot_product(loop)
+    else:
+        summed = (len(loop.iter_args) == 1 and isinstance(add, arith.AddfOp)
+                  and len(list(carried.uses)) == 1
+                  and not any(isinstance(o, memref.StoreOp) for o in loop.body.walk()))
+    term = add.rhs if summed and add.lhs is carried else None
     if term is None or not isinstance(term.owner, arith.MulfOp):
-        raise Unfit(f"{what} is not a sum of products from 0")
+        raise Unfit(f"{what} is not a sum of products" + (" from 0" if from_zero else ""))
     return term.owner.lhs, term.owner.rhs
 
 
@@ -268,17 +276,30 @@ def qualify(op: vyre.TiledOnlineSoftmaxOp, head_dim_unit: int, v_dim_unit: int, 
     cannot take `op` (a mask, kv splits, dim parts, rows per lane, kv_lens,
     the log-sum-exp or hooks: what neither expansion computes)."""
     shape = op.shape()
-    for what, value, unit in (("head_dim", shape["head_dim"], head_dim_unit),
-                              ("v_head_dim", op.v_dim, v_dim_unit),
-                              ("the keys (seq_len)", shape["seq_len"], keys),
-                              ("item_count", shape["item_count"], rows)):
+    require_multiples((("head_dim", shape["head_dim"], head_dim_unit),
+                       ("v_head_dim", op.v_dim, v_dim_unit),
+                       ("the keys (seq_len)", shape["seq_len"], keys),
+                       ("item_count", shape["item_count"], rows)))
+    require_plain(op)
+    return Fragments.of(op, sharing)
+
+
+def require_multiples(checks) -> None:
+    """Unfit where a (what, value, unit) of `checks` has a value that is
+    not a multiple of its unit."""
+    for what, value, unit in checks:
         if value % unit:
             raise Unfit(f"{what} ({value}) is not a multiple of {unit}")
+
+
+def require_plain(op: vyre.TiledOnlineSoftmaxOp) -> None:
+    """Unfit where `op` has what no tile-product expansion computes: a
+    mask, kv splits, dim parts, rows per lane, kv_lens, the log-sum-exp or
+    hooks."""
     if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
         raise Unfit("it has a mask, kv splits, dim parts, rows per lane or kv_lens")
     if op.lse is not None or not op.hooks_empty:
         raise Unfit("it writes the log-sum-exp or has a prologue or epilogue")
-    return Fragments.of(op, sharing)
 
 
 @dataclass
@@ -338,11 +359,10 @@ class ChainedFragments:
             if dots and (len(loop.iter_args) != 1
                          or loop.iter_args[0] is not dots[-1].loop.results[0]):
                 raise Unfit("a dot product of the score does not sum on from the one before")
-            if not dots and not is_dot_product(loop):
-                raise Unfit("the score's first dot product does not sum from 0")
             width = constant_index(loop.ub)
             _check_bounds(loop, width if width is not None else -1, "a dot product")
-            factors = [_widened(v) for v in _chained_product(loop)]
+            factors = [_widened(v) for v in _product_sum(loop, "a dot product of the score",
+                                                         from_zero=not dots)]
             loads = [f.owner for f in factors]
             if not all(isinstance(x, memref.LoadOp) and isinstance(x.memref.owner, vyre.BufferOp)
                        for x in loads):
@@ -368,14 +388,3 @@ class ChainedFragments:
             raise Unfit("the stored score depends on more than the last dot product")
         return ChainedFragments(dots, store.value, weighted_rows(op, block))
 
-
-def _chained_product(loop: scf.ForOp) -> tuple[SSAValue, SSAValue]:
-    """The factors of the term `a * b` that a sum of products adds to its
-    one carried f32 each iteration, nothing stored."""
-    (total,) = loop.body.block.last_op.operands
-    add, carried = total.owner, loop.body.block.args[-1]
-    if not (len(loop.iter_args) == 1 and isinstance(add, arith.AddfOp) and add.lhs is carried
-            and len(list(carried.uses)) == 1 and isinstance(add.rhs.owner, arith.MulfOp)
-            and not any(isinstance(o, memref.StoreOp) for o in loop.body.walk())):
-        raise Unfit("a dot product of the score is not a sum of products")
-    return add.rhs.owner.lhs, add.rhs.owner.rhs
