@@ -37,13 +37,22 @@ l and O for a `vyre.merge_splits` kernel (vyre_xdsl.kv_split.merge_in_kernel,
 as vyre-split-kv's), with l and O times the splits' power of two
 (numerics.partial_weight_scale), as the merge expects.
 
+With run-time lengths (kv_lens) a tile past the sequence's end is skipped
+and the tile it ends in drops the keys past the end: their scores by
+their column (each lane reads its elements' columns from `tc_columns`
+with the layout's own load), their values by never multiplying their
+rows (P V skips a run of 16 keys past the end and copies the one holding
+the end into `tc_value_block` with the rows past it zero: a row there may
+hold anything, and 0 * inf is NaN).  A paged cache qualifies where each
+run of 16 keys lies in one page (a page size that is a multiple of 16);
+each run looks its page up once.
+
 The fragments qualify as chained tile products: a score that is a
 function of the last dot product alone, query rows read from buffers (the
-row of each item), key and value rows contiguous in half-precision
-buffers of the same type, the same for each workgroup's rows; head dims of
-every dot product multiples of 16, v_head_dim of 64, the keys of 64, the
-items of the workgroup's rows; no mask, kv_lens, lse, hooks or earlier
-splits.  Results differ from the per-lane kernel's in the order of the
+row of each item), key and value rows contiguous for each run of 16 keys
+in f16 buffers, the same for each workgroup's rows; head dims of every
+dot product multiples of 16, v_head_dim of 64, the keys of 64, the items
+of the workgroup's rows; no mask, lse, hooks or earlier splits.  Results differ from the per-lane kernel's in the order of the
 sums (the matrix unit's), in the query read in f16 and in the weights P V
 reads rounded to f16 (as FlashMLA does); docs/performance.md gives the
 tolerance.  `vyre-latent-tensor-cores` leaves a skeleton that does not
@@ -106,6 +115,7 @@ F32_BYTES = 4
 # products with f16 keys (< 2^16) summed over any row stay far below f32's
 # range, and f16 keeps the row's smaller elements
 QUERY_TOP_EXPONENT = 14
+F32_EXACT = 2 ** 24  # the integers f32 holds exactly
 F32_BIAS, F32_MANTISSA = 127, 23
 # a biased exponent at least this makes both the scale and its inverse normal
 LOWEST_EXPONENT = QUERY_TOP_EXPONENT + 1
@@ -127,14 +137,18 @@ class LatentTiling:
         """Query rows of a workgroup (they read the same keys)."""
         return TILE * self.row_tiles
 
-    def workgroup_bytes(self, depth: int, row_count: int) -> int:
+    def workgroup_bytes(self, depth: int, row_count: int, v_dim: int, ragged: bool) -> int:
         """The expansion's workgroup memory: the rows' f16 queries and
         their scales, the tile's weights, the rows' maxima and sums over
-        the subgroups, and the m and l a split exports."""
+        the subgroups, the m and l a split exports, and with run-time
+        lengths the accumulator's columns and each subgroup's block of
+        values cut at the sequence's end."""
         exchange = 2 * SUBGROUPS * SUBGROUP * self.row_tiles * row_count
         exported = 2 if self.splits > 1 else 0
-        return (F16_BYTES * self.rows * (depth + KEYS)
-                + F32_BYTES * (self.rows * TILE * (1 + exported) + exchange))
+        cut = TILE * v_dim if ragged else 0
+        return (F16_BYTES * (self.rows * (depth + KEYS) + cut)
+                + F32_BYTES * (self.rows * TILE * (1 + exported) + exchange
+                               + (TILE * TILE if ragged else 0)))
 
 
 def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
@@ -156,8 +170,11 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
         if shape["seq_len"] // KEYS < tiling.splits:
             raise Unfit(f"{tiling.splits} splits of {shape['seq_len'] // KEYS} tiles of "
                         f"{KEYS} keys")
-        require_plain(op)
-        fragments = ChainedFragments.of(op, tiling.rows)
+        if op.ragged and shape["seq_len"] > F32_EXACT:
+            raise Unfit(f"kv_len {shape['seq_len']} with kv_lens: keys are compared in f32, "
+                        f"exact up to {F32_EXACT}")
+        require_plain(op, lengths=True)
+        fragments = ChainedFragments.of(op, tiling.rows, TILE)
     except Unfit as unfit:
         return str(unfit)
     for dot in fragments.dots:
@@ -192,11 +209,17 @@ class LatentExpansion(MatrixElements):
                    ("tc_row_sum", exchange, f32)]
         if tiling.splits > 1:  # each row's m and l, for the merge
             scratch.append(("tc_rows", 2 * rows * TILE, f32))
-        arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
-                  for name, count, element in scratch]
+        self.ragged = op.ragged
+        if self.ragged:  # the accumulator's columns; values cut at the end
+            scratch += [("tc_columns", TILE * TILE, f32),
+                        ("tc_value_block", SUBGROUPS * TILE * self.group_dims, f16)]
+        arrays = {name: b.emit(vyre.ScratchOp(name, count, element)).results[0]
+                  for name, count, element in scratch}
         (self.query_tile, self.query_scale, self.weights, self.row_max,
-         self.row_sum) = arrays[:5]
-        self.exported = arrays[5] if tiling.splits > 1 else None
+         self.row_sum) = (arrays[name] for name, _, _ in scratch[:5])
+        self.exported = arrays.get("tc_rows")
+        self.columns_tile, self.value_block = arrays.get("tc_columns"), arrays.get(
+            "tc_value_block")
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         self.group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
@@ -208,6 +231,10 @@ class LatentExpansion(MatrixElements):
         self.first = b.muli(b.remui(workgroup, b.index(self.blocks)), b.index(rows),
                             "first_row")
         self.width = b.subgroup_width()
+        if self.ragged:  # the row block's sequence's keys
+            seq = b.divui(self.first, b.index(op.seq_items), "seq")
+            self.length = b.load_clamped_index(op.kv_lens, seq, shape["seq_len"])
+            self.length.name_hint = "kv_len"
 
     def emit(self, b: IRBuilder) -> None:
         self.stage_queries(b)
@@ -216,6 +243,10 @@ class LatentExpansion(MatrixElements):
         scales = [self.slot_values(b, b.emit(SubgroupMmaLoadMatrixOp(
             self.query_scale, [b.index(r * TILE * TILE)], c32, TILE)).results[0])
             for r in range(self.latent.row_tiles)]
+        self.columns = None
+        if self.ragged:  # each of this lane's elements' column, as f32
+            self.columns = self.elements(b, b.emit(SubgroupMmaLoadMatrixOp(
+                self.columns_tile, [b.index(0)], c32, TILE)).results[0])
         outs = self.group_dims // TILE
         state = [b.f32(F32_MIN)] * rows + [b.f32(0.0)] * rows
         state += [self.constant(b, 0.0, c32) for _ in range(outs)]
@@ -227,9 +258,18 @@ class LatentExpansion(MatrixElements):
             blocks = [carried[r * per_block:(r + 1) * per_block]
                       for r in range(self.latent.row_tiles)]
 
-            def run(b: IRBuilder):
-                return self.tile(b, index, blocks, scales)
+            def run(b: IRBuilder, partial: bool = False):
+                return self.tile(b, index, blocks, scales, partial)
 
+            if self.ragged:  # tiles past the sequence's end are skipped, its last cut
+                start = b.muli(index, b.index(KEYS))
+
+                def live(b: IRBuilder):
+                    whole = b.cmpi(b.addi(start, b.index(KEYS)), self.length, "ule")
+                    return b.if_else(whole, run, lambda b: run(b, True))
+
+                return b.if_else(b.cmpi(start, self.length, "ult"), live,
+                                 lambda b: list(carried))
             if self.tiles % self.latent.splits == 0:
                 return run(b)
             return b.if_else(b.cmpi(index, b.index(self.tiles), "ult"), run,
@@ -294,6 +334,10 @@ class LatentExpansion(MatrixElements):
             return []
 
         each_dim(b, copy, [])
+        if self.ragged:  # element (r, c) of tc_columns is c
+            for i in range(TILE * TILE // LANES):
+                at = b.addi(self.lane, b.index(i * LANES))
+                b.store(_to_f32(b, b.remui(at, b.index(TILE))), self.columns_tile, at)
         b.emit(gpu.BarrierOp())
 
     def slot_values(self, b: IRBuilder, matrix: SSAValue) -> list[SSAValue]:
@@ -328,9 +372,11 @@ class LatentExpansion(MatrixElements):
             combined.append(row)
         return combined
 
-    def tile(self, b: IRBuilder, index, blocks, scales) -> list[SSAValue]:
+    def tile(self, b: IRBuilder, index, blocks, scales, partial: bool = False) -> list[SSAValue]:
         """Tile `index` of 64 keys: this subgroup's 16 keys' scores, the
-        softmax over the whole tile, O rescaled plus P V over its dims."""
+        softmax over the whole tile, O rescaled plus P V over its dims; a
+        `partial` tile (the sequence ends in it) drops the keys past the
+        end, whose rows are never multiplied (P V skips or cuts them)."""
         op, layout, rows = self.op, self.layout, self.layout.row_count
         a16, b16 = _matrix(f16, MMAOperand.A), _matrix(f16, MMAOperand.B)
         c16, c32 = _matrix(f16, MMAOperand.C), _matrix(f32, MMAOperand.C)
@@ -352,11 +398,17 @@ class LatentExpansion(MatrixElements):
             offset += dot.width
         may_drop = may_be_minus_inf(self.f.score)
         last = self.f.dots[-1].loop.results[0]
+        keep = [None] * layout.length
+        if partial:  # a key is kept before the sequence's end
+            left = b.subf(_to_f32(b, self.length), _to_f32(b, keys))
+            keep = [b.cmpf(column, left, "olt") for column in self.columns]
         scores = []
         for total, scale in zip(totals, scales, strict=True):
-            scores.append([clone_value(b, self.f.score, {last: b.mulf(s, scale[slot])})
-                           for s, slot in zip(self.elements(b, total), layout.slots,
-                                              strict=True)])
+            block = []
+            for s, slot, kept in zip(self.elements(b, total), layout.slots, keep, strict=True):
+                s = clone_value(b, self.f.score, {last: b.mulf(s, scale[slot])})
+                block.append(s if kept is None else b.select(kept, s, b.f32(F32_MIN)))
+            scores.append(block)
         local = []
         for block in scores:
             tile_max = [b.f32(F32_MIN)] * rows
@@ -374,10 +426,12 @@ class LatentExpansion(MatrixElements):
             rescale = [recurrence.rescale_of(b, old, new, self.exp2)
                        for old, new in zip(m, m_new, strict=True)]
             tile_sum, weights = [b.f32(0.0)] * rows, []
-            for s, slot in zip(block, layout.slots, strict=True):
-                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop)
+            for s, slot, kept in zip(block, layout.slots, keep, strict=True):
+                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop,
+                                                 keep=kept)
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, at_least_smallest_f16(b, weight, may_drop)))
+                weights.append(self.narrow(b, at_least_smallest_f16(
+                    b, weight, may_drop or partial)))
             at = b.addi(b.index(r * TILE * KEYS), b.muli(self.group, b.index(TILE)))
             b.emit(SubgroupMmaStoreMatrixOp(self.assemble(b, weights, c16), self.weights,
                                             [at], KEYS))
@@ -392,16 +446,86 @@ class LatentExpansion(MatrixElements):
         weights = [[b.emit(SubgroupMmaLoadMatrixOp(
             self.weights, [b.index(r * TILE * KEYS + k * TILE)], a16, KEYS)).results[0]
             for k in range(SUBGROUPS)] for r in range(len(blocks))]
-        values = self.f.v.start(b, op, "update", self.first, self.lane, tile_start)
-        values = b.addi(values, b.muli(self.group, b.index(self.group_dims)))
-        for c in range(self.group_dims // TILE):  # each V block read once
-            for k in range(SUBGROUPS):
-                at = b.addi(values, b.index(k * TILE * self.v_dim + c * TILE))
-                value = b.emit(SubgroupMmaLoadMatrixOp(
-                    self.f.v.load.memref, [at], b16, self.v_dim)).results[0]
-                for r, o in enumerate(outs):
-                    o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
+        # where each 16 keys' rows start (a page holds whole runs of 16),
+        # at the subgroup's dims
+        values = [b.addi(self.f.v.start(b, op, "update", self.first, self.lane,
+                                        b.addi(tile_start, b.index(k * TILE))),
+                         b.muli(self.group, b.index(self.group_dims)))
+                  for k in range(SUBGROUPS)]
+        if partial:
+            outs = self.cut_values(b, tile_start, values, weights, outs)
+        else:
+            for c in range(self.group_dims // TILE):  # each V block read once
+                for k in range(SUBGROUPS):
+                    self.add_values(b, self.value_block_of(b, values, k, c), weights, outs, k, c)
         return [v for block, o in zip(new_blocks, outs, strict=True) for v in (*block, *o)]
+
+    def value_block_of(self, b: IRBuilder, values, k: int, c: int) -> SSAValue:
+        """The B operand of the tile's keys 16 k.. and the subgroup's dims
+        16 c.. (`values[k]`: where key 16 k's dims start)."""
+        at = b.addi(values[k], b.index(c * TILE))
+        return b.emit(SubgroupMmaLoadMatrixOp(self.f.v.load.memref, [at],
+                                              _matrix(f16, MMAOperand.B), self.v_dim)).results[0]
+
+    @staticmethod
+    def add_values(b: IRBuilder, value: SSAValue, weights, outs, k: int, c: int) -> None:
+        """O[r][c] += P[r][k] V for each row block r."""
+        for r, o in enumerate(outs):
+            o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
+
+    def cut_values(self, b: IRBuilder, tile_start, values, weights, outs):
+        """P V over a tile the sequence ends in: each 16 keys before the end
+        as in a whole tile, the 16 that hold the end copied into the
+        subgroup's tc_value_block with the rows past it zero (a row there
+        may hold anything: 0 * inf would be NaN), those after it not at all."""
+        count, length = len(outs[0]), self.length
+        for k in range(SUBGROUPS):
+            start = b.addi(tile_start, b.index(k * TILE))
+            flat = [o for row in outs for o in row]
+
+            def whole(b: IRBuilder, k=k):
+                made = [list(row) for row in outs]
+                for c in range(count):
+                    self.add_values(b, self.value_block_of(b, values, k, c), weights, made, k, c)
+                return [o for row in made for o in row]
+
+            def cut(b: IRBuilder, k=k, start=start):
+                made = [list(row) for row in outs]
+                base = b.muli(self.group, b.index(TILE * self.group_dims))
+                self.copy_cut(b, start, base)
+                b.emit(gpu.BarrierOp())  # the subgroup's block in place
+                for c in range(count):
+                    value = b.emit(SubgroupMmaLoadMatrixOp(
+                        self.value_block, [b.addi(base, b.index(c * TILE))],
+                        _matrix(f16, MMAOperand.B), self.group_dims)).results[0]
+                    self.add_values(b, value, weights, made, k, c)
+                return [o for row in made for o in row]
+
+            def some(b: IRBuilder, start=start, whole=whole, cut=cut):
+                ends_after = b.cmpi(b.addi(start, b.index(TILE)), length, "ule")
+                return b.if_else(ends_after, whole, cut)
+
+            flat = b.if_else(b.cmpi(start, length, "ult"), some, lambda b, f=flat: f)
+            outs = [flat[r * count:(r + 1) * count] for r in range(len(outs))]
+        return outs
+
+    def copy_cut(self, b: IRBuilder, start, base) -> None:
+        """The 16 keys from `start` of the subgroup's value dims into
+        tc_value_block at `base`, as 0 past the sequence's end."""
+        op, width = self.op, self.group_dims
+
+        def one(b: IRBuilder, e, _):
+            at = b.addi(b.muli(e, b.index(SUBGROUP)), self.sublane)
+            key = b.addi(start, b.divui(at, b.index(width)))
+            row = self.f.v.start(b, op, "update", self.first, self.lane, key)
+            source = b.addi(row, b.addi(b.muli(self.group, b.index(width)),
+                                        b.remui(at, b.index(width))))
+            value = b.load(self.f.v.load.memref, source)
+            kept = b.select(b.cmpi(key, self.length, "ult"), value, b.f32(0.0))
+            b.store(kept, self.value_block, b.addi(base, at))
+            return []
+
+        b.loop(0, TILE * width // SUBGROUP, one, hint="cut_e")
 
     def finish(self, b: IRBuilder, blocks) -> None:
         """The rows' denominators over every lane and subgroup, then out
@@ -468,6 +592,11 @@ def _value(b: IRBuilder, op) -> SSAValue:
     return b.emit(op).results[0]
 
 
+def _to_f32(b: IRBuilder, index: SSAValue) -> SSAValue:
+    """An index below 2^24 as an exact f32."""
+    return _value(b, arith.UIToFPOp(_value(b, arith.IndexCastOp(index, i32)), f32))
+
+
 def _power_of_two(b: IRBuilder, biased: SSAValue) -> SSAValue:
     """The f32 2^(biased - 127), from its biased exponent (1 .. 254)."""
     bits = _value(b, arith.ShLIOp(biased, _i32(b, F32_MANTISSA)))
@@ -480,7 +609,7 @@ def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorL
     by its expansion; with splits, give it partials and a merge kernel."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
-    fragments = ChainedFragments.of(op, tiling.rows)
+    fragments = ChainedFragments.of(op, tiling.rows, TILE)
     if tiling.splits > 1:
         op.properties["kv_splits"] = IntegerAttr(tiling.splits, i64)
         merge_in_kernel(module, kernel, op, tiling.splits)
@@ -543,5 +672,6 @@ class LatentTensorCoresPass(ModulePass):
 
 def workgroup_bytes(op: vyre.TiledOnlineSoftmaxOp, tiling: LatentTiling, device) -> int:
     """The expansion's workgroup memory for `op` (which qualifies)."""
-    depth = ChainedFragments.of(op, tiling.rows).depth
-    return tiling.workgroup_bytes(depth, device.accumulator_layout.row_count)
+    depth = ChainedFragments.of(op, tiling.rows, TILE).depth
+    return tiling.workgroup_bytes(depth, device.accumulator_layout.row_count, op.v_dim,
+                                  op.ragged)

@@ -166,7 +166,9 @@ def _skeleton(**kwargs):
      "the keys (seq_len) (96) is not a multiple of 64"),
     (dict(SMALL, dtype="f16"), LatentTiling(splits=3), "3 splits of 2 tiles"),
     (dict(SMALL, dtype="f16"), LatentTiling(row_tiles=16), "256 rows a workgroup"),
-    (dict(SMALL, kv_lens=True, batch=2, dtype="f16"), LatentTiling(), "kv_lens"),
+    # pages of 8 keys: a run of 16 keys spans two pages
+    (dict(SMALL, kv_lens=True, batch=2, page_size=8, num_pages=32, dtype="f16"), LatentTiling(),
+     "not 64 contiguous elements apart in runs of 16 keys"),
 ])
 def test_problem_names_what_does_not_qualify(kwargs, tiling, reason):
     assert reason in problem(_skeleton(**kwargs), H200.accumulator_layout, tiling)
@@ -191,6 +193,15 @@ def test_the_workgroup_memory_must_fit_the_device():
                            qk_rope_head_dim=64, dtype="f16")
     with pytest.raises(VyreError, match="workgroup memory .* exceeds the device's 49152"):
         vx.lower_to_gpu(module, optimize=_pipeline("row_tiles=2 splits=2"))
+
+
+def test_run_time_lengths_fit_beside_the_split_at_deepseeks_dims():
+    """kv_lens add the columns (1 KiB) and each subgroup's cut block of 16
+    keys x 128 dims (4 KiB): 43,008 bytes with a split, under 48 KiB."""
+    op = _skeleton(seq_len=4096, num_heads=16, head_dim=128, kv_lora_rank=512,
+                   qk_rope_head_dim=64, batch=2, kv_lens=True, page_size=64, num_pages=128,
+                   dtype="f16")
+    assert workgroup_bytes(op, LatentTiling(1, 2), H200) == 43008
 
 
 @pytest.mark.parametrize("row_blocks, tiles, splits", [
@@ -235,3 +246,56 @@ def test_spirv_cooperative_matrices_verify_in_mlir(tmp_path):
     assert {Capability.CooperativeMatrixKHR, Capability.Float16} <= entry.capabilities
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     assert "spirv.KHR.CooperativeMatrixMulAdd" in text
+
+
+# Run-time lengths and paged caches ------------------------------------------------
+
+# (batch, S, H, D, R, P, T, page, pages, lens) as tests/test_mla_serving.py builds them
+SERVING = {
+    "ragged": (3, 192, 16, 16, 64, 16, 64, None, None, [192, 70, 0]),
+    "paged16": (3, 192, 16, 16, 64, 16, 64, 16, 40, [150, 5, 64]),
+    "paged64_heads32": (2, 256, 32, 16, 64, 16, 64, 64, 8, [200, 17]),
+}
+
+
+def _poison_past_the_ends(case, ins) -> None:
+    """NaN and inf in every key row past its sequence's end (a cache's
+    rows there may hold anything): a kernel that multiplies one gives NaN."""
+    _, S, *_, page, _, lens = case
+    for name in ("kv_cache", "kr_cache"):
+        for b, length in enumerate(lens):
+            for t in range(max(length, 0), S):
+                at = (ins["block_table"][b, t // page], t % page) if page else (b, t)
+                ins[name][at] = np.nan if t % 2 else np.inf
+
+
+@pytest.mark.parametrize("options", ["splits=1", "splits=2"])
+@pytest.mark.parametrize("case", sorted(SERVING))
+def test_serving_caches_match_the_oracle_past_poisoned_ends(case, options):
+    """kv_lens (a sequence with all 192 keys, one ending inside a run of 16,
+    one with none) and paged caches (shuffled pages of 16 and 64 keys)."""
+    from test_mla_serving import inputs, module, oracle
+
+    spec = SERVING[case]
+    lowered = vx.lower_to_gpu(module(spec, dtype="f16"), optimize=_pipeline(options))
+    ins = inputs(spec, dtype="f16")
+    ins["w_uk"] = (ins["w_uk"].astype(np.float32) * 0.2).astype(np.float16)
+    _poison_past_the_ends(spec, ins)
+    got = _run(lowered, ins)
+    want = np.asarray(oracle(spec, ins, form="mla_decode_program", dtype="f16"),
+                      np.float32).reshape(got.shape)
+    assert np.isfinite(got).all()
+    if 0 in spec[9]:  # no keys: 0, as the oracle says
+        assert not got[spec[9].index(0)].any()
+    assert _error(got, want) <= TOLERANCE
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("level", ["none", "exact", "default device=h200"])
+def test_mlir_opt_accepts_the_paged_kernel(level):
+    from test_mla_serving import module
+
+    lowered = vx.lower_to_gpu(module(SERVING["paged16"], dtype="f16"),
+                              optimize=_pipeline("splits=2", level))
+    printed = assert_mlir_opt_accepts(lowered)
+    assert "gpu.subgroup_mma_compute" in printed and "block_table" in str(lowered)

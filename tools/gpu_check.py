@@ -244,6 +244,47 @@ def tensor_case(heads: int, n: int, d: int, **tiling) -> Case:
                 optimize=pipeline)
 
 
+def latent_paged_case(batch: int, length: int, heads: int, page: int) -> Case:
+    """MLA decode in f16 over a paged latent cache of ragged lengths (a
+    shuffled block table; rows past each end NaN) through
+    vyre-latent-tensor-cores, against the program's oracle over the pages."""
+    from vyre_xdsl.passes.latent_tensor_cores import TOLERANCE as LATENT_TOLERANCE
+
+    d, rank, rope, pages = 128, 512, 64, batch * -(-length // page)
+
+    def build():
+        return vx.mla_decode(seq_len=length, num_heads=heads, head_dim=d, kv_lora_rank=rank,
+                             qk_rope_head_dim=rope, batch=batch, kv_lens=True, page_size=page,
+                             num_pages=pages, dtype="f16")
+
+    def inputs(rng):
+        ins = dict(q=rng.standard_normal((batch, heads, d)),
+                   kv_cache=rng.standard_normal((pages, page, rank)),
+                   kr_cache=rng.standard_normal((pages, page, rope)),
+                   w_uk=rng.standard_normal((rank, heads * d)) / np.sqrt(rank),
+                   w_uv=rng.standard_normal((rank, heads * d)) / np.sqrt(rank))
+        ins = {name: a.astype(np.float16) for name, a in ins.items()}
+        ins["kv_lens"] = rng.integers(1, length + 1, batch).astype(np.int32)
+        ins["block_table"] = rng.permutation(pages).astype(np.int32).reshape(batch, -1)
+        for b, end in enumerate(ins["kv_lens"]):  # a cache's rows past the end: anything
+            for t in range(end, length):
+                for name in ("kv_cache", "kr_cache"):
+                    ins[name][ins["block_table"][b, t // page], t % page] = np.nan
+        return ins
+
+    def reference(ins):
+        return vx.reference.mla_decode_program(
+            *(ins[n] for n in ("q", "kv_cache", "kr_cache", "w_uk", "w_uv")),
+            kv_lens=ins["kv_lens"], block_table=ins["block_table"], page_size=page,
+            kv_len=length, dtype="f16")
+
+    pipeline = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
+                "force=true},vyre-to-gpu{optimize=exact}")
+    return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} f16",
+                build, inputs, reference, "f16", LATENT_TOLERANCE, cooperative_matrix=True,
+                optimize=pipeline)
+
+
 def latent_case(s: int, heads: int, splits: int = 0, **kwargs) -> Case:
     """MLA decode in f16 with its latent attention through
     vyre-latent-tensor-cores (`splits`, 0: the tuning's; its tolerance)
@@ -319,6 +360,8 @@ def cases(every: bool) -> list[Case]:
         latent_case(4096, 128, splits=1),
         latent_case(32768, 16),
         latent_case(1024, 16, d=64, rank=64, rope=16, nan_inf=True, splits=2),
+        latent_paged_case(8, 4096, 16, 64),
+        latent_paged_case(4, 2048, 128, 16),
         # one head: the plan's register blocks
         fa2_case(1, 4096, 64),
         fa2_case(1, 4096, 128),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from vyre_xdsl.dialects import vyre
@@ -40,15 +40,28 @@ _FOLDS: dict[type, Callable] = {  # what _evaluate follows
 }
 
 
+_CLAMPS = (arith.MaxSIOp, arith.MinSIOp)
+
+
 def _evaluate(value: SSAValue, known: dict[SSAValue, int | np.ndarray]) -> int | np.ndarray:
     """The integer `value` takes when the block arguments are `known` (an
     argument's values may be an array: the values for each), through arith
-    index arithmetic only."""
+    index arithmetic, and lookups in integer buffers (a block table): entry
+    e reads as page -e - 1 and its clamps (maxsi, minsi) keep it, so that
+    two addresses agree only where they look up the same entry, and the
+    rows of two neighbouring entries are never neighbours."""
     if value in known:
         return known[value]
     owner = value.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
+    if isinstance(owner, memref.LoadOp) and isinstance(owner.memref.owner, vyre.BufferOp) \
+            and isinstance(owner.memref.type.element_type, IntegerType):
+        return -_evaluate(owner.indices[0], known) - 1
+    if isinstance(owner, arith.IndexCastOp):
+        return _evaluate(owner.input, known)
+    if isinstance(owner, _CLAMPS) and isinstance(owner.lhs.owner, (memref.LoadOp, *_CLAMPS)):
+        return _evaluate(owner.lhs, known)
     if isinstance(owner, Operation) and type(owner) in _FOLDS:
         lhs, rhs = (_evaluate(v, known) for v in owner.operands)
         return _FOLDS[type(owner)](lhs, rhs)
@@ -75,21 +88,27 @@ class RowAccess:
         return clone_value(b, self.load.indices[0], known)
 
     def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int,
-              block: int) -> None:
-        """The row of key j + 1 follows key j's, its dims are contiguous, and
-        each `block` items (a subgroup's, or a workgroup's when staged) read
-        the same rows."""
+              block: int, run: int | None = None) -> None:
+        """The row of key j + 1 follows key j's (within each aligned `run`
+        of keys: rows in pages; None: all of them), its dims are contiguous,
+        and each `block` items (a subgroup's, or a workgroup's when staged)
+        read the same rows."""
         shape = op.shape()
 
-        def at(item: int, tile_start: int, j: int, d: int) -> int:
+        def at(item, tile_start: int, j, d: int):
             known = {op.region_arg(region, "item"): item,
                      op.region_arg(region, "tile_start"): tile_start,
                      op.region_arg(region, "lane"): 0, self.key: j, self.dim: d}
             return _evaluate(self.load.indices[0], known)
 
-        if at(0, 0, 1, 0) - at(0, 0, 0, 0) != width or at(0, 0, 0, 1) - at(0, 0, 0, 0) != 1:
+        keys = np.arange(shape["seq_len"], dtype=np.int64)
+        first = keys - keys % run if run else np.zeros_like(keys)
+        follows = np.broadcast_to(at(0, 0, keys, 0) - at(0, 0, first, 0) == (keys - first) * width,
+                                  keys.shape)
+        if not follows.all() or at(0, 0, 0, 1) - at(0, 0, 0, 0) != 1:
             raise Unfit(f"the rows that {self.load.memref.name_hint} is read in are not "
-                         f"{width} contiguous elements apart")
+                         f"{width} contiguous elements apart"
+                         + (f" in runs of {run} keys" if run else ""))
         items = np.arange(shape["item_count"], dtype=np.int64)  # all at once
         same = np.broadcast_to(at(items, 0, 0, 0) == at(items - items % block, 0, 0, 0),
                                items.shape)
@@ -111,8 +130,11 @@ def _loops(block: Block) -> list[scf.ForOp]:
 
 
 def _buffer_loads(loop: scf.ForOp) -> list[memref.LoadOp]:
+    """The loop's loads of float buffers (an integer buffer's, a block
+    table's, is part of an address)."""
     return [op for op in loop.body.walk() if isinstance(op, memref.LoadOp)
-            and isinstance(op.memref.owner, vyre.BufferOp)]
+            and isinstance(op.memref.owner, vyre.BufferOp)
+            and not isinstance(op.memref.type.element_type, IntegerType)]
 
 
 def _widened(value: SSAValue) -> SSAValue:
@@ -191,10 +213,11 @@ class Fragments:
         return self.k.load.memref, self.v.load.memref
 
 
-def weighted_rows(op: vyre.TiledOnlineSoftmaxOp, block: int) -> RowAccess:
+def weighted_rows(op: vyre.TiledOnlineSoftmaxOp, block: int, run: int | None = None) -> RowAccess:
     """The value rows that the update region weighs with vyre.tile_weight
     and adds into the rescaled o_acc, the same rows for each `block`
-    items; raises Unfit where the update is not that."""
+    items, contiguous in runs of `run` keys (RowAccess.check); raises Unfit
+    where the update is not that."""
     v_dim = op.v_dim
     update = op.update.block
     dim_loop = _only(_loops(update), "loop in the update region")
@@ -209,7 +232,7 @@ def weighted_rows(op: vyre.TiledOnlineSoftmaxOp, block: int) -> RowAccess:
         raise Unfit("the weighted sum does not weigh value rows by vyre.tile_weight")
     _check_rescaled_add(op, dim_loop, sum_loop)
     v = RowAccess(v_load, sum_loop.body.block.args[0], dim_loop.body.block.args[0])
-    v.check(op, "update", v_dim, block)
+    v.check(op, "update", v_dim, block, run)
     return v
 
 
@@ -292,11 +315,12 @@ def require_multiples(checks) -> None:
             raise Unfit(f"{what} ({value}) is not a multiple of {unit}")
 
 
-def require_plain(op: vyre.TiledOnlineSoftmaxOp) -> None:
+def require_plain(op: vyre.TiledOnlineSoftmaxOp, lengths: bool = False) -> None:
     """Unfit where `op` has what no tile-product expansion computes: a
-    mask, kv splits, dim parts, rows per lane, kv_lens, the log-sum-exp or
-    hooks."""
-    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or op.ragged:
+    mask, kv splits, dim parts, rows per lane, kv_lens (but where the
+    expansion reads `lengths`), the log-sum-exp or hooks."""
+    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or (
+            op.ragged and not lengths):
         raise Unfit("it has a mask, kv splits, dim parts, rows per lane or kv_lens")
     if op.lse is not None or not op.hooks_empty:
         raise Unfit("it writes the log-sum-exp or has a prologue or epilogue")
@@ -346,9 +370,10 @@ class ChainedFragments:
         return sum(d.width for d in self.dots)
 
     @staticmethod
-    def of(op: vyre.TiledOnlineSoftmaxOp, block: int) -> ChainedFragments:
+    def of(op: vyre.TiledOnlineSoftmaxOp, block: int, run: int) -> ChainedFragments:
         """The fragments of `op`, whose items read the same keys and values
-        `block` at a time; raises Unfit where they do not qualify."""
+        `block` at a time, in rows contiguous for each aligned `run` of keys
+        (a page holds whole runs); raises Unfit where they do not qualify."""
         scores = op.scores.block
         key_loop = _only(_loops(scores), "loop in the scores region")
         _check_bounds(key_loop, op.region_arg("scores", "tile_len"), "the loop over keys")
@@ -376,7 +401,7 @@ class ChainedFragments:
                 raise Unfit(f"the query row of {query_load.memref.name_hint} depends on more "
                             f"than the item")
             access = RowAccess(key_load, key, dim)
-            access.check(op, "scores", width, block)
+            access.check(op, "scores", width, block, run)
             dots.append(Dot(loop, QueryRow(query_load, dim), access, width))
         if not dots:
             raise Unfit("the score has no dot product")
@@ -386,5 +411,5 @@ class ChainedFragments:
             raise Unfit("the loop over keys stores elsewhere than score_tile")
         if _fragment_inputs(store.value, {dots[-1].loop.results[0]}):
             raise Unfit("the stored score depends on more than the last dot product")
-        return ChainedFragments(dots, store.value, weighted_rows(op, block))
+        return ChainedFragments(dots, store.value, weighted_rows(op, block, run))
 
