@@ -125,7 +125,7 @@ class GqaPoint:
 GQA_VARIANTS = ("dense", "kv_lens", "paged")
 MLA_VARIANTS = ("dense", "paged", "matrix")  # paged with --mla-paged, matrix with
 # --mla-tensor-cores: the dense caches' latent attention on the matrix units
-# (f16; vyre-latent-tensor-cores, which the default plan does not take yet)
+# (f16 or bf16; vyre-latent-tensor-cores, which the default plan does not take yet)
 LATENT_PIPELINE = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
                    "force=true},vyre-to-gpu{optimize=exact}")
 
@@ -451,7 +451,7 @@ def main(argv=None) -> int:
                         help="also time vx.mla_decode(page_size=64) on shuffled pages")
     parser.add_argument("--mla-tensor-cores", action="store_true",
                         help="also time MLA's latent attention on the matrix units "
-                             "(--dtype f16, a device with cooperative matrices)")
+                             "(--dtype f16 or bf16, a device with cooperative matrices of it)")
     parser.add_argument("--no-flex", dest="flex", action="store_false",
                         help="leave FlexAttention out (its compile takes seconds per shape)")
     add_torch_options(parser)

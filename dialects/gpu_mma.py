@@ -17,9 +17,13 @@ D MxN ("COp").  Loads and stores read the tile at [i, j] of a row-major
 memref whose rows are `leadDimension` elements apart; `transpose` loads
 (stores) the tile's columns from (to) the memref's rows.
 
-Elements are f16 or f32: MLIR 22 also has si8, ui8, i32 and f64 matrices
-(the interpreter and the SPIR-V emitter do not), and no bf16 matrix (its
-verifier rejects `!gpu.mma_matrix<16x16xbf16, "AOp">`).
+Elements are f16, bf16 or f32: MLIR 22 also has si8, ui8, i32 and f64
+matrices (the interpreter and the SPIR-V emitter do not).  bf16 is the one
+place this dialect goes beyond MLIR 22's: its gpu dialect rejects
+`!gpu.mma_matrix<16x16xbf16, "AOp">` (and mma ops on bf16 memrefs), while
+its SPIR-V dialect has bf16 cooperative matrices (SPV_KHR_bfloat16), as
+PTX has bf16 mma.  A kernel with bf16 matrices is checked by mlir-opt-22
+through its SPIR-V (docs/lowered-ir.md, "bf16 matrices").
 
 Loaded into a context with `load_into(ctx)` (vyre_xdsl.make_context and
 vyre-opt do), beside xDSL's own gpu dialect.
@@ -33,6 +37,7 @@ from typing import ClassVar
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BFloat16Type,
     Float16Type,
     Float32Type,
     IndexType,
@@ -80,7 +85,7 @@ class MMAOperand(StrEnum):
 
 
 MMA_OPERANDS = tuple(MMAOperand)
-MMA_ELEMENT_TYPES = (Float16Type, Float32Type)
+MMA_ELEMENT_TYPES = (Float16Type, BFloat16Type, Float32Type)
 
 
 @irdl_attr_definition
@@ -130,8 +135,8 @@ class MMAMatrixType(ParametrizedAttribute, TypeAttribute):
             )
         if not isinstance(self.element_type, MMA_ELEMENT_TYPES):
             raise VerifyException(
-                f"!gpu.mma_matrix elements must be f16 or f32 (the types vyre "
-                f"executes; MLIR 22 has no bf16 matrix), not {self.element_type}"
+                f"!gpu.mma_matrix elements must be f16, bf16 or f32 (the types "
+                f"vyre executes), not {self.element_type}"
             )
         if self.operand.data not in MMA_OPERANDS:
             raise VerifyException(

@@ -91,7 +91,7 @@ def check_u32_product(what: str, factors: Sequence[tuple[str, int]], fix: str) -
 
 
 def _check_f32_vector(
-    value: SSAValue, role: str, element_types: Sequence[Attribute] = (f32,)
+    value: SSAValue, role: str, element_types: Sequence[Attribute] = (f32,), example: str = ""
 ) -> MemRefType:
     memref = value.type
     if (
@@ -105,23 +105,18 @@ def _check_f32_vector(
                 f"{role} must be a static 1-D memref of f32 (e.g. memref<4096xf32>), "
                 f"got {memref}"
             )
-        if tuple(element_types) != tuple(FLOAT_BUFFER_ELEMENT_TYPES):
-            *most, last = (str(t) for t in element_types)
-            raise VerifyException(
-                f"{role} must be a static 1-D memref of {', '.join(most)} or {last} "
-                f"(e.g. memref<4096xf32>), got {memref}"
-            )
+        *most, last = (str(t) for t in element_types)
         raise VerifyException(
-            f"{role} must be a static 1-D memref of f32, f16 or bf16 (e.g. "
-            f"memref<4096xf32> or memref<4096xbf16>: the builders' dtype=), got "
-            f"{memref}"
+            f"{role} must be a static 1-D memref of {', '.join(most)} or {last} "
+            f"(e.g. memref<4096xf32>{example}), got {memref}"
         )
     return memref
 
 
 def _check_buffer_vector(value: SSAValue, role: str) -> MemRefType:
     """A storage buffer's memref: static, 1-D, of f32, f16 or bf16."""
-    return _check_f32_vector(value, role, FLOAT_BUFFER_ELEMENT_TYPES)
+    return _check_f32_vector(value, role, FLOAT_BUFFER_ELEMENT_TYPES,
+                             " or memref<4096xbf16>: the builders' dtype=")
 
 
 def _check_i32_vector(value: SSAValue, role: str) -> MemRefType:

@@ -14,7 +14,6 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
     SymbolNameConstraint,
-    f16,
     f32,
     i32,
     i64,
@@ -40,6 +39,7 @@ from vyre_xdsl.dialects.structure import (
     check_shared_buffers,
 )
 from vyre_xdsl.dialects.vyre_checks import (
+    FLOAT_BUFFER_ELEMENT_TYPES,
     Int64,
     NonNegativeInt64,
     Shape,
@@ -327,8 +327,9 @@ class ScratchOp(IRDLOperation):
 
     def verify_(self) -> None:
         name = self.sym_name.data
-        # f16: a tile that the subgroup matrix ops read (vyre-tensor-cores)
-        memref = _check_f32_vector(self.result, f"scratch '{name}'", (f32, f16))
+        # f16, bf16: a tile that the subgroup matrix ops read (vyre-tensor-cores)
+        memref = _check_f32_vector(self.result, f"scratch '{name}'",
+                                   FLOAT_BUFFER_ELEMENT_TYPES)
         count = _element_count(memref)
         if count > U32_MAX:
             raise VerifyException(

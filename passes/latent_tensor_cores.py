@@ -8,21 +8,24 @@ sequence read the same keys, so 16 of them are the rows of one matrix
 product, as FlashMLA computes it.  The pass expands a qualifying skeleton
 (vyre_xdsl.tile_products.ChainedFragments) for workgroups of four
 subgroups of 32 lanes that share `row_tiles` blocks of 16 rows, with MLIR's
-gpu.subgroup_mma ops (16x16x16, f16 in, f32 accumulated), for a device
-whose accumulator layout its profile knows (`device`; vyre_xdsl.mma_layout):
+gpu.subgroup_mma ops (16x16x16, f16 or bf16 in as the caches are, f32
+accumulated), for a device whose accumulator layout and matrices of that
+type its profile knows (`device`; vyre_xdsl.mma_layout):
 
 - the workgroup first copies its rows' query dims, every dot product's in
-  turn, into workgroup memory as f16 (`tc_query`), each row at its own
-  power of two (the largest |element| scaled to [2^14, 2^15), so an f32
-  query neither overflows nor loses its small rows in f16); S's elements
-  are scaled back (`tc_query_scale`, each row's inverse repeated over a
-  16 x 16 matrix, so that a lane reads its elements' rows' scales with the
-  layout's own load);
+  turn, into workgroup memory in the caches' type (`tc_query`); in f16
+  each row at its own power of two (the largest |element| scaled to
+  [2^14, 2^15), so an f32 query neither overflows nor loses its small
+  rows in f16), S's elements scaled back (`tc_query_scale`, each row's
+  inverse repeated over a 16 x 16 matrix, so that a lane reads its
+  elements' rows' scales with the layout's own load); bf16 has f32's
+  range and needs no scale;
 - a tile has 64 keys, 16 for each subgroup: S = Q Kᵀ for its own 16 keys
   (depth / 16 products a row block), the scores fragment's epilogue and
   the recurrence (vyre_xdsl.recurrence) on S's elements; a row's tile max
   over the four subgroups through workgroup memory (`tc_row_max`, one
-  barrier), each lane's weights rounded to f16 into `tc_weights` (another);
+  barrier), each lane's weights rounded to 16 bits into `tc_weights`
+  (another);
 - each subgroup owns a quarter of the value dims: O, 16 rows x v_dim / 4
   a row block, stays a matrix carried by the tile loop, rescaled element
   by element, and O += P V reads the whole tile's weights and the
@@ -50,12 +53,12 @@ each run looks its page up once.
 The fragments qualify as chained tile products: a score that is a
 function of the last dot product alone, query rows read from buffers (the
 row of each item), key and value rows contiguous for each run of 16 keys
-in f16 buffers, the same for each workgroup's rows; head dims of every
+in f16 or bf16 buffers, the same for each workgroup's rows; head dims of every
 dot product multiples of 16, v_head_dim of 64, the keys of 64, the items
 of the workgroup's rows; no mask, lse, hooks or earlier splits.  Results differ from the per-lane kernel's in the order of the
-sums (the matrix unit's), in the query read in f16 and in the weights P V
-reads rounded to f16 (as FlashMLA does); docs/performance.md gives the
-tolerance.  `vyre-latent-tensor-cores` leaves a skeleton that does not
+sums (the matrix unit's), in the query read in 16 bits and in the weights
+P V reads rounded to 16 bits (as FlashMLA does); docs/performance.md gives
+the tolerances.  `vyre-latent-tensor-cores` leaves a skeleton that does not
 qualify as it is; `{force=true}` reports why instead.  vyre-to-gpu's
 default plan does not take it yet: it has not run on a GPU
 (docs/performance.md).
@@ -67,13 +70,13 @@ from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu
-from xdsl.dialects.builtin import Float16Type, IntegerAttr, ModuleOp, f16, f32, i32, i64
+from xdsl.dialects.builtin import Float16Type, IntegerAttr, ModuleOp, f32, i32, i64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl import recurrence, tuning
-from vyre_xdsl.device import GENERIC, device_profile
+from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.gpu_mma import (
@@ -88,14 +91,14 @@ from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.kv_split import merge_in_kernel
 from vyre_xdsl.mma_elements import (
-    F16_BYTES,
+    HALF_BYTES,
     LANES,
     SUBGROUP,
     SUBGROUPS,
     MatrixElements,
     add,
     as_index,
-    at_least_smallest_f16,
+    half_problem,
     layout_problem,
     may_be_minus_inf,
 )
@@ -122,6 +125,8 @@ LOWEST_EXPONENT = QUERY_TOP_EXPONENT + 1
 # max |out - oracle| / max |oracle| (docs/performance.md): the query and the
 # weights read in f16 (relative 2^-11 each), the matrix unit's order
 TOLERANCE = 4e-3
+# the same with a bf16 cache, the query and weights keeping 8 bits (2^-9)
+TOLERANCE_BF16 = 4 * TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -137,25 +142,26 @@ class LatentTiling:
         """Query rows of a workgroup (they read the same keys)."""
         return TILE * self.row_tiles
 
-    def workgroup_bytes(self, depth: int, row_count: int, v_dim: int, ragged: bool) -> int:
-        """The expansion's workgroup memory: the rows' f16 queries and
-        their scales, the tile's weights, the rows' maxima and sums over
-        the subgroups, the m and l a split exports, and with run-time
-        lengths the accumulator's columns and each subgroup's block of
-        values cut at the sequence's end."""
+    def workgroup_bytes(self, depth: int, row_count: int, v_dim: int, ragged: bool,
+                        scaled: bool = True) -> int:
+        """The expansion's workgroup memory: the rows' 16-bit queries and
+        (`scaled`, f16) their scales, the tile's weights, the rows' maxima
+        and sums over the subgroups, the m and l a split exports, and with
+        run-time lengths the accumulator's columns and each subgroup's
+        block of values cut at the sequence's end."""
         exchange = 2 * SUBGROUPS * SUBGROUP * self.row_tiles * row_count
-        exported = 2 if self.splits > 1 else 0
+        per_row = (1 if scaled else 0) + (2 if self.splits > 1 else 0)
         cut = TILE * v_dim if ragged else 0
-        return (F16_BYTES * (self.rows * (depth + KEYS) + cut)
-                + F32_BYTES * (self.rows * TILE * (1 + exported) + exchange
+        return (HALF_BYTES * (self.rows * (depth + KEYS) + cut)
+                + F32_BYTES * (self.rows * TILE * per_row + exchange
                                + (TILE * TILE if ragged else 0)))
 
 
-def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
+def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
             tiling: LatentTiling = LatentTiling()) -> str | None:
-    """Why `op` cannot run on the matrix units of a device with accumulator
-    `layout`, spread as `tiling` says; None if it can."""
-    reason = layout_problem(layout)
+    """Why `op` cannot run on the matrix units of `device`, spread as
+    `tiling` says; None if it can."""
+    reason = layout_problem(device.accumulator_layout)
     if reason is not None:
         return reason
     if tiling.row_tiles < 1 or tiling.splits < 1:
@@ -180,10 +186,15 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
     for dot in fragments.dots:
         if dot.width % TILE:
             return f"a dot product of {dot.width} dims, not a multiple of {TILE}"
-    for buffer in (*(d.key.load.memref for d in fragments.dots), fragments.v.load.memref):
-        if not isinstance(buffer.type.element_type, Float16Type):
-            return f"{buffer.name_hint} holds {buffer.type.element_type}, not f16"
-    return None
+    return half_problem((*(d.key.load.memref for d in fragments.dots), fragments.v.load.memref),
+                        device.matrix_shapes)
+
+
+def _scaled(half) -> bool:
+    """Whether query rows staged in `half` need their own power of two: in
+    f16, not in bf16, which has f32's range (a row scaled up could even
+    overflow against a bf16 key beyond f16's range)."""
+    return isinstance(half, Float16Type)
 
 
 def _matrix(element, use: MMAOperand) -> MMAMatrixType:
@@ -204,19 +215,24 @@ class LatentExpansion(MatrixElements):
         self.per_split = -(-self.tiles // tiling.splits)
         self.blocks = shape["item_count"] // tiling.rows  # workgroups of each split
         rows, exchange = tiling.rows, SUBGROUPS * SUBGROUP * tiling.row_tiles * layout.row_count
-        scratch = [("tc_query", rows * self.depth, f16), ("tc_query_scale", rows * TILE, f32),
-                   ("tc_weights", rows * KEYS, f16), ("tc_row_max", exchange, f32),
-                   ("tc_row_sum", exchange, f32)]
+        half = self.half = fragments.v.load.memref.type.element_type
+        self.scaled = _scaled(half)
+        scratch = [("tc_query", rows * self.depth, half)]
+        if self.scaled:
+            scratch.append(("tc_query_scale", rows * TILE, f32))
+        scratch += [("tc_weights", rows * KEYS, half), ("tc_row_max", exchange, f32),
+                    ("tc_row_sum", exchange, f32)]
         if tiling.splits > 1:  # each row's m and l, for the merge
             scratch.append(("tc_rows", 2 * rows * TILE, f32))
         self.ragged = op.ragged
         if self.ragged:  # the accumulator's columns; values cut at the end
             scratch += [("tc_columns", TILE * TILE, f32),
-                        ("tc_value_block", SUBGROUPS * TILE * self.group_dims, f16)]
+                        ("tc_value_block", SUBGROUPS * TILE * self.group_dims, half)]
         arrays = {name: b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch}
-        (self.query_tile, self.query_scale, self.weights, self.row_max,
-         self.row_sum) = (arrays[name] for name, _, _ in scratch[:5])
+        (self.query_tile, self.weights, self.row_max, self.row_sum) = (
+            arrays[name] for name in ("tc_query", "tc_weights", "tc_row_max", "tc_row_sum"))
+        self.query_scale = arrays.get("tc_query_scale")
         self.exported = arrays.get("tc_rows")
         self.columns_tile, self.value_block = arrays.get("tc_columns"), arrays.get(
             "tc_value_block")
@@ -242,7 +258,7 @@ class LatentExpansion(MatrixElements):
         # each row block's elements' query scales, by the accumulator's layout
         scales = [self.slot_values(b, b.emit(SubgroupMmaLoadMatrixOp(
             self.query_scale, [b.index(r * TILE * TILE)], c32, TILE)).results[0])
-            for r in range(self.latent.row_tiles)]
+            if self.scaled else None for r in range(self.latent.row_tiles)]
         self.columns = None
         if self.ragged:  # each of this lane's elements' column, as f32
             self.columns = self.elements(b, b.emit(SubgroupMmaLoadMatrixOp(
@@ -281,8 +297,9 @@ class LatentExpansion(MatrixElements):
                         for r in range(self.latent.row_tiles)])
 
     def stage_queries(self, b: IRBuilder) -> None:
-        """Copy the workgroup's query rows into tc_query as f16, each at its
-        own power of two, whose inverse goes to tc_query_scale."""
+        """Copy the workgroup's query rows into tc_query in the inputs'
+        16-bit type; in f16 each at its own power of two, whose inverse
+        goes to tc_query_scale."""
         op, rows = self.op, self.latent.rows
         lanes = LANES // rows  # a row's lanes, neighbours
         row = b.divui(self.lane, b.index(lanes), "query_row")
@@ -300,6 +317,28 @@ class LatentExpansion(MatrixElements):
                 carried = b.loop(0, dot.width // lanes, step, carried, hint="query_d")
                 offset += dot.width
             return carried
+
+        scale = self.row_scale(b, each_dim, item, row, part, lanes) if self.scaled else None
+
+        def copy(b: IRBuilder, dot, dim, offset, values):
+            value = b.load(dot.query.load.memref, dot.query.at(b, op, item, dim))
+            at = b.addi(b.muli(row, b.index(self.depth)), b.addi(dim, b.index(offset)))
+            b.store(value if scale is None else b.mulf(value, scale), self.query_tile, at)
+            return []
+
+        each_dim(b, copy, [])
+        if self.ragged:  # element (r, c) of tc_columns is c
+            for i in range(TILE * TILE // LANES):
+                at = b.addi(self.lane, b.index(i * LANES))
+                b.store(_to_f32(b, b.remui(at, b.index(TILE))), self.columns_tile, at)
+        b.emit(gpu.BarrierOp())
+
+    def row_scale(self, b: IRBuilder, each_dim, item, row, part, lanes: int) -> SSAValue:
+        """The power of two that puts query row `item`'s largest |element|
+        into [2^14, 2^15) (its lanes, `part` of `lanes`, combine their
+        parts); its inverse stored to the row's 16 entries of
+        tc_query_scale."""
+        op = self.op
 
         def largest(b: IRBuilder, dot, dim, _offset, values):
             value = b.absf(b.load(dot.query.load.memref, dot.query.at(b, op, item, dim)))
@@ -326,19 +365,7 @@ class LatentExpansion(MatrixElements):
             return []
 
         b.loop(0, columns, store_scale, hint="scale_c")
-
-        def copy(b: IRBuilder, dot, dim, offset, values):
-            value = b.load(dot.query.load.memref, dot.query.at(b, op, item, dim))
-            at = b.addi(b.muli(row, b.index(self.depth)), b.addi(dim, b.index(offset)))
-            b.store(b.mulf(value, scale), self.query_tile, at)
-            return []
-
-        each_dim(b, copy, [])
-        if self.ragged:  # element (r, c) of tc_columns is c
-            for i in range(TILE * TILE // LANES):
-                at = b.addi(self.lane, b.index(i * LANES))
-                b.store(_to_f32(b, b.remui(at, b.index(TILE))), self.columns_tile, at)
-        b.emit(gpu.BarrierOp())
+        return scale
 
     def slot_values(self, b: IRBuilder, matrix: SSAValue) -> list[SSAValue]:
         """One element of each of this lane's row slots of a matrix whose
@@ -378,8 +405,8 @@ class LatentExpansion(MatrixElements):
         `partial` tile (the sequence ends in it) drops the keys past the
         end, whose rows are never multiplied (P V skips or cuts them)."""
         op, layout, rows = self.op, self.layout, self.layout.row_count
-        a16, b16 = _matrix(f16, MMAOperand.A), _matrix(f16, MMAOperand.B)
-        c16, c32 = _matrix(f16, MMAOperand.C), _matrix(f32, MMAOperand.C)
+        a16, b16 = _matrix(self.half, MMAOperand.A), _matrix(self.half, MMAOperand.B)
+        c16, c32 = _matrix(self.half, MMAOperand.C), _matrix(f32, MMAOperand.C)
         tile_start = b.muli(index, b.index(KEYS), "tile_start")
         keys = b.addi(tile_start, b.muli(self.group, b.index(TILE)))
         totals = [self.constant(b, 0.0, c32) for _ in blocks]
@@ -406,7 +433,9 @@ class LatentExpansion(MatrixElements):
         for total, scale in zip(totals, scales, strict=True):
             block = []
             for s, slot, kept in zip(self.elements(b, total), layout.slots, keep, strict=True):
-                s = clone_value(b, self.f.score, {last: b.mulf(s, scale[slot])})
+                if scale is not None:
+                    s = b.mulf(s, scale[slot])
+                s = clone_value(b, self.f.score, {last: s})
                 block.append(s if kept is None else b.select(kept, s, b.f32(F32_MIN)))
             scores.append(block)
         local = []
@@ -430,7 +459,7 @@ class LatentExpansion(MatrixElements):
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop,
                                                  keep=kept)
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, at_least_smallest_f16(
+                weights.append(self.narrow(b, self.at_least_smallest(
                     b, weight, may_drop or partial)))
             at = b.addi(b.index(r * TILE * KEYS), b.muli(self.group, b.index(TILE)))
             b.emit(SubgroupMmaStoreMatrixOp(self.assemble(b, weights, c16), self.weights,
@@ -464,8 +493,8 @@ class LatentExpansion(MatrixElements):
         """The B operand of the tile's keys 16 k.. and the subgroup's dims
         16 c.. (`values[k]`: where key 16 k's dims start)."""
         at = b.addi(values[k], b.index(c * TILE))
-        return b.emit(SubgroupMmaLoadMatrixOp(self.f.v.load.memref, [at],
-                                              _matrix(f16, MMAOperand.B), self.v_dim)).results[0]
+        return b.emit(SubgroupMmaLoadMatrixOp(
+            self.f.v.load.memref, [at], _matrix(self.half, MMAOperand.B), self.v_dim)).results[0]
 
     @staticmethod
     def add_values(b: IRBuilder, value: SSAValue, weights, outs, k: int, c: int) -> None:
@@ -497,7 +526,7 @@ class LatentExpansion(MatrixElements):
                 for c in range(count):
                     value = b.emit(SubgroupMmaLoadMatrixOp(
                         self.value_block, [b.addi(base, b.index(c * TILE))],
-                        _matrix(f16, MMAOperand.B), self.group_dims)).results[0]
+                        _matrix(self.half, MMAOperand.B), self.group_dims)).results[0]
                     self.add_values(b, value, weights, made, k, c)
                 return [o for row in made for o in row]
 
@@ -605,8 +634,9 @@ def _power_of_two(b: IRBuilder, biased: SSAValue) -> SSAValue:
 
 def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
            tiling: LatentTiling = LatentTiling()) -> None:
-    """Replace `op` (which qualifies: `problem(op, layout, tiling)` is None)
-    by its expansion; with splits, give it partials and a merge kernel."""
+    """Replace `op` (which qualifies: `problem(op, device, tiling)` is None
+    on a device whose accumulators are laid out as `layout`) by its
+    expansion; with splits, give it partials and a merge kernel."""
     kernel = op.parent_op()
     assert isinstance(kernel, vyre.KernelOp)
     fragments = ChainedFragments.of(op, tiling.rows, TILE)
@@ -651,7 +681,7 @@ class LatentTensorCoresPass(ModulePass):
         device = device_profile(self.device)
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
             tiling = self.tiling(skeleton)
-            reason = problem(skeleton, device.accumulator_layout, tiling)
+            reason = problem(skeleton, device, tiling)
             if reason is None and (used := workgroup_bytes(skeleton, tiling, device)) > \
                     device.shared_memory_bytes:
                 reason = (f"its workgroup memory ({used} bytes) exceeds the device's "
@@ -672,6 +702,7 @@ class LatentTensorCoresPass(ModulePass):
 
 def workgroup_bytes(op: vyre.TiledOnlineSoftmaxOp, tiling: LatentTiling, device) -> int:
     """The expansion's workgroup memory for `op` (which qualifies)."""
-    depth = ChainedFragments.of(op, tiling.rows, TILE).depth
-    return tiling.workgroup_bytes(depth, device.accumulator_layout.row_count, op.v_dim,
-                                  op.ragged)
+    fragments = ChainedFragments.of(op, tiling.rows, TILE)
+    return tiling.workgroup_bytes(fragments.depth, device.accumulator_layout.row_count,
+                                  op.v_dim, op.ragged,
+                                  _scaled(fragments.v.load.memref.type.element_type))

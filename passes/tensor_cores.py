@@ -4,8 +4,9 @@ The per-lane expansion (vyre-inline-fragments) gives each query row its own
 lane, and every score a dot product of multiply-adds.  This pass expands a
 qualifying skeleton instead for subgroups of 32 lanes, each owning
 `row_tiles` blocks of 16 rows, with MLIR's gpu.subgroup_mma ops (16x16x16,
-f16 inputs, f32 accumulators), for a device whose accumulator layout its
-profile knows (`device`; vyre_xdsl.mma_layout):
+f16 or bf16 inputs, f32 accumulators), for a device whose accumulator
+layout and matrices of that type its profile knows (`device`;
+vyre_xdsl.mma_layout):
 
 - S = Q Kᵀ for a tile of `keys` keys: for each 16 of them, head_dim / 16
   `gpu.subgroup_mma_compute` of a row block's Q (read once, before the tile
@@ -18,8 +19,9 @@ profile knows (`device`; vyre_xdsl.mma_layout):
   (vyre_xdsl.recurrence) for each of its rows, a row's tile max combined
   over the lanes that hold it (`gpu.shuffle xor`, the layout's masks) in
   each tile, its denominator once after the last (each lane sums its own
-  elements' weights); the weights, rounded to f16, are inserted into an
-  f16 matrix and stored to `tc_weights`, from where P V reads them as its
+  elements' weights); the weights, rounded to the inputs' 16-bit type, are
+  inserted into a matrix of it and stored to `tc_weights`, from where P V
+  reads them as its
   A operand (a KHR matrix cannot change use); with `registers=true`, on a
   device whose A operands hold a lane's accumulator elements (the
   layout's `operand_a`), they are inserted into the A operand itself, and
@@ -27,7 +29,7 @@ profile knows (`device`; vyre_xdsl.mma_layout):
 - O stays a matrix carried by the tile loop: each lane rescales its
   elements by its rows' rescale, then O += P V on the matrix unit, each V
   block read once for every row block; at the end O's elements are divided
-  by their rows' denominators and the f16 matrix stored to out.
+  by their rows' denominators and the 16-bit matrix stored to out.
 
 With `stage=true` the workgroup's subgroups first copy the tile's K and V
 rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks,
@@ -46,7 +48,9 @@ The fragments qualify as tile products (vyre_xdsl.tile_products: the
 builders' FlashAttention-2 without a mask, and with a score_mod only where
 it never returns -inf, a soft-cap: with a mask or a dropping score_mod the
 update keeps a dropped key's exact 0 even against an infinite value, which
-a matrix product cannot); q, k, v and out are f16; head_dim and v_head_dim
+a matrix product cannot); q, k, v and out are all f16 or all bf16 (bf16
+multiplies bf16 matrices, which MLIR 22's gpu dialect lacks: the default
+plan does not take them, docs/lowered-ir.md); head_dim and v_head_dim
 are multiples of 16, the keys of `keys`, the items of a workgroup's rows
 (four subgroups'); the rows of a subgroup (of a workgroup, staged) read
 the same keys and values; no mask, kv splits, dim parts, rows per lane,
@@ -54,8 +58,8 @@ kv_lens, lse or hooks.
 
 Results differ from the per-lane kernel's in the order of the dot
 products' sums (the matrix unit's) and in the weights, which P·V reads
-rounded to f16 (as FlashAttention does); docs/performance.md gives the
-tolerance.  The kernel runs 32 invocations per row block in workgroups of
+rounded to 16 bits (as FlashAttention does); docs/performance.md gives the
+tolerances.  The kernel runs 32 invocations per row block in workgroups of
 128 lanes.  `vyre-tensor-cores` leaves a skeleton that does not qualify as
 it is; `{force=true}` reports why instead.  vyre-to-gpu's default plan
 runs the expansion with the tuning's tiling (vyre_xdsl.tuning).
@@ -68,10 +72,8 @@ from dataclasses import dataclass, replace
 from xdsl.context import Context
 from xdsl.dialects import gpu
 from xdsl.dialects.builtin import (
-    Float16Type,
     IntegerAttr,
     ModuleOp,
-    f16,
     f32,
     i64,
 )
@@ -91,18 +93,18 @@ from vyre_xdsl.dialects.gpu_mma import (
 )
 from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_skeleton
 from vyre_xdsl.dialects.plan import TensorCoresAttr
-from vyre_xdsl.device import GENERIC, device_profile
+from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_elements import (
-    F16_BYTES,
+    HALF_BYTES,
     LANES,
     SUBGROUP,
     SUBGROUPS,
     MatrixElements,
     add,
     as_index,
-    at_least_smallest_f16,
+    half_problem,
     layout_problem,
     may_be_minus_inf,
 )
@@ -114,6 +116,8 @@ HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
 # reads are rounded to f16 (relative 2^-11 each) and the matrix unit sums in
 # its own order; measured on the interpreter at most 5e-4
 TOLERANCE = 4e-3
+# the same with bf16 inputs, whose weights keep 8 bits (relative 2^-9)
+TOLERANCE_BF16 = 4 * TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -164,19 +168,20 @@ class Tiling:
                                self.registers, self.stage_q)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
-        """The workgroup memory of the expansion: the f16 weights of its
+        """The workgroup memory of the expansion: the 16-bit weights of its
         rows (but in registers), the staged K and V tiles, and its rows of Q
         (staged)."""
         staged = self.buffers * self.keys * (head_dim + v_dim) if self.stage else 0
         weights = 0 if self.registers else self.rows * self.keys
         queries = self.rows * head_dim if self.stage_q else 0
-        return F16_BYTES * (weights + staged + queries)
+        return HALF_BYTES * (weights + staged + queries)
 
 
-def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
+def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
             tiling: Tiling = Tiling()) -> str | None:
-    """Why `op` cannot run on the matrix units of a device with accumulator
-    `layout`, spread as `tiling` says; None if it can."""
+    """Why `op` cannot run on the matrix units of `device`, spread as
+    `tiling` says; None if it can."""
+    layout = device.accumulator_layout
     reason = layout_problem(layout)
     if reason is not None:
         return reason
@@ -196,10 +201,7 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout | None,
         fragments = qualify(op, TILE, TILE, tiling.keys, tiling.rows, tiling.sharing)
     except Unfit as unfit:
         return str(unfit)
-    for buffer in (op.q, *fragments.buffers, op.out):
-        if not isinstance(buffer.type.element_type, Float16Type):
-            return f"{buffer.name_hint} holds {buffer.type.element_type}, not f16"
-    return None
+    return half_problem((op.q, *fragments.buffers, op.out), device.matrix_shapes)
 
 
 def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
@@ -219,12 +221,13 @@ class TensorCoreExpansion(MatrixElements):
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
         self.count = shape["seq_len"] // self.keys  # tiles
-        scratch = [] if tiling.registers else [("tc_weights", tiling.rows * self.keys, f16)]
+        half = self.half = op.q.type.element_type
+        scratch = [] if tiling.registers else [("tc_weights", tiling.rows * self.keys, half)]
         if tiling.stage_q:  # the workgroup's rows of q
-            scratch += [("tc_query_tile", tiling.rows * self.head_dim, f16)]
+            scratch += [("tc_query_tile", tiling.rows * self.head_dim, half)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
-            scratch += [("tc_key_tile", tiling.buffers * self.keys * self.head_dim, f16),
-                        ("tc_value_tile", tiling.buffers * self.keys * self.v_dim, f16)]
+            scratch += [("tc_key_tile", tiling.buffers * self.keys * self.head_dim, half),
+                        ("tc_value_tile", tiling.buffers * self.keys * self.v_dim, half)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
         self.weights = None if tiling.registers else arrays.pop(0)
@@ -240,10 +243,14 @@ class TensorCoreExpansion(MatrixElements):
         self.tile_base = b.muli(self.group, b.index(tiling.subgroup_rows * self.keys))
         self.width = b.subgroup_width()
 
+    def matrix(self, use: MMAOperand) -> MMAMatrixType:
+        """A 16x16 matrix of the inputs' 16-bit type."""
+        return _matrix(TILE, TILE, self.half, use)
+
     def emit(self, b: IRBuilder) -> None:
         op, head_dim, tiles = self.op, self.head_dim, range(self.tiling.row_tiles)
-        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
-        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        a16 = self.matrix(MMAOperand.A)
+        c16 = self.matrix(MMAOperand.C)
         at_q = [[b.addi(self.row_at(b, r, head_dim), b.index(c * TILE))
                  for c in range(head_dim // TILE)] for r in tiles]
         if self.tiling.stage_q:  # each subgroup copies its own rows
@@ -288,7 +295,7 @@ class TensorCoreExpansion(MatrixElements):
         tc_query_tile."""
         if queries is not None:
             return queries[r][c]
-        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        a16 = self.matrix(MMAOperand.A)
         return b.emit(SubgroupMmaLoadMatrixOp(
             self.query_tile, [self.query_at(b, r, c)], a16, self.head_dim)).results[0]
 
@@ -310,7 +317,7 @@ class TensorCoreExpansion(MatrixElements):
         """Tile `index` of keys for each of the subgroup's row blocks: S,
         the softmax on its elements, O rescaled plus P V."""
         f, head_dim, v_dim, chunks = self.f, self.head_dim, self.v_dim, self.keys // TILE
-        b16 = _matrix(TILE, TILE, f16, MMAOperand.B)
+        b16 = self.matrix(MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         pending = []
         if self.tiling.prefetch:  # this tile is in buffer index % 2; load the next
@@ -342,7 +349,7 @@ class TensorCoreExpansion(MatrixElements):
                    for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
         if not self.tiling.registers:
             b.emit(gpu.BarrierOp())  # the subgroup's weights in place
-            a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+            a16 = self.matrix(MMAOperand.A)
             weights = [[
                 b.emit(SubgroupMmaLoadMatrixOp(
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
@@ -387,8 +394,8 @@ class TensorCoreExpansion(MatrixElements):
         rescale = [recurrence.rescale_of(b, old, new, self.exp2)
                    for old, new in zip(carried.m, m_new, strict=True)]
         tile_sum = [b.f32(0.0)] * rows
-        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
-        a16 = _matrix(TILE, TILE, f16, MMAOperand.A)
+        c16 = self.matrix(MMAOperand.C)
+        a16 = self.matrix(MMAOperand.A)
         operands = []
         for k, block in enumerate(scores):
             weights = []
@@ -396,7 +403,7 @@ class TensorCoreExpansion(MatrixElements):
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
                                                  may_be_minus_inf(self.f.score))
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, at_least_smallest_f16(
+                weights.append(self.narrow(b, self.at_least_smallest(
                     b, weight, may_be_minus_inf(self.f.score))))
             if self.tiling.registers:
                 operands.append(self.assemble(
@@ -467,7 +474,7 @@ class _Block:
     guard: SSAValue | None = None  # loaded and stored only where this holds
 
     def load(self, b: IRBuilder) -> SSAValue:
-        c16 = _matrix(TILE, TILE, f16, MMAOperand.C)
+        c16 = _matrix(TILE, TILE, self.source.type.element_type, MMAOperand.C)
         return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], c16,
                                               self.width)).results[0]
 
@@ -501,7 +508,8 @@ class _Rows:
 
 def expand(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
            tiling: Tiling = Tiling()) -> None:
-    """Replace `op` (which qualifies: `problem(op, layout, tiling)` is None)
+    """Replace `op` (which qualifies: `problem(op, device, tiling)` is None
+    on a device whose accumulators are laid out as `layout`)
     by its expansion, computing on the elements of the accumulators where
     `layout` puts them."""
     kernel = op.parent_op()
@@ -553,13 +561,14 @@ class TensorCoresPass(ModulePass):
         if self.row_tiles < 1:
             raise pass_error(op, f"vyre-tensor-cores: row_tiles must be positive, got "
                                  f"{self.row_tiles}")
-        layout = device_profile(self.device).accumulator_layout
+        device = device_profile(self.device)
         for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
             tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch,
                             self.registers, self.stage_q)
-            reason = problem(skeleton, layout, tiling)
+            reason = problem(skeleton, device, tiling)
             if reason is None:
-                expand(skeleton, layout, tiling)
+                assert device.accumulator_layout is not None
+                expand(skeleton, device.accumulator_layout, tiling)
             elif self.force:
                 raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
                                            f"on subgroup matrix ops: {reason}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 
@@ -66,6 +67,9 @@ MLIR_OPT = shutil.which("mlir-opt-22")
 needs_mlir_opt = requires(None if MLIR_OPT else "mlir-opt-22 not installed (Debian mlir-22-tools)")
 
 
+BF16_MATRIX = re.compile(r"!gpu\.mma_matrix<\d+x\d+xbf16")
+
+
 def assert_mlir_opt_accepts(module) -> str:
     """mlir-opt-22 parses and verifies `module` (lowered IR) as xDSL prints
     it, in custom and in generic form (a @needs_mlir_opt test): the custom
@@ -81,6 +85,12 @@ def assert_mlir_opt_accepts(module) -> str:
     Printer(stream=generic, print_generic_format=True).print_op(module)
     printed = {}
     for form, text in (("custom", str(module)), ("generic", generic.getvalue())):
+        if BF16_MATRIX.search(text):
+            # MLIR 22's gpu dialect has no bf16 matrix (docs/lowered-ir.md):
+            # the rest is checked with bf16 read as f16, the other 16-bit
+            # float, and the kernel's SPIR-V, bf16 matrices and all, by
+            # MLIR's SPIR-V dialect (assert_mlir_verifies_spirv)
+            text = text.replace("bf16", "f16")
         result = subprocess.run([MLIR_OPT, "--allow-unregistered-dialect"], input=text,
                                 capture_output=True, text=True)
         assert result.returncode == 0, f"mlir-opt-22 rejects the {form} form:\n{result.stderr}"

@@ -159,7 +159,8 @@ def _skeleton(**kwargs):
 
 
 @pytest.mark.parametrize("kwargs, tiling, reason", [
-    (dict(SMALL, dtype="f32"), LatentTiling(), "kv_cache holds f32, not f16"),
+    (dict(SMALL, dtype="f32"), LatentTiling(),
+     "must be all f16 or all bf16, not kv_cache f32"),
     (dict(SMALL, num_heads=8, batch=2, dtype="f16"), LatentTiling(),
      "items 0 and 8 read different rows of kv_cache"),
     (dict(SMALL, seq_len=96, dtype="f16"), LatentTiling(),
@@ -171,7 +172,7 @@ def _skeleton(**kwargs):
      "not 64 contiguous elements apart in runs of 16 keys"),
 ])
 def test_problem_names_what_does_not_qualify(kwargs, tiling, reason):
-    assert reason in problem(_skeleton(**kwargs), H200.accumulator_layout, tiling)
+    assert reason in problem(_skeleton(**kwargs), H200, tiling)
 
 
 def test_flash_attention_does_not_qualify():
@@ -179,7 +180,7 @@ def test_flash_attention_does_not_qualify():
     buffer: vyre-tensor-cores takes it."""
     module = vx.flash_attention_2(seq_len=128, head_dim=64, num_heads=16, dtype="f16")
     (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
-    assert "not both read from buffers" in problem(op, H200.accumulator_layout)
+    assert "not both read from buffers" in problem(op, H200)
 
 
 def test_the_workgroup_memory_must_fit_the_device():

@@ -21,6 +21,7 @@ from requirements import (
     needs_vulkan,
     requires,
 )
+from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
@@ -36,7 +37,6 @@ MLIR_TRANSLATE = shutil.which("mlir-translate-22")
 needs_mlir_translate = requires(
     None if MLIR_TRANSLATE else "mlir-translate-22 not installed (Debian mlir-22-tools)")
 
-NUMPY_DTYPES = {"f16": np.float16, "f32": np.float32}
 # Unit roundoff of the accumulator: a device may add the K products and C
 # in any order, rounding each partial sum (an f16 accumulator too), so an
 # element of out may be off by (K + 1) * u * (|a| |b| + |c|) from the exact
@@ -46,7 +46,7 @@ UNIT_ROUNDOFF = {"f16": 2.0**-11, "f32": 2.0**-24}
 
 def matmul_inputs(shape: MatmulShape, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    t, acc = NUMPY_DTYPES[shape.inputs], NUMPY_DTYPES[shape.accumulator]
+    t, acc = numpy_dtype(shape.inputs), numpy_dtype(shape.accumulator)
     return {
         "a": rng.standard_normal(shape.m * shape.k).astype(t),
         "b": rng.standard_normal(shape.k * shape.n).astype(t),
@@ -62,7 +62,7 @@ def assert_matmul_close(shape: MatmulShape, ins, out: np.ndarray) -> None:
     bound = (shape.k + 1) * UNIT_ROUNDOFF[shape.accumulator] * (np.abs(a) @ np.abs(b)
                                                                  + np.abs(c))
     error = np.abs(out.astype(np.float64).reshape(shape.m, shape.n) - (a @ b + c))
-    assert out.dtype == NUMPY_DTYPES[shape.accumulator]
+    assert out.dtype == numpy_dtype(shape.accumulator)
     assert (error <= bound).all(), f"worst error {error.max()}, bound {bound.min()}"
 
 
@@ -155,9 +155,15 @@ def _mlir_verifies_spirv(binary: bytes, tmp_path) -> str:
 def test_spirv_cooperative_matrices_verify_in_mlir(shape, tmp_path):
     spirv = emit_spirv_module(vx.parse_module(matmul_kernel(shape)))
     entry = spirv.entry("matmul")
-    assert {Capability.CooperativeMatrixKHR, Capability.Float16,
-            Capability.VulkanMemoryModel} <= entry.capabilities
+    assert {Capability.CooperativeMatrixKHR, Capability.VulkanMemoryModel} <= entry.capabilities
     assert {"SPV_KHR_cooperative_matrix", "SPV_KHR_vulkan_memory_model"} <= entry.extensions
+    if shape.inputs == "bf16":  # SPV_KHR_bfloat16's type and matrices, no f16
+        assert {Capability.BFloat16TypeKHR,
+                Capability.BFloat16CooperativeMatrixKHR} <= entry.capabilities
+        assert Capability.Float16 not in entry.capabilities
+        assert "SPV_KHR_bfloat16" in entry.extensions
+    else:
+        assert Capability.Float16 in entry.capabilities
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     m, n, k, t, acc = shape.m, shape.n, shape.k, shape.inputs, shape.accumulator
     for expected in (
@@ -184,23 +190,28 @@ def test_spirv_transposed_load_and_constant_matrix_verify_in_mlir(tmp_path):
 # -- Vulkan --------------------------------------------------------------------
 
 @needs_vulkan
-@pytest.mark.parametrize("shape", MATMUL_SHAPES[:1], ids=lambda s: s.name)
+@pytest.mark.parametrize("shape", MATMUL_SHAPES[:2], ids=lambda s: s.name)
 def test_vulkan_runs_or_refuses_cooperative_matrices(shape):
-    """On a device with VK_KHR_cooperative_matrix the kernel matches numpy;
-    on one without (lavapipe) the runtime refuses it, naming the device and
-    the feature, before creating anything."""
+    """On a device with VK_KHR_cooperative_matrix (and for bf16 inputs
+    VK_KHR_shader_bfloat16's matrices) the kernel matches numpy; on one
+    without (lavapipe) the runtime refuses it, naming the device and the
+    features, before creating anything."""
     from vyre_xdsl.vulkan import runtime
 
     ctx = runtime._context(runtime._validation_requested(None))
     ins = matmul_inputs(shape)
     module = vx.parse_module(matmul_kernel(shape))
-    if ctx.cooperative_matrix and ctx.float16 and ctx.memory_model:
+    bf16 = shape.inputs == "bf16"
+    if ctx.cooperative_matrix and ctx.memory_model and (
+            runtime.bfloat16_matrices(ctx) if bf16 else ctx.float16):
         assert_matmul_close(shape, ins, vx.run(module, ins, backend="vulkan")["out"])
         return
     with pytest.raises(VyreError, match="cooperativeMatrix") as refused:
         vx.run(module, ins, backend="vulkan")
     assert ctx.name in str(refused.value)
     assert "VK_KHR_cooperative_matrix" in str(refused.value)
+    if bf16 and not runtime.bfloat16_matrices(ctx):
+        assert "shaderBFloat16CooperativeMatrix (VK_KHR_shader_bfloat16)" in str(refused.value)
 
 
 # out = a * b, K = 64 in four steps of 16: the accumulator is carried by

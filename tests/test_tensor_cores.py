@@ -225,7 +225,7 @@ def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, reason", [
-    (dict(seq_len=64, head_dim=16), "holds f32, not f16"),
+    (dict(seq_len=64, head_dim=16), "must be all f16 or all bf16, not q f32"),
     (dict(seq_len=64, head_dim=24, dtype="f16"), "head_dim (24) is not a multiple of 16"),
     (dict(seq_len=40, head_dim=16, dtype="f16"), "is not a multiple of 16"),
     (dict(seq_len=64, head_dim=16, dtype="f16", mask_mod=lambda q, k: q >= k),
@@ -250,7 +250,7 @@ def test_kernels_that_do_not_qualify_are_refused_with_the_reason(kwargs, reason)
 def test_problem_is_none_for_the_builders_f16_kernel():
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
-    assert problem(skeleton, H200.accumulator_layout) is None
+    assert problem(skeleton, H200) is None
 
 
 def test_weights_stay_in_registers_only_where_the_operand_order_is_known():
@@ -258,7 +258,7 @@ def test_weights_stay_in_registers_only_where_the_operand_order_is_known():
 
     module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
     (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
-    unknown = replace(H200.accumulator_layout, operand_a=None)
+    unknown = replace(H200, accumulator_layout=replace(H200.accumulator_layout, operand_a=None))
     assert problem(skeleton, unknown, Tiling()) is None
     assert "P cannot stay in registers" in problem(skeleton, unknown, Tiling(registers=True))
 

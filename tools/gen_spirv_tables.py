@@ -11,7 +11,8 @@ operand kinds), every enumerant of the operand kinds in ENUM_KINDS, and all
 of GLSL.std.450, so nothing else needs spirv-headers. To emit a new
 instruction or use a new enum kind, add it below and run the script.
 
-What Debian 12's spirv-headers (1.3.239) predates, SPV_KHR_cooperative_matrix,
+What Debian 12's spirv-headers (1.3.239) predates, SPV_KHR_cooperative_matrix
+and SPV_KHR_bfloat16 (OpTypeFloat's encoding operand and its capabilities),
 comes from NEWER, an excerpt of a newer Khronos grammar (the NEWER_* names
 below); the vendored file lists those names under "newer" (spirv-as 2023.1
 does not know them: tests check them through MLIR's SPIR-V deserializer).
@@ -80,6 +81,7 @@ ENUM_KINDS = (
     "Scope", "MemorySemantics", "FunctionControl", "MemoryAccess",
     "LoopControl", "SelectionControl",
     "CooperativeMatrixUse", "CooperativeMatrixLayout", "CooperativeMatrixOperands",
+    "FPEncoding",
 )
 
 # taken from NEWER where the installed grammar lacks them
@@ -91,7 +93,12 @@ NEWER_INSTRUCTIONS = (
 NEWER_ENUM_KINDS = (
     "CooperativeMatrixUse", "CooperativeMatrixLayout", "CooperativeMatrixOperands",
 )
-NEWER_ENUMERANTS = {"Capability": ("CooperativeMatrixKHR",)}
+# SPV_KHR_bfloat16: OpTypeFloat's encoding operand, and what declares it
+NEWER_OPERANDS = ("OpTypeFloat",)  # instructions whose newer form has more operands
+NEWER_ENUMERANTS = {
+    "Capability": ("CooperativeMatrixKHR", "BFloat16TypeKHR", "BFloat16CooperativeMatrixKHR"),
+    "FPEncoding": ("BFloat16KHR",),
+}
 
 
 def _operands(operands: list[dict]) -> str:
@@ -122,7 +129,7 @@ def newer_excerpt(core: dict) -> dict:
         "version": f"{core['major_version']}.{core['minor_version']} "
                    f"revision {core['revision']}",
         "instructions": [i for i in core["instructions"]
-                         if i["opname"] in NEWER_INSTRUCTIONS],
+                         if i["opname"] in NEWER_INSTRUCTIONS + NEWER_OPERANDS],
         "operand_kinds": [kinds[kind] for kind in NEWER_ENUM_KINDS] + [
             {**kinds[kind], "enumerants": [e for e in kinds[kind]["enumerants"]
                                            if e["enumerant"] in names]}
@@ -140,9 +147,14 @@ def tables(grammar_dir: Path = GRAMMAR_DIR, newer_path: Path = NEWER) -> dict:
     known = {i["opname"]: i for i in core["instructions"]}
     taken: list[str] = []
     for instruction in newer["instructions"]:
-        if instruction["opname"] not in known:
-            known[instruction["opname"]] = instruction
-            taken.append(instruction["opname"])
+        name = instruction["opname"]
+        if name not in known:
+            known[name] = instruction
+            taken.append(name)
+        elif len(instruction["operands"]) > (old := len(known[name].get("operands", []))):
+            # the newer operands are optional: spirv-as still takes the old form
+            known[name] = instruction
+            taken.extend(f"{name}.{operand['kind']}" for operand in instruction["operands"][old:])
     missing = [name for name in INSTRUCTIONS if name not in known]
     if missing:
         raise SystemExit(f"not in {CORE} nor {NEWER.name}: {', '.join(missing)}")

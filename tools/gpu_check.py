@@ -12,10 +12,12 @@ The `mma` cases run one subgroup's tile product through cooperative
 matrices (tools/mma_kernels.py) against float64, the `layout` case reads
 the device's accumulator layout and compares it with its profile's (the
 H200's: PTX's mma fragments), the `tensor cores` cases
-FlashAttention-2 in f16 through vyre-tensor-cores against dense attention
-and the `latent tensor cores` cases MLA decode in f16 through
-vyre-latent-tensor-cores against dense MLA, on a device with VK_KHR_cooperative_matrix; elsewhere they say they are
-skipped.  An f16 case at the default level that the plan puts on the
+FlashAttention-2 in f16 (and bf16) through vyre-tensor-cores against dense
+attention and the `latent tensor cores` cases MLA decode in f16 (and bf16)
+through vyre-latent-tensor-cores against dense MLA, on a device with
+VK_KHR_cooperative_matrix; elsewhere they say they are skipped (a bf16
+case on a device without VK_KHR_shader_bfloat16's matrices fails with the
+runtime's refusal).  An f16 case at the default level that the plan puts on the
 matrix units is held to vyre-tensor-cores' tolerance.
 
 `--all` runs FlashAttention-2 at every head_dim from 1 to 256 and MLA decode
@@ -206,10 +208,8 @@ MMA_MARGIN = 4
 
 
 def mma_case(shape: MatmulShape) -> Case:
-    dtypes = {"f16": np.float16, "f32": np.float32}
-
     def inputs(rng):
-        t, acc = dtypes[shape.inputs], dtypes[shape.accumulator]
+        t, acc = numpy_dtype(shape.inputs), numpy_dtype(shape.accumulator)
         return {"a": rng.standard_normal(shape.m * shape.k).astype(t),
                 "b": rng.standard_normal(shape.k * shape.n).astype(t),
                 "c": rng.standard_normal(shape.m * shape.n).astype(acc)}
@@ -224,38 +224,38 @@ def mma_case(shape: MatmulShape) -> Case:
                 reference, tolerance=tolerance, cooperative_matrix=True)
 
 
-def tensor_case(heads: int, n: int, d: int, **tiling) -> Case:
-    """FlashAttention-2 in f16 through vyre-tensor-cores with the options
-    `tiling` of its Tiling (keys, row_tiles, stage, prefetch, registers;
-    its tolerance), for the Vulkan device's accumulator layout."""
+def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", **tiling) -> Case:
+    """FlashAttention-2 in f16 or bf16 through vyre-tensor-cores with the
+    options `tiling` of its Tiling (keys, row_tiles, stage, prefetch,
+    registers; its tolerance), for the Vulkan device's accumulator layout."""
     from dataclasses import asdict
 
-    from vyre_xdsl.passes.tensor_cores import TOLERANCE as TENSOR_TOLERANCE
-    from vyre_xdsl.passes.tensor_cores import Tiling
+    from vyre_xdsl.passes.tensor_cores import TOLERANCE, TOLERANCE_BF16, Tiling
 
-    case = fa2_case(heads, n, d, dtype="f16")
+    case = fa2_case(heads, n, d, dtype=dtype)
     options = " ".join(f"{key}={str(value).lower()}"
                        for key, value in asdict(Tiling(**tiling)).items())
     pipeline = (f"vyre-tensor-cores{{device=vulkan force=true {options}}},"
                 f"vyre-to-gpu{{optimize=exact}}")
     name = f"tensor cores {case.name} {options}"
     return Case(name, case.build, case.inputs,
-                case.reference, "f16", TENSOR_TOLERANCE, cooperative_matrix=True,
+                case.reference, dtype, TOLERANCE_BF16 if dtype == "bf16" else TOLERANCE,
+                cooperative_matrix=True,
                 optimize=pipeline)
 
 
-def latent_paged_case(batch: int, length: int, heads: int, page: int) -> Case:
-    """MLA decode in f16 over a paged latent cache of ragged lengths (a
-    shuffled block table; rows past each end NaN) through
+def latent_paged_case(batch: int, length: int, heads: int, page: int,
+                      dtype: str = "f16") -> Case:
+    """MLA decode in f16 or bf16 over a paged latent cache of ragged
+    lengths (a shuffled block table; rows past each end NaN) through
     vyre-latent-tensor-cores, against the program's oracle over the pages."""
-    from vyre_xdsl.passes.latent_tensor_cores import TOLERANCE as LATENT_TOLERANCE
 
     d, rank, rope, pages = 128, 512, 64, batch * -(-length // page)
 
     def build():
         return vx.mla_decode(seq_len=length, num_heads=heads, head_dim=d, kv_lora_rank=rank,
                              qk_rope_head_dim=rope, batch=batch, kv_lens=True, page_size=page,
-                             num_pages=pages, dtype="f16")
+                             num_pages=pages, dtype=dtype)
 
     def inputs(rng):
         ins = dict(q=rng.standard_normal((batch, heads, d)),
@@ -263,7 +263,7 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int) -> Case:
                    kr_cache=rng.standard_normal((pages, page, rope)),
                    w_uk=rng.standard_normal((rank, heads * d)) / np.sqrt(rank),
                    w_uv=rng.standard_normal((rank, heads * d)) / np.sqrt(rank))
-        ins = {name: a.astype(np.float16) for name, a in ins.items()}
+        ins = {name: a.astype(numpy_dtype(dtype)) for name, a in ins.items()}
         ins["kv_lens"] = rng.integers(1, length + 1, batch).astype(np.int32)
         ins["block_table"] = rng.permutation(pages).astype(np.int32).reshape(batch, -1)
         for b, end in enumerate(ins["kv_lens"]):  # a cache's rows past the end: anything
@@ -276,26 +276,30 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int) -> Case:
         return vx.reference.mla_decode_program(
             *(ins[n] for n in ("q", "kv_cache", "kr_cache", "w_uk", "w_uv")),
             kv_lens=ins["kv_lens"], block_table=ins["block_table"], page_size=page,
-            kv_len=length, dtype="f16")
+            kv_len=length, dtype=dtype)
 
     pipeline = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
                 "force=true},vyre-to-gpu{optimize=exact}")
-    return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} f16",
-                build, inputs, reference, "f16", LATENT_TOLERANCE, cooperative_matrix=True,
-                optimize=pipeline)
+    return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} "
+                f"{dtype}", build, inputs, reference, dtype, _latent_tolerance(dtype),
+                cooperative_matrix=True, optimize=pipeline)
 
 
-def latent_case(s: int, heads: int, splits: int = 0, **kwargs) -> Case:
-    """MLA decode in f16 with its latent attention through
+def _latent_tolerance(dtype: str) -> float:
+    from vyre_xdsl.passes.latent_tensor_cores import TOLERANCE, TOLERANCE_BF16
+
+    return TOLERANCE_BF16 if dtype == "bf16" else TOLERANCE
+
+
+def latent_case(s: int, heads: int, splits: int = 0, dtype: str = "f16", **kwargs) -> Case:
+    """MLA decode in f16 or bf16 with its latent attention through
     vyre-latent-tensor-cores (`splits`, 0: the tuning's; its tolerance)
     and mla_case's `kwargs`."""
-    from vyre_xdsl.passes.latent_tensor_cores import TOLERANCE as LATENT_TOLERANCE
-
-    case = mla_case(s, heads, dtype="f16", **kwargs)
+    case = mla_case(s, heads, dtype=dtype, **kwargs)
     pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
                 f"force=true splits={splits}}},vyre-to-gpu{{optimize=exact}}")
     return Case(f"latent tensor cores {case.name} splits={splits}", case.build, case.inputs,
-                case.reference, "f16", LATENT_TOLERANCE, cooperative_matrix=True,
+                case.reference, dtype, _latent_tolerance(dtype), cooperative_matrix=True,
                 optimize=pipeline)
 
 
@@ -362,6 +366,15 @@ def cases(every: bool) -> list[Case]:
         latent_case(1024, 16, d=64, rank=64, rope=16, nan_inf=True, splits=2),
         latent_paged_case(8, 4096, 16, 64),
         latent_paged_case(4, 2048, 128, 16),
+        # bf16 matrices (VK_KHR_shader_bfloat16): the f16 plan's tilings
+        tensor_case(2, 128, 16, dtype="bf16", row_tiles=2),
+        tensor_case(32, 4096, 64, dtype="bf16", keys=32, row_tiles=4, stage=True,
+                    prefetch=True, registers=True),
+        tensor_case(32, 4096, 128, dtype="bf16", row_tiles=2, stage=True, prefetch=True,
+                    registers=True),
+        latent_case(4096, 16, dtype="bf16"),
+        latent_case(4096, 128, dtype="bf16"),
+        latent_paged_case(8, 4096, 16, 64, dtype="bf16"),
         # one head: the plan's register blocks
         fa2_case(1, 4096, 64),
         fa2_case(1, 4096, 128),
@@ -429,7 +442,8 @@ def check_layout(ctx) -> bool:
     layout = runtime.device_accumulator(ctx)
     ok = layout is not None and ("H200" not in ctx.name or layout == H200.accumulator_layout)
     rows = "none" if layout is None else (f"{layout.row_count} rows a lane, xor {layout.masks}, "
-                                          f"A operand in order {layout.operand_a}")
+                                          f"A operand in order {layout.operand_a}, bf16 "
+                                          f"matrices {runtime.bfloat16_matrices(ctx)}")
     print(f"{'ok  ' if ok else 'FAIL'} layout: accumulator layout of {ctx.name}: {rows}"
           + (", as the h200 profile's" if ok and "H200" in ctx.name else ""), flush=True)
     return ok

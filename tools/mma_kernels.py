@@ -29,9 +29,10 @@ class MatmulShape:
         return f"mma_{self.m}x{self.n}x{self.k}_{self.inputs}_{self.accumulator}"
 
 
-# M x N x K with f16 inputs: the KHR shapes of the H200's driver
+# M x N x K with f16 (and bf16) inputs: the KHR shapes of the H200's driver
 MATMUL_SHAPES = (
     MatmulShape(16, 16, 16, "f16", "f32"),
+    MatmulShape(16, 16, 16, "bf16", "f32"),
     MatmulShape(16, 16, 16, "f16", "f16"),
     MatmulShape(16, 8, 16, "f16", "f32"),
 )

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import BFloat16Type, Float16Type
+from xdsl.ir import Attribute
+
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
@@ -40,12 +43,24 @@ class DeviceProfile:
     # (M, N, K) of the VK_KHR_cooperative_matrix shapes with f16 inputs and
     # f32 results, subgroup scope
     cooperative_matrix_shapes: tuple[tuple[int, int, int], ...] = ()
+    # the same with bf16 inputs (VK_KHR_shader_bfloat16's
+    # shaderBFloat16CooperativeMatrix), whose A operands hold a lane's
+    # elements as the f16 ones do
+    bfloat16_matrix_shapes: tuple[tuple[int, int, int], ...] = ()
     # which lane holds which element of a 16x16 f32 (and f16) accumulator
     # (vyre_xdsl.mma_layout; None: unknown, no kernel computes on them)
     accumulator_layout: AccumulatorLayout | None = None
     # f16 and bf16 buffers (storageBuffer16BitAccess; arithmetic stays f32)
     float16: bool = False
     bfloat16: bool = False
+
+    def matrix_shapes(self, element: Attribute) -> tuple[tuple[int, int, int], ...]:
+        """The cooperative-matrix shapes with `element` inputs."""
+        if isinstance(element, Float16Type):
+            return self.cooperative_matrix_shapes
+        if isinstance(element, BFloat16Type):
+            return self.bfloat16_matrix_shapes
+        return ()
 
     @property
     def max_dim_parts(self) -> int:
@@ -76,6 +91,7 @@ _SHUFFLES = frozenset({"BASIC", "SHUFFLE", "SHUFFLE_RELATIVE"})
 GENERIC = DeviceProfile("generic", 16384, 128, 0, 2**27)
 H200 = DeviceProfile("h200", 49152, 1024, 32, 2**32 - 1, _SHUFFLES,
                      cooperative_matrix_shapes=((16, 16, 16), (16, 8, 16), (16, 8, 8)),
+                     bfloat16_matrix_shapes=((16, 16, 16),),
                      accumulator_layout=mma_sync_layout(), float16=True, bfloat16=True)
 LAVAPIPE = DeviceProfile(
     "lavapipe", 32768, 1024, 8, 2**27, _SHUFFLES, float16=True, bfloat16=True

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import f16
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import BFloat16Type, Float16Type
+from xdsl.ir import Attribute, SSAValue
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F16_SMALLEST
+from vyre_xdsl.dialects.constants import F16_SMALLEST, MIN_POSITIVE
 from vyre_xdsl.dialects.gpu_mma import (
     MMAMatrixType,
     SubgroupMmaConstantMatrixOp,
@@ -20,12 +20,29 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaInsertThreadLocalOp,
 )
 from vyre_xdsl.ir_builder import IRBuilder
-from vyre_xdsl.mma_layout import AccumulatorLayout
+from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
-F16_BYTES = 2
+HALF_BYTES = 2  # an f16 or bf16 element
 LANES = SUBGROUP * SUBGROUPS
+HALF_TYPES = (Float16Type, BFloat16Type)  # what the matrices multiply
+
+
+def half_problem(buffers, shape_of_device) -> str | None:
+    """Why `buffers` cannot be a matrix expansion's 16-bit inputs and
+    output on a device whose cooperative-matrix shapes for an element type
+    `shape_of_device(element)` gives; None if they can: all f16 or all
+    bf16, with 16x16x16 products of that type."""
+    buffers = list(dict.fromkeys(buffers))
+    elements = {buffer.type.element_type for buffer in buffers}
+    if len(elements) > 1 or not isinstance(next(iter(elements)), HALF_TYPES):
+        listed = ", ".join(f"{b.name_hint} {b.type.element_type}" for b in buffers)
+        return f"the matrices' operands must be all f16 or all bf16, not {listed}"
+    (element,) = elements
+    if (TILE, TILE, TILE) not in shape_of_device(element):
+        return f"the device has no 16x16x16 {element} cooperative matrices"
+    return None
 
 
 def layout_problem(layout: AccumulatorLayout | None) -> str | None:
@@ -46,17 +63,32 @@ class MatrixElements:
 
     layout: AccumulatorLayout
     width: SSAValue
+    half: Attribute  # the f16 or bf16 of the products' inputs
 
     def constant(self, b: IRBuilder, value: float, matrix: MMAMatrixType) -> SSAValue:
         element = b.f32(value)
-        if matrix.element_type == f16:
+        if isinstance(matrix.element_type, HALF_TYPES):
             element = self.narrow(b, element)
         return b.emit(SubgroupMmaConstantMatrixOp(element, matrix)).results[0]
 
-    @staticmethod
-    def narrow(b: IRBuilder, value: SSAValue) -> SSAValue:
-        """`value` rounded to f16 (nearest even)."""
-        return b.emit(arith.TruncFOp(value, f16)).results[0]
+    def narrow(self, b: IRBuilder, value: SSAValue) -> SSAValue:
+        """`value` rounded to the inputs' 16-bit type (nearest even)."""
+        return b.emit(arith.TruncFOp(value, self.half)).results[0]
+
+    def at_least_smallest(self, b: IRBuilder, weight: SSAValue, may_be_zero: bool) -> SSAValue:
+        """`weight`, raised to the smallest value of the 16-bit type where
+        it would round to 0 (f16's smallest subnormal; bf16's smallest
+        normal, since a device may flush f32 subnormals): a kept key's
+        weight is never 0 (bounded_exp_arg), so an infinite value times it
+        is infinite, as in the oracle, not NaN.  The exact 0 of a dropped
+        key passes (`may_be_zero`); a NaN weight may not (a device compiler
+        may make this a max), but the row's denominator, summed from the
+        weight itself, carries it to the row's outputs."""
+        smallest = b.f32(F16_SMALLEST if isinstance(self.half, Float16Type) else MIN_POSITIVE)
+        tiny = b.cmpf(weight, smallest, "olt")
+        if may_be_zero:
+            tiny = b.andi(tiny, b.cmpf(weight, b.f32(0.0), "ogt"))
+        return b.select(tiny, smallest, weight)
 
     def elements(self, b: IRBuilder, matrix: SSAValue) -> list[SSAValue]:
         """This lane's elements of an f32 accumulator matrix."""
@@ -94,20 +126,6 @@ def add(b: IRBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
 
 def as_index(b: IRBuilder, value: int | SSAValue) -> SSAValue:
     return b.index(value) if isinstance(value, int) else value
-
-
-def at_least_smallest_f16(b: IRBuilder, weight: SSAValue, may_be_zero: bool) -> SSAValue:
-    """`weight`, raised to the smallest f16 where it would round to 0: a
-    kept key's weight is never 0 (bounded_exp_arg), so an infinite value
-    times it is infinite, as in the oracle, not NaN.  The exact 0 of a
-    dropped key passes (`may_be_zero`); a NaN weight may not (a device
-    compiler may make this a max), but the row's denominator, summed from
-    the weight itself, carries it to the row's outputs."""
-    smallest = b.f32(F16_SMALLEST)
-    tiny = b.cmpf(weight, smallest, "olt")
-    if may_be_zero:
-        tiny = b.andi(tiny, b.cmpf(weight, b.f32(0.0), "ogt"))
-    return b.select(tiny, smallest, weight)
 
 
 def may_be_minus_inf(score: SSAValue) -> bool:

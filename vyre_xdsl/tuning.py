@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import Float16Type, ModuleOp
 
 from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
@@ -146,21 +146,23 @@ def latent_splits(row_blocks: int, tiles: int) -> int:
 
 def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     """How `op` runs on `device`'s matrix units (a vyre-tensor-cores
-    Tiling), or None where it does not: the device lacks 16x16x16 f16
-    matrices or their layout, or no tiling qualifies and fits.  The first
-    tiling that gives every SM a workgroup, else the one with the most
-    workgroups (larger row blocks on too small a grid were slower:
-    docs/performance.md)."""
-    from vyre_xdsl.passes.tensor_cores import TILE, problem
+    Tiling), or None where it does not: its inputs are not f16, the device
+    lacks 16x16x16 f16 matrices or their layout, or no tiling qualifies
+    and fits.  The first tiling that gives every SM a workgroup, else the
+    one with the most workgroups (larger row blocks on too small a grid
+    were slower: docs/performance.md).  bf16 matrices stay out of the plan
+    (`vyre-tensor-cores` takes them when asked): they have not run on a GPU
+    yet, and MLIR 22's gpu dialect has none, so its mlir-opt could not
+    verify the default lowering (docs/lowered-ir.md)."""
+    from vyre_xdsl.passes.tensor_cores import problem
 
-    layout = device.accumulator_layout
-    if layout is None or (TILE, TILE, TILE) not in device.cooperative_matrix_shapes:
+    if not isinstance(op.q.type.element_type, Float16Type):
         return None
     shape = op.shape()
     head_dim, items = shape["head_dim"], shape["item_count"]
     usable = [t for t in tensor_core_tilings(max(head_dim, op.v_dim))
               if t.workgroup_bytes(head_dim, op.v_dim) <= device.shared_memory_bytes
-              and problem(op, layout, t) is None]
+              and problem(op, device, t) is None]
     filling = [t for t in usable if items // t.rows >= SMS]
     if filling or not usable:
         return filling[0] if filling else None

@@ -189,8 +189,11 @@ class ModuleBuilder:
     def type_int(self, width: int = 32, signed: bool = False) -> int:
         return self._type(("int", width, signed), Op.TypeInt, width, int(signed))
 
-    def type_float(self, width: int = 32) -> int:
-        return self._type(("float", width), Op.TypeFloat, width)
+    def type_float(self, width: int = 32, encoding: int | None = None) -> int:
+        """OpTypeFloat of `width` bits, IEEE unless an FPEncoding is given."""
+        if encoding is None:
+            return self._type(("float", width), Op.TypeFloat, width)
+        return self._type(("float", width, encoding), Op.TypeFloat, width, encoding)
 
     def type_vector(self, element: int, count: int) -> int:
         return self._type(("vector", element, count), Op.TypeVector, element, count)

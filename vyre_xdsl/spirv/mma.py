@@ -19,18 +19,20 @@ vulkanMemoryModel, which the runtime enables where the device has them):
                                      element (a constant index)
     subgroup_mma_insert_thread_local OpCompositeInsert
 
-An f16 matrix is a matrix of SPIR-V f16 (capability Float16), loaded from
-and stored to the 16-bit elements of an f16 buffer (spirv/half.py) as they
-are: the cooperative-matrix instructions read the array's elements as the
-matrix's component type, the stride counting elements.  An f16 scalar is
-held as its bits in a uint (half.py), so the constant matrix narrows and
-bitcasts it.
+An f16 matrix is a matrix of SPIR-V f16 (capability Float16), a bf16 one
+of SPV_KHR_bfloat16's `OpTypeFloat 16 BFloat16KHR` (capabilities
+BFloat16TypeKHR and BFloat16CooperativeMatrixKHR; Vulkan's
+VK_KHR_shader_bfloat16), loaded from and stored to the 16-bit elements of
+an f16 or bf16 buffer (spirv/half.py) as they are: the cooperative-matrix
+instructions read the array's elements as the matrix's component type,
+the stride counting elements.  A 16-bit scalar is held as its bits in a
+uint (half.py), so the constant matrix narrows and bitcasts it.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float16Type, Float32Type
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
 from xdsl.ir import Attribute, Operation
 
 from vyre_xdsl.dialects.gpu_mma import (
@@ -52,6 +54,7 @@ from vyre_xdsl.spirv.spec import (
     Capability,
     CooperativeMatrixLayout,
     CooperativeMatrixUse,
+    FPEncoding,
     MemoryModel,
     Op,
     Scope,
@@ -59,6 +62,8 @@ from vyre_xdsl.spirv.spec import (
 
 COOPERATIVE_MATRIX = "SPV_KHR_cooperative_matrix"
 VULKAN_MEMORY_MODEL = "SPV_KHR_vulkan_memory_model"
+BFLOAT16 = "SPV_KHR_bfloat16"
+HALF_TYPES = (Float16Type, BFloat16Type)
 
 _USE = {
     MMAOperand.A: CooperativeMatrixUse.MatrixAKHR,
@@ -71,6 +76,11 @@ def _component_type(e, element: Attribute) -> int:
     if isinstance(element, Float16Type):
         e.capability(Capability.Float16)
         return e.b.type_float(16)
+    if isinstance(element, BFloat16Type):
+        e.capability(Capability.BFloat16TypeKHR)
+        e.capability(Capability.BFloat16CooperativeMatrixKHR)
+        e.extension(BFLOAT16)
+        return e.b.type_float(16, FPEncoding.BFloat16KHR)
     if isinstance(element, Float32Type):
         return e.f32
     raise VyreError(f"the SPIR-V emitter has no {element} cooperative matrix")
@@ -128,10 +138,10 @@ def _compute(e, op: SubgroupMmaComputeOp) -> None:
 def _component(e, scalar) -> int:
     """`scalar` as a value of a matrix's component type."""
     value = e.value(scalar)
-    if isinstance(scalar.type, Float16Type):  # its bits in a uint (half.py)
+    if isinstance(scalar.type, HALF_TYPES):  # its bits in a uint (half.py)
         fn = e.fn
         bits = fn.op(Op.UConvert, e.b.type_int(16, False), value)
-        value = fn.op(Op.Bitcast, e.b.type_float(16), bits)
+        value = fn.op(Op.Bitcast, _component_type(e, scalar.type), bits)
     return value
 
 
@@ -176,7 +186,7 @@ def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
     fn, element = e.fn, op.res.type
     value = fn.op(Op.CompositeExtract, _component_type(e, element), e.value(op.matrix),
                   _position(op))
-    if isinstance(element, Float16Type):  # to its bits in a uint (half.py)
+    if isinstance(element, HALF_TYPES):  # to its bits in a uint (half.py)
         value = fn.op(Op.UConvert, e.uint,
                       fn.op(Op.Bitcast, e.b.type_int(16, False), value))
     e.bind(op.res, value)
@@ -184,11 +194,12 @@ def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
 
 def _insert_thread_local(e, op: SubgroupMmaInsertThreadLocalOp) -> None:
     narrowed = op.value.owner
-    if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, Float16Type)
+    if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, HALF_TYPES)
             and isinstance(narrowed.input.type, Float32Type)):
-        # an f32 rounded into an f16 matrix: the device's own conversion
+        # an f32 rounded into a 16-bit matrix: the device's own conversion
         # (one instruction; half.py's exact integer one stays for buffers)
-        value = e.fn.op(Op.FConvert, e.b.type_float(16), e.value(narrowed.input))
+        value = e.fn.op(Op.FConvert, _component_type(e, op.value.type),
+                        e.value(narrowed.input))
     else:
         value = _component(e, op.value)
     e.bind(op.res, e.fn.op(Op.CompositeInsert, matrix_type(e, op.res.type), value,

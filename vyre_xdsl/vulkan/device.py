@@ -36,6 +36,14 @@ DEVICE_ENV = "VYRE_VULKAN_DEVICE"
 VALIDATION_ENV = "VYRE_VULKAN_VALIDATION"
 FENCE_TIMEOUT_NS = 600 * 10**9
 COOPERATIVE_MATRIX_EXTENSION = "VK_KHR_cooperative_matrix"
+# bf16 matrices (spirv/mma.py).  The Python binding (1.3.275) predates the
+# extension, so its two numbers are the Vulkan registry's (vk.xml), and its
+# features struct is read and written through one of the same layout (sType,
+# pNext, three VkBool32: shaderBFloat16Type, shaderBFloat16DotProduct,
+# shaderBFloat16CooperativeMatrix), VkPhysicalDeviceVulkanMemoryModelFeatures
+BFLOAT16_EXTENSION = "VK_KHR_shader_bfloat16"
+BFLOAT16_FEATURES = 1000141000  # VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR
+BFLOAT16_COMPONENT = 1000141000  # VK_COMPONENT_TYPE_BFLOAT16_KHR
 # the driver's compile statistics of each pipeline (registers, spills, ...)
 STATISTICS_EXTENSION = "VK_KHR_pipeline_executable_properties"
 
@@ -218,6 +226,9 @@ class _Context:
         self.max_allocation = self._max_allocation()
         self.storage_16bit = self._storage_16bit_support()
         self.float16, self.memory_model, self.cooperative_matrix = self._matrix_support()
+        # 16x16x16 bf16 products into f32 (runtime.device_accumulator also
+        # requires their A operands laid out as f16's)
+        self.bfloat16_matrices = self._bfloat16_matrix_support()
         # 16-bit integers outside storage buffers: f16 tiles in workgroup memory
         self.int16 = bool(vk.vkGetPhysicalDeviceFeatures(self.physical).shaderInt16)
         self.statistics = self._statistics_support()
@@ -282,6 +293,49 @@ class _Context:
         return (bool(float16.shaderFloat16), bool(model.vulkanMemoryModel),
                 bool(matrix and matrix.cooperativeMatrix))
 
+    def _bfloat16_features(self, enable: bool = False, pNext=None):  # noqa: N803
+        """VK_KHR_shader_bfloat16's features struct (the carrier above):
+        to read, or with the type and cooperative matrices `enable`d."""
+        vk = self.vk
+        on = vk.VK_TRUE if enable else vk.VK_FALSE
+        return vk.VkPhysicalDeviceVulkanMemoryModelFeatures(
+            sType=BFLOAT16_FEATURES, pNext=pNext, vulkanMemoryModel=on,
+            vulkanMemoryModelAvailabilityVisibilityChains=on)
+
+    def _bfloat16_matrix_support(self) -> bool:
+        """Whether the device multiplies 16x16x16 bf16 cooperative matrices
+        into f32 at subgroup scope (VK_KHR_shader_bfloat16's
+        shaderBFloat16CooperativeMatrix and a matching entry of
+        vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)."""
+        vk = self.vk
+        if not self.cooperative_matrix:
+            return False
+        extensions = {e.extensionName for e in
+                      vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
+        if BFLOAT16_EXTENSION not in extensions:
+            return False
+        found = self._bfloat16_features()
+        vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(pNext=found))
+        if not (found.vulkanMemoryModel and found.vulkanMemoryModelAvailabilityVisibilityChains):
+            return False
+        ffi = vk.ffi
+        name = b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+        address = vk.lib.vkGetInstanceProcAddr(self.instance, name)
+        if address == ffi.NULL:
+            return False
+        query = ffi.cast("PFN_" + name.decode(), address)
+        count = ffi.new("uint32_t*")
+        self.check(query(self.physical, count, ffi.NULL))
+        shapes = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+        for shape in shapes:
+            shape.sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+        self.check(query(self.physical, count, shapes))
+        f32 = vk.VK_COMPONENT_TYPE_FLOAT32_KHR
+        return any((s.MSize, s.NSize, s.KSize) == (TILE, TILE, TILE)
+                   and s.AType == s.BType == BFLOAT16_COMPONENT
+                   and s.CType == s.ResultType == f32 and s.scope == vk.VK_SCOPE_SUBGROUP_KHR
+                   for s in shapes[0:count[0]])
+
     def _statistics_support(self) -> bool:
         """Whether the driver reports what it compiled each pipeline into
         (VK_KHR_pipeline_executable_properties' pipelineExecutableInfo):
@@ -320,6 +374,9 @@ class _Context:
             features = vk.VkPhysicalDevice16BitStorageFeatures(
                 pNext=features, storageBuffer16BitAccess=vk.VK_TRUE)
         extensions = [COOPERATIVE_MATRIX_EXTENSION] if self.cooperative_matrix else []
+        if self.bfloat16_matrices:
+            features = self._bfloat16_features(enable=True, pNext=features)
+            extensions.append(BFLOAT16_EXTENSION)
         if self.statistics:
             features = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
                 pNext=features, pipelineExecutableInfo=vk.VK_TRUE)
@@ -424,7 +481,7 @@ def _describe(props) -> str:
 def live_profile(validation: bool | None = None) -> DeviceProfile:
     """The limits of the Vulkan device that `execute` uses, as a profile
     for the tuning (vyre_xdsl.device)."""
-    from vyre_xdsl.vulkan.runtime import device_accumulator
+    from vyre_xdsl.vulkan.runtime import bfloat16_matrices, device_accumulator
 
     ctx = _context(_validation_requested(validation))
     accumulator = device_accumulator(ctx)
@@ -442,6 +499,7 @@ def live_profile(validation: bool | None = None) -> DeviceProfile:
         bfloat16=ctx.storage_16bit,
         # the 16x16x16 shape is the one whose layout the probe reads
         cooperative_matrix_shapes=((TILE, TILE, TILE),) if accumulator else (),
+        bfloat16_matrix_shapes=((TILE, TILE, TILE),) if bfloat16_matrices(ctx) else (),
         accumulator_layout=accumulator,
     )
 
@@ -466,4 +524,5 @@ def device_report() -> str:
         f"  shaderFloat16 = {ctx.float16}, vulkanMemoryModel = {ctx.memory_model}, "
         f"cooperativeMatrix = {ctx.cooperative_matrix} ({COOPERATIVE_MATRIX_EXTENSION}): "
         f"subgroup matrix ops\n"
+        f"  bf16 matrices = {ctx.bfloat16_matrices} ({BFLOAT16_EXTENSION})\n"
     )

@@ -15,6 +15,7 @@ from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
 from vyre_xdsl.spirv.module import EntryPoint, SpirvModule
 from vyre_xdsl.spirv.spec import Capability
 from vyre_xdsl.vulkan.device import (
+    BFLOAT16_EXTENSION,
     COOPERATIVE_MATRIX_EXTENSION,
     DEVICE_ENV,
     _SUBGROUP_CAPABILITIES,
@@ -76,8 +77,10 @@ def _check_16bit_storage(ctx: _Context, capabilities: frozenset[int],
 def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
                               program: ProgramInfo) -> None:
     """Refuse a module with subgroup matrix ops (spirv/mma.py) on a device
-    without cooperative matrices or the Vulkan memory model, or with f16
-    ones without shaderFloat16."""
+    without cooperative matrices or the Vulkan memory model, with f16 ones
+    without shaderFloat16, or with bf16 ones without bf16 matrices."""
+    from vyre_xdsl.vulkan.runtime import bfloat16_matrices
+
     if Capability.CooperativeMatrixKHR not in capabilities:
         return
     missing = []
@@ -85,6 +88,9 @@ def _check_cooperative_matrix(ctx: _Context, capabilities: frozenset[int],
         missing.append(f"cooperativeMatrix ({COOPERATIVE_MATRIX_EXTENSION})")
     if Capability.Float16 in capabilities and not ctx.float16:
         missing.append("shaderFloat16 (f16 matrices)")
+    if Capability.BFloat16CooperativeMatrixKHR in capabilities and not bfloat16_matrices(ctx):
+        missing.append(f"shaderBFloat16CooperativeMatrix ({BFLOAT16_EXTENSION}) with 16x16x16 "
+                       f"bf16 products into f32 (bf16 matrices)")
     if Capability.VulkanMemoryModel in capabilities and not ctx.memory_model:
         missing.append("vulkanMemoryModel (which cooperative matrices require)")
     if missing:

@@ -149,7 +149,7 @@ def device_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     """Which lane holds which element of the device's 16x16 accumulator
     matrices (vyre_xdsl.mma_layout), read once by running
     tools/mma_kernels.py's layout kernel for f32 and f16 accumulators and
-    f16 A operands;
+    f16 (and bf16) A operands;
     None without what vyre-tensor-cores' kernels need (cooperative
     matrices, f16 arithmetic, the Vulkan memory model, 16-bit workgroup
     words), or where the two differ or kernels could not compute on them."""
@@ -159,6 +159,12 @@ def device_accumulator(ctx: _Context) -> AccumulatorLayout | None:
         ctx.accumulator = _read_accumulator(ctx) if usable else None
         ctx.accumulator_read = True
     return ctx.accumulator
+
+
+def bfloat16_matrices(ctx: _Context) -> bool:
+    """Whether the kernels may use the device's bf16 matrices: it has them,
+    and its layouts are read and usable (device_accumulator)."""
+    return device_accumulator(ctx) is not None and ctx.bfloat16_matrices
 
 
 def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
@@ -173,7 +179,10 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     if ctx.subgroup.size != SUBGROUP_LANES:
         return None
     tables = []
-    for dtype, operand in (("f32", "COp"), ("f16", "COp"), ("f16", "AOp")):
+    kernels = [("f32", "COp"), ("f16", "COp"), ("f16", "AOp")]
+    if ctx.bfloat16_matrices:
+        kernels.append(("bf16", "AOp"))
+    for dtype, operand in kernels:
         module = Parser(make_context(),
                         accumulator_layout_kernel(dtype, operand=operand)).parse_module()
         info = program_info(module)
@@ -187,4 +196,7 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
         tables.append(arrays["out"].astype(np.int64).tolist())
     layout = AccumulatorLayout.from_positions(tables[0], SUBGROUP_LANES)
     same = layout == AccumulatorLayout.from_positions(tables[1], SUBGROUP_LANES)
+    # bf16 A operands must hold a lane's elements as f16's do (the kernels
+    # record one order): else the device's bf16 matrices go unused
+    ctx.bfloat16_matrices = ctx.bfloat16_matrices and tables[3:] == tables[2:3]
     return layout.with_operand(tables[2]) if same and layout.problem() is None else None

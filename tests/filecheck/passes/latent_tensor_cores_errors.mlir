@@ -101,7 +101,7 @@ builtin.module {
   }
 }
 
-// CHECK: latent_tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: kv_cache holds f32, not f16
+// CHECK: latent_tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: the matrices' operands must be all f16 or all bf16, not kv_cache f32, kr_cache f32
 // LEFT:  vyre.tiled_online_softmax
 // The generic profile has no cooperative matrices, so no layout to compute on.
 // GENERIC: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: the device profile has no accumulator layout (no cooperative matrices)

@@ -83,7 +83,7 @@ builtin.module {
   }
 }
 
-// CHECK: tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: q holds f32, not f16
+// CHECK: tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the matrices' operands must be all f16 or all bf16, not q f32, k f32, v f32, out f32
 // LEFT:  vyre.tiled_online_softmax
 // KEYS:  error: vyre-tensor-cores: keys must be a positive multiple of 16, got 24
 // ROWS:  error: vyre-tensor-cores: row_tiles must be positive, got 0

@@ -55,11 +55,11 @@ builtin.module {
 
 // -----
 
-// Scratch arrays hold the recurrence's own state in f32, or f16 tiles that
-// subgroup matrix ops read (vyre-tensor-cores): not bf16.
+// Scratch arrays hold the recurrence's own state in f32, or f16 and bf16
+// tiles that subgroup matrix ops read (vyre-tensor-cores): not f64.
 builtin.module {
   vyre.kernel @k items 4 workgroup_size 64 {
-    // expected-error @+1 {{scratch 'o_acc' must be a static 1-D memref of f32 or f16 (e.g. memref<4096xf32>), got memref<128xbf16>}}
-    %oa = vyre.scratch "o_acc" : memref<128xbf16>
+    // expected-error @+1 {{scratch 'o_acc' must be a static 1-D memref of f32, f16 or bf16 (e.g. memref<4096xf32>), got memref<128xf64>}}
+    %oa = vyre.scratch "o_acc" : memref<128xf64>
   }
 }

@@ -208,7 +208,7 @@ builtin.module {
     }
   }
 }
-// CHECK: {{.*}}verify_errors.mlir:197:5: error: 'vyre.scratch' op scratch 'q_scratch' must be a static 1-D memref of f32 or f16 (e.g. memref<4096xf32>), got memref<2x64xf32>
+// CHECK: {{.*}}verify_errors.mlir:197:5: error: 'vyre.scratch' op scratch 'q_scratch' must be a static 1-D memref of f32, f16 or bf16 (e.g. memref<4096xf32>), got memref<2x64xf32>
 
 // -----
 
