@@ -43,13 +43,13 @@ class MlaAttr(_Keyed, ParametrizedAttribute):
     head_dim: IntAttr
     kv_lora_rank: IntAttr
     qk_rope_head_dim: IntAttr
-    batch: IntAttr | NoneAttr  # 1 where absent
+    batch: IntAttr | NoneAttr  # not given where absent (one sequence, no batch axis)
     kv_lens: IntegerAttr | NoneAttr  # a bool; false where absent
     page_size: IntAttr | NoneAttr
     num_pages: IntAttr | NoneAttr
 
     def __init__(
-        self, *, batch: int = 1, kv_lens: bool = False, page_size: int | None = None,
+        self, *, batch: int | None = None, kv_lens: bool = False, page_size: int | None = None,
         num_pages: int | None = None, **dims: int,
     ):
         def optional(value, absent, make):
@@ -57,7 +57,7 @@ class MlaAttr(_Keyed, ParametrizedAttribute):
 
         super().__init__(
             *(IntAttr(dims[f]) for f in DIMS),
-            optional(batch, 1, IntAttr),
+            optional(batch, None, IntAttr),
             optional(kv_lens, False, IntegerAttr.from_bool),
             optional(page_size, None, IntAttr),
             optional(num_pages, None, IntAttr),
@@ -76,8 +76,6 @@ class MlaAttr(_Keyed, ParametrizedAttribute):
             f: None if isinstance(v, NoneAttr) else v.data for f, v in values.items()
             if f != "kv_lens"
         }
-        if args["batch"] is None:
-            args["batch"] = 1
         args["kv_lens"] = not isinstance(self.kv_lens, NoneAttr) and bool(
             self.kv_lens.value.data)
         return args

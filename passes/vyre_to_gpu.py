@@ -111,6 +111,13 @@ class VyreToGpuPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         device = device_profile(self.device)
         _check_level(self.optimize)
+        nested = [m for m in op.walk() if isinstance(m, ModuleOp) and m is not op]
+        if nested:  # the passes it runs take a program's kernels from one module
+            raise pass_error(
+                nested[0],
+                f"vyre-to-gpu: this builtin.module is nested in another ({len(nested)} "
+                f"nested, as two concatenated files give); put a program's kernels in "
+                f"one builtin.module, or lower each file on its own")
         unroll, interleave = tuning.UNROLL, ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)

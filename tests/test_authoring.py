@@ -375,6 +375,12 @@ def test_a_missing_plugin_is_a_clean_error(tmp_path):
     empty.write_text("x = 1\n")
     result = vyre_opt("--plugin", str(empty), "-p", "x", stdin="")
     assert result.returncode == 2 and "defines no ModulePass" in result.stderr
+    # a file that is not Python, whatever its name: the error says so
+    text = tmp_path / "notes.txt"
+    text.write_text("not python (\n")
+    result = vyre_opt("--plugin", str(text), "-p", "x", stdin="")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "is not valid Python: '(' was never closed (line 1)" in result.stderr
 
 
 def test_the_universe_entry_point_lists_the_new_pass():

@@ -253,11 +253,37 @@ def test_non_contiguous_and_read_only_arrays_are_accepted(backend):
     assert not v.flags.writeable           # the caller's array is untouched
 
 
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+@pytest.mark.parametrize("view", ["fused_qkv", "every_other_column", "broadcast"])
+def test_views_that_flatten_to_strided_views_are_accepted(backend, view):
+    """q as a slice of a fused QKV array, a column stride, or a broadcast:
+    flattened, each is still a strided view (not a copy), which the run
+    copies row-major, through vx.run and a compiled kernel alike."""
+    rng = np.random.default_rng(1)
+    q = {"fused_qkv": lambda: rng.standard_normal((4, 2, 3)).astype(np.float32)[..., 0],
+         "every_other_column": lambda: rng.standard_normal((4, 4)).astype(np.float32)[:, ::2],
+         "broadcast": lambda: np.broadcast_to(np.float32(0.5), (4, 2))}[view]()
+    k, v = (rng.standard_normal((4, 2)).astype(np.float32) for _ in range(2))
+    assert q.reshape(-1).base is not None and not q.reshape(-1).flags.c_contiguous
+    ref = vx.reference.flash_attention_2(np.ascontiguousarray(q), k, v, tile_size=2)
+    module = vx.flash_attention_2(**FA2)
+    out = vx.run(module, {"q": q, "k": k, "v": v}, backend=backend)["out"]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    kernel = vx.compile(module, backend=backend)
+    try:
+        np.testing.assert_allclose(kernel(q=q, k=k, v=v)["out"], ref, rtol=1e-5, atol=1e-6)
+    finally:
+        kernel.close()
+
+
 def test_masked_arrays_are_refused():
     q = np.ma.masked_array(np.ones((4, 2), np.float32), mask=np.eye(4, 2, dtype=bool))
     ones = np.ones((4, 2), np.float32)
     with pytest.raises(VyreError, match=r"input 'q' is a masked array.*q\.filled"):
         vx.run(vx.flash_attention_2(**FA2), {"q": q, "k": ones, "v": ones})
+    # the oracle too: it would compute on the masked elements as they are
+    with pytest.raises(VyreError, match=r"q is a masked array.*q\.filled"):
+        vx.reference.flash_attention_2(q, ones, ones, tile_size=2)
 
 
 # Vulkan runtime -------------------------------------------------------------------

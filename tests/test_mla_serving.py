@@ -49,8 +49,8 @@ def inputs(case, dtype="f32", seed=0):
     paged), the weights, kv_lens; in `dtype`."""
     batch, S, H, D, R, P, _, page, pages, lens = case
     rng = np.random.default_rng(seed)
-    rows = (H, D) if batch == 1 else (batch, H, D)
-    keys = (pages, page) if page else (S,) if batch == 1 else (batch, S)
+    rows = (batch, H, D)  # the builder is given batch= (module): its axis, one too
+    keys = (pages, page) if page else (batch, S)
     half = numpy_dtype(dtype)
     ins = {
         "q": rng.standard_normal(rows),

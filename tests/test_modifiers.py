@@ -331,6 +331,74 @@ def test_a_traced_value_cannot_index_a_python_list():
                              score_mod=lambda s, q, kv: s + table[kv % 3])
 
 
+@pytest.mark.parametrize("score_mod, message", [
+    (lambda s, q, kv: s * len(q), r"len\(\) of a traced value"),
+    (lambda s, q, kv: s if f"{s}" else s, "formatted into a Python string"),
+])
+def test_python_only_uses_of_a_traced_value_name_the_problem(score_mod, message):
+    with pytest.raises(VyreError, match=message):
+        vx.flash_attention_2(seq_len=S, head_dim=D, score_mod=score_mod)
+
+
+def test_an_mla_call_that_does_not_fit_names_the_public_builder():
+    with pytest.raises(TypeError, match=r"vx\.mla_decode\(seq_len, num_heads, .*missing a "
+                                        r"required argument: 'qk_rope_head_dim'"):
+        vx.mla_decode(seq_len=8, num_heads=2, head_dim=4, kv_lora_rank=4)
+
+
+# literal 0, inf and NaN operands: IEEE by cases, whatever the driver folds -----
+
+def test_arithmetic_with_a_literal_zero_inf_or_nan_is_ieee():
+    """x op c and c op x for c in 0, -0, inf, -inf, NaN (as selects, which a
+    driver does not fold): numpy's IEEE results (a zero's sign aside)."""
+    import itertools
+    import operator
+
+    from vyre_xdsl.trace_backends import NUMPY
+    from vyre_xdsl.traced import Traced
+
+    xs = np.array([0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 3e38], np.float32)
+    ops = (operator.add, operator.sub, operator.mul, operator.truediv)
+    for fn, c, reflected in itertools.product(ops, (0.0, -0.0, INF, -INF, math.nan),
+                                              (False, True)):
+        x = Traced("f32", xs.copy(), NUMPY)
+        got = np.asarray((fn(c, x) if reflected else fn(x, c)).value, np.float32)
+        with np.errstate(all="ignore"):
+            want = fn(np.float32(c), xs) if reflected else fn(xs, np.float32(c))
+        assert np.array_equal(got, want, equal_nan=True), (fn.__name__, c, reflected, got)
+
+
+LITERAL_SPECIALS = {
+    # every key dropped: a negative score over +0 is -inf
+    "negative_over_zero": lambda s, q, kv: (s - 100.0) / 0.0,
+    "positive_over_minus_zero": lambda s, q, kv: (s + 100.0) / -0.0,
+    # inf * 0 is NaN (Mesa folds x * 0.0 to 0): the row is NaN
+    "inf_times_zero": lambda s, q, kv: vx.where(kv == 1, (abs(s) * 0.0 + INF) * 0.0, s),
+    # a NaN branch does not hide the -inf of the other from the analysis
+    "nan_or_minus_inf": lambda s, q, kv: vx.where(kv == 0, math.nan,
+                                                  vx.where(kv < 3, -INF, s)),
+}
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+@pytest.mark.parametrize("level", ["exact", "default"])
+@pytest.mark.parametrize("case", sorted(LITERAL_SPECIALS))
+def test_modifiers_with_literal_specials_match_the_oracle(case, level, backend):
+    score_mod = LITERAL_SPECIALS[case]
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 8, 4)).astype(np.float32) for _ in range(3))
+    m = vx.flash_attention_2(seq_len=8, head_dim=4, tile_size=4, num_heads=2,
+                             score_mod=score_mod, return_lse=True)
+    got = vx.run(vx.lower_to_gpu(m, optimize=level), {"q": q, "k": k, "v": v},
+                 backend=backend)
+    with np.errstate(all="ignore"):
+        want = vx.reference.flash_attention_2(q, k, v, tile_size=4, score_mod=score_mod,
+                                              return_lse=True)
+    for name, expected in zip(("out", "lse"), want, strict=True):
+        np.testing.assert_allclose(got[name].reshape(expected.shape), expected,
+                                   rtol=1e-5, atol=1e-6)
+
+
 # a score_mod's -inf drops the key exactly, as a false mask_mod does ------------
 
 INF = math.inf

@@ -86,17 +86,46 @@ def test_default_on_vulkan_matches_dense_attention(case):
 
 
 def test_layouts_keep_todays_shapes_for_one_sequence():
-    def out_shape(batch=1, num_heads=1, num_kv_heads=None, kv_len=4):
+    """Without `batch` the layouts of before (no batch axis, and no head
+    axis with one head); with it, batch=1 included, [B, H, Sq, D] as the
+    oracle returns for 4-D inputs."""
+    def out_shape(batch=None, num_heads=1, num_kv_heads=None, kv_len=4):
         m = vx.flash_attention_2(seq_len=4, head_dim=2, batch=batch, num_heads=num_heads,
                                  num_kv_heads=num_kv_heads, kv_len=kv_len)
-        q = np.zeros(batch * num_heads * 4 * 2, np.float32)
-        kv = np.zeros(batch * (num_kv_heads or num_heads) * kv_len * 2, np.float32)
+        q = np.zeros((batch or 1) * num_heads * 4 * 2, np.float32)
+        kv = np.zeros((batch or 1) * (num_kv_heads or num_heads) * kv_len * 2, np.float32)
         return vx.run(m, {"q": q, "k": kv, "v": kv})["out"].shape
 
     assert out_shape() == (4, 2)
     assert out_shape(num_heads=3) == (3, 4, 2)
+    assert out_shape(batch=1) == (1, 1, 4, 2)
+    assert out_shape(batch=1, num_heads=3) == (1, 3, 4, 2)
     assert out_shape(batch=2) == (2, 1, 4, 2)
     assert out_shape(batch=2, num_heads=3, num_kv_heads=1, kv_len=8) == (2, 3, 4, 2)
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_an_explicit_batch_of_one_matches_the_oracle_shape_for_shape(heads):
+    """batch=1 with 4-D arrays: out and lse as the oracle shapes them, so
+    that they compare without a reshape (MLA likewise, [1, H, D])."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, heads, 4, 2)).astype(np.float32) for _ in range(3))
+    m = vx.flash_attention_2(seq_len=4, head_dim=2, tile_size=2, batch=1, num_heads=heads,
+                             return_lse=True)
+    got = vx.run(m, {"q": q, "k": k, "v": v})
+    want = vx.reference.flash_attention_2(q, k, v, tile_size=2, return_lse=True)
+    for name, expected in zip(("out", "lse"), want, strict=True):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-6, atol=1e-6)
+    dims = dict(seq_len=8, num_heads=heads, head_dim=4, kv_lora_rank=4, qk_rope_head_dim=2,
+                tile_size=4)
+    ins = dict(q=rng.standard_normal((1, heads, 4)), kv_cache=rng.standard_normal((1, 8, 4)),
+               kr_cache=rng.standard_normal((1, 8, 2)),
+               w_uk=rng.standard_normal((4, heads * 4)), w_uv=rng.standard_normal((4, heads * 4)))
+    ins = {name: a.astype(np.float32) for name, a in ins.items()}
+    out = vx.run(vx.mla_decode(batch=1, **dims), ins)["out"]
+    want = vx.reference.mla_decode(*ins.values(), tile_size=4)
+    assert out.shape == want.shape == (1, heads, 4)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
 
 
 def test_modifiers_see_bottom_right_positions():

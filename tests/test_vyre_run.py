@@ -54,6 +54,38 @@ def test_check_lowered_mla_with_pipeline_flag(mla_lowered_file, capsys):
     assert "bit-exact" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("serving", [dict(kv_lens=True), dict(page_size=4, num_pages=3)],
+                         ids=["kv_lens", "paged"])
+def test_check_mla_with_run_time_lengths_and_pages(serving, tmp_path, capsys):
+    """--check gives MLA's oracle the kernel's lengths, block table, page
+    size and keys, as FlashAttention-2's."""
+    path = tmp_path / "mla.mlir"
+    path.write_text(str(vx.mla_decode(seq_len=8, num_heads=2, head_dim=4, kv_lora_rank=4,
+                                      qk_rope_head_dim=2, tile_size=4, batch=2, **serving)))
+    assert main([str(path), "--random", "--seed", "1", "--check"]) == 0
+    assert "bit-exact" in capsys.readouterr().out
+
+
+def test_bf16_inputs_from_npy(tmp_path, capsys):
+    """np.save writes a bfloat16 array as raw 16-bit elements (np.load
+    says |V2): vyre-run reads them as the bf16 they are."""
+    import ml_dtypes
+
+    path = tmp_path / "bf16.mlir"
+    path.write_text(str(vx.flash_attention_2(seq_len=4, head_dim=4, tile_size=4, dtype="bf16")))
+    rng = np.random.default_rng(2)
+    arrays = {n: rng.standard_normal((4, 4)).astype(ml_dtypes.bfloat16) for n in "qkv"}
+    args = [str(path), "--output", f"out={tmp_path / 'out.npy'}"]
+    for name, value in arrays.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    assert np.load(tmp_path / "q.npy").dtype == np.dtype("V2")
+    assert main(args) == 0
+    out = np.load(tmp_path / "out.npy").view(ml_dtypes.bfloat16)
+    want = reference.flash_attention_2(*arrays.values(), tile_size=4, dtype="bf16")
+    np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32), rtol=8e-3)
+
+
 def test_vyre_file_with_explicit_pipeline(fa2_file, capsys):
     assert main([str(fa2_file), "-p", "vyre-to-gpu", "--random", "--check"]) == 0
     assert "bit-exact" in capsys.readouterr().out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -232,10 +233,17 @@ def load_plugin(spec: str) -> list[type[ModulePass]]:
         path = Path(spec)
         if not path.is_file():
             raise VyreError(f"plugin file '{spec}' does not exist")
-        module_spec = importlib.util.spec_from_file_location(f"vyre_plugin_{path.stem}", path)
-        assert module_spec is not None and module_spec.loader is not None
+        # read as Python whatever its suffix (spec_from_file_location
+        # knows only .py and the like)
+        loader = importlib.machinery.SourceFileLoader(f"vyre_plugin_{path.stem}", str(path))
+        module_spec = importlib.util.spec_from_loader(loader.name, loader)
+        assert module_spec is not None
         module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
+        try:
+            loader.exec_module(module)
+        except SyntaxError as error:
+            raise VyreError(f"plugin file '{spec}' is not valid Python: {error.msg} "
+                            f"(line {error.lineno})") from None
     else:
         try:
             module = importlib.import_module(spec)

@@ -119,6 +119,12 @@ def _load_npy(name: str, path: str) -> np.ndarray:
         raise VyreError(f"{path} is not a numpy .npy array: {error}") from None
     if not isinstance(value, np.ndarray):
         raise VyreError(f"{path} holds several arrays (.npz); give one .npy per input")
+    if value.dtype == np.dtype("V2"):
+        # np.save writes an ml_dtypes.bfloat16 array's 16-bit elements as
+        # raw bytes (|V2), which np.load cannot name: read them as bf16
+        from vyre_xdsl.dtypes import numpy_dtype
+
+        value = value.view(numpy_dtype("bf16"))
     return value
 
 
@@ -152,18 +158,22 @@ def _oracle(info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             f"not of {info.label}"
         )
     tile_size = _tile_size(info)
+    fa2 = "flash_attention_2" in names
     try:
-        if "flash_attention_2" in names:
+        ragged = {}  # run-time lengths and pages (int32 inputs)
+        inputs = {b.name for b in info.inputs}
+        if "kv_lens" in inputs:
+            ragged["kv_lens"] = np.asarray(arrays["kv_lens"], np.int32).reshape(-1)
+        if "block_table" in inputs:
+            table = info.buffer("block_table")
+            ragged["block_table"] = np.asarray(arrays["block_table"], np.int32).reshape(
+                table.shape)
+            # the pools: k [pages, P, heads, D], kv_cache [pages, P, R]
+            ragged["page_size"] = info.buffer("k" if fa2 else "kv_cache").shape[1]
+            # the kernel's keys, which a pool does not say
+            ragged["kv_len"] = max(k.keys for k in info.kernels if k.keys is not None)
+        if fa2:
             with_lse = "lse" in {b.name for b in info.outputs}
-            ragged = {}  # run-time lengths and pages (int32 inputs)
-            inputs = {b.name for b in info.inputs}
-            if "kv_lens" in inputs:
-                ragged["kv_lens"] = np.asarray(arrays["kv_lens"], np.int32).reshape(-1)
-            if "block_table" in inputs:
-                table = info.buffer("block_table")
-                ragged["block_table"] = np.asarray(arrays["block_table"], np.int32).reshape(
-                    table.shape)
-                ragged["page_size"] = info.buffer("k").shape[1]  # k [pages, P, heads, D]
             out = reference.flash_attention_2(
                 shaped("q"), shaped("k"), shaped("v"), tile_size=tile_size,
                 return_lse=with_lse, **ragged,
@@ -178,6 +188,7 @@ def _oracle(info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                 shaped("w_uk"),
                 shaped("w_uv"),
                 tile_size=tile_size,
+                **ragged,
             )
     except KeyError as error:
         raise VyreError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl import trace
@@ -39,7 +40,7 @@ def flash_attention_2(
     num_heads: int = 1,
     num_kv_heads: int | None = None,
     kv_len: int | None = None,
-    batch: int = 1,
+    batch: int | None = None,
     dtype: str = "f32",
     v_head_dim: int | None = None,
     return_lse: bool = False,
@@ -57,13 +58,14 @@ def flash_attention_2(
     return it.
 
     `q`/`out` are `[batch, num_heads, seq_len, head_dim]` and `k`/`v`
-    `[batch, num_kv_heads, kv_len, head_dim]` (without the batch axis when
-    `batch == 1`, and `[seq_len, head_dim]` / `[kv_len, head_dim]` with one
-    head as well); `kv_len` defaults to `seq_len`. Query head h reads kv
-    head `h // (num_heads // num_kv_heads)` (grouped-query attention). With
-    `seq_len < kv_len` the queries are the last `seq_len` positions of the
-    sequence (bottom-right aligned, as in decoding or chunked prefill):
-    query i sits at position `kv_len - seq_len + i`.
+    `[batch, num_kv_heads, kv_len, head_dim]`; without `batch` (one
+    sequence, the layouts of before) they have no batch axis, and are
+    `[seq_len, head_dim]` / `[kv_len, head_dim]` with one head as well
+    (`batch=1` keeps the axes); `kv_len` defaults to `seq_len`. Query head
+    h reads kv head `h // (num_heads // num_kv_heads)` (grouped-query
+    attention). With `seq_len < kv_len` the queries are the last `seq_len`
+    positions of the sequence (bottom-right aligned, as in decoding or
+    chunked prefill): query i sits at position `kv_len - seq_len + i`.
 
     `score_mod(score, q_idx, kv_idx[, head]) -> score` and
     `mask_mod(q_idx, kv_idx[, head]) -> bool` (True keeps the pair) are
@@ -91,6 +93,7 @@ def flash_attention_2(
     P + t % P` of the pool. A page index outside [0, N - 1] is clamped into
     it: a bad table gives garbage, never a read outside the pool."""
     dtype = check_dtype(dtype)
+    batched = batch is not None
     kv_lens, page_size, num_pages = check_paging(
         kv_lens, page_size, num_pages, "k/v are [num_pages, page_size, num_kv_heads, head_dim]"
     )
@@ -101,12 +104,14 @@ def flash_attention_2(
         kv_len = seq_len
     if v_head_dim is None:
         v_head_dim = head_dim
-    if not isinstance(return_lse, bool):
+    if not isinstance(return_lse, bool | np.bool_):
         raise VyreError(f"return_lse must be True or False, got {return_lse!r}")
+    return_lse = bool(return_lse)
     (v_head_dim,) = check_dimensions(v_head_dim=v_head_dim)
     seq_len, head_dim, tile_size, num_heads, num_kv_heads, kv_len, batch = check_dimensions(
         seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
-        num_heads=num_heads, num_kv_heads=num_kv_heads, kv_len=kv_len, batch=batch,
+        num_heads=num_heads, num_kv_heads=num_kv_heads, kv_len=kv_len,
+        batch=batch if batched else 1,
     )
     if seq_len > kv_len:
         raise VyreError(
@@ -257,7 +262,7 @@ def flash_attention_2(
 
     rows = (batch, num_heads, seq_len)
     kv_rows = (batch, num_kv_heads, kv_len)
-    if batch == 1:  # the layouts without a batch axis, and one head's without heads
+    if not batched:  # the layouts without a batch axis, and one head's without heads
         keep = 2 if num_heads == 1 else 1
         rows, kv_rows = rows[keep:], kv_rows[keep:]
     if paged:

@@ -90,6 +90,11 @@ def check_array(value, name: str, subject: str, dtype: str, reason: str, what: s
             f"{subject} must be a numpy array{' ' + what if what else ''}, got "
             f"{type(value).__name__}; wrap it with np.asarray(..., dtype={wanted})"
         )
+    if isinstance(value, np.ma.MaskedArray):
+        raise VyreError(
+            f"{subject} is a masked array; every element is read (its mask would be "
+            f"lost), so fill the masked ones first ({name}.filled(...))"
+        )
     if value.dtype != numpy_dtype(dtype):
         raise VyreError(
             f"{subject} has dtype {value.dtype}, {reason}; convert it with "

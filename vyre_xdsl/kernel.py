@@ -201,7 +201,10 @@ class Kernel(_Released):
             if type(value) is np.ndarray:
                 if value.dtype != dtype or value.size != count:
                     return None
-                values[name] = host[name] = value.reshape(-1)
+                flat = value.reshape(-1)  # a copy where the strides cannot be flattened
+                if not flat.flags.c_contiguous:  # a strided view (q of a fused qkv)
+                    flat = np.ascontiguousarray(flat)
+                values[name] = host[name] = flat
             elif (type(value) is DeviceArray and value._kernel is self
                   and value._data is not None and value.name == name):
                 values[name] = value._data

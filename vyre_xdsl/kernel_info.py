@@ -105,6 +105,9 @@ class KernelInfo(_BufferSets):
     # The tile size of the skeleton it was expanded from (None: it had none,
     # e.g. the merging kernel of a split): what the oracle must use.
     tile_size: int | None = None
+    # ... and its keys (its static kv_len: what run-time lengths are
+    # clamped to), None where it had none
+    keys: int | None = None
     # The accumulator layout its subgroup matrices' elements are computed
     # on (None: it computes on none); the device must have it.
     accumulator: AccumulatorLayout | None = None
@@ -390,6 +393,7 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         func=func,
         loop_iterations=loop_iterations(func.body),
         tile_size=None if skeleton is None else skeleton.tile_size.data,
+        keys=None if skeleton is None else skeleton.seq_len.data,
         accumulator=None if launch.accumulator is None else launch.accumulator.layout,
         shuffle_lanes=shuffle_lanes(func),
     )

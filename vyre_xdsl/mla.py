@@ -52,6 +52,7 @@ class Mla:
     tile_size: int
     dtype: str
     layout: KvLayout
+    batched: bool = True  # `batch` was given: q, out and the caches have its axis
 
     @property
     def batch(self) -> int:
@@ -71,15 +72,16 @@ class Mla:
         return MlaAttr(
             seq_len=self.seq_len, num_heads=self.num_heads, head_dim=self.head_dim,
             kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
-            batch=layout.batch, kv_lens=layout.kv_lens, page_size=layout.page_size,
+            batch=layout.batch if self.batched else None, kv_lens=layout.kv_lens,
+            page_size=layout.page_size,
             num_pages=layout.num_pages,
         )
 
     def rows(self, width: int) -> tuple[int, ...]:
         """A per-row buffer's shape: [num_heads, width], with the batch
-        axis in front where there is more than one sequence."""
+        axis in front where the builder was given `batch`."""
         heads = (self.num_heads, width)
-        return heads if self.batch == 1 else (self.batch, *heads)
+        return (self.batch, *heads) if self.batched else heads
 
     def buffers(self) -> list[Buffer]:
         """The seed's buffers, in binding order: q, kv_cache, kr_cache
@@ -89,7 +91,7 @@ class Mla:
         if layout.paged:
             keys: tuple[int, ...] = (layout.num_pages, layout.page_size)
         else:
-            keys = (self.seq_len,) if self.batch == 1 else (self.batch, self.seq_len)
+            keys = (self.batch, self.seq_len) if self.batched else (self.seq_len,)
         weights = (self.kv_lora_rank, self.uv_stride)
         return [
             Buffer("q", self.rows(self.head_dim)),
@@ -166,7 +168,7 @@ def check_mla(
     tile_size: int = 64,
     *,
     dtype: str = "f32",
-    batch: int = 1,
+    batch: int | None = None,
     kv_lens: bool | None = None,
     page_size: int | None = None,
     num_pages: int | None = None,
@@ -174,6 +176,7 @@ def check_mla(
     """The builders' arguments checked, or a VyreError naming the bad one.
     Its parameters are every form's (`_builder`)."""
     dtype = check_dtype(dtype)
+    batched = batch is not None
     kv_lens, page_size, num_pages = check_paging(
         kv_lens, page_size, num_pages,
         "kv_cache is [num_pages, page_size, kv_lora_rank], kr_cache [num_pages, "
@@ -187,7 +190,7 @@ def check_mla(
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=qk_rope_head_dim,
         tile_size=tile_size,
-        batch=batch,
+        batch=batch if batched else 1,
     )
     if qk_rope_head_dim > head_dim:
         raise VyreError(
@@ -209,7 +212,7 @@ def check_mla(
     layout = KvLayout(batch, seq_len, num_heads, kv_lens, page_size, num_pages)
     check_table(layout)
     return Mla(seq_len, num_heads, head_dim, kv_lora_rank, qk_rope_head_dim, tile_size,
-               dtype, layout)
+               dtype, layout, batched)
 
 
 def _dot(b: IRBuilder, count, left, right, hint: str, init=None) -> SSAValue:
@@ -230,15 +233,21 @@ def _builder(form: Callable[..., ModuleOp]) -> Callable[..., ModuleOp]:
     checked = inspect.signature(check_mla).parameters
     own = list(inspect.signature(form).parameters.values())[1:]
 
+    signature = inspect.Signature([*checked.values(), *own], return_annotation=ModuleOp)
+    plain = inspect.Signature([p.replace(annotation=inspect.Parameter.empty)
+                               for p in signature.parameters.values()])
+
     @functools.wraps(form)
     def builder(*args, **kwargs) -> ModuleOp:
+        try:  # a call that does not fit names the public builder, not check_mla
+            signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"vx.{form.__name__}{plain}: {error}") from None
         options = {p.name: kwargs.pop(p.name) for p in own if p.name in kwargs}
         return form(check_mla(*args, **kwargs), **options)
 
     del builder.__wrapped__
-    builder.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*checked.values(), *own], return_annotation=ModuleOp
-    )
+    builder.__signature__ = signature  # type: ignore[attr-defined]
     return builder
 
 
@@ -252,7 +261,8 @@ def mla_decode(mla: Mla) -> ModuleOp:
 
     Serving (as `flash_attention_2`): q and out are `[batch, num_heads,
     head_dim]` and the caches `[batch, seq_len, kv_lora_rank]` / `[batch,
-    seq_len, qk_rope_head_dim]` (without the batch axis when batch == 1);
+    seq_len, qk_rope_head_dim]` (without the batch axis where `batch` is not
+    given: one sequence, the layouts of before; `batch=1` keeps the axis);
     w_uk and w_uv are shared by the batch.  `kv_lens=True` adds an int32
     input `kv_lens [batch]`, each sequence's key count read at run time
     (clamped to [0, seq_len]; tiles past it skipped; 0 keys give out 0).

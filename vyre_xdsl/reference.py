@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from vyre_xdsl.dialects import constants
-from vyre_xdsl.dtypes import check_array, check_dtype, numpy_dtype, numpy_name, round_to
+from vyre_xdsl.dtypes import check_array, check_dtype, numpy_dtype, round_to
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.numerics import partial_weight_scale
 
@@ -319,18 +319,8 @@ def _dot_over_parts(term: Callable[[int], np.ndarray], head_dim: int, dim_parts:
 
 def _widened(name: str, value, dtype: str) -> np.ndarray:
     """A `dtype` input array as the exact f32 values the kernel computes on."""
-    wanted = numpy_dtype(dtype)
-    if not isinstance(value, np.ndarray):
-        raise VyreError(
-            f"{name} must be a numpy array, got {type(value).__name__}; wrap it "
-            f"with np.asarray(..., dtype={numpy_name(dtype)})"
-        )
-    if value.dtype != wanted:
-        raise VyreError(
-            f"{name} has dtype {value.dtype}, the oracle of a {dtype} kernel reads "
-            f"{wanted}; convert it with {name}.astype({numpy_name(dtype)})"
-        )
-    return value.astype(np.float32)
+    reason = f"the oracle of a {dtype} kernel reads {numpy_dtype(dtype)}"
+    return check_array(value, name, name, dtype, reason).astype(np.float32)
 
 
 def _with_dtype(*array_names: str):

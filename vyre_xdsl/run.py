@@ -93,11 +93,6 @@ def check_inputs(
         if buffer.name in resident:
             continue
         value = inputs[buffer.name]
-        if isinstance(value, np.ma.MaskedArray):
-            raise VyreError(
-                f"input {buffer.name!r} is a masked array; kernels read every "
-                f"element, so fill the masked ones first ({buffer.name}.filled(...))"
-            )
         check_array(
             value, buffer.name, f"input {buffer.name!r}", buffer.dtype,
             f"the kernel reads {buffer.numpy_dtype} ({buffer.dtype} buffer)",

@@ -5,6 +5,7 @@ vyre_xdsl.trace."""
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 import reprlib
@@ -106,6 +107,7 @@ class Traced:
             a, b = b, a
         if op == "/" and kind == "int":
             a, b, kind = a._as_f32(), b._as_f32(), "f32"
+        x = b if reflected else a  # this operand, as the operation's kind
         if op in ("//", "%"):
             if kind != "int":
                 raise _unsupported(
@@ -116,6 +118,9 @@ class Traced:
             divisor = int(other) if not reflected and _is_int(other) else None
             value = self.backend.floor_divmod(op, a.value, b.value, divisor)
             return Traced("int", value, self.backend)
+        special = _special_arith(op, x, other, reflected) if kind == "f32" else None
+        if special is not None:
+            return special
         return Traced(kind, self.backend.binary(op, kind, a.value, b.value), self.backend)
 
     def __add__(self, o): return self._arith("+", o)
@@ -302,6 +307,17 @@ class Traced:
     def __iter__(self):
         raise _unsupported("iteration over a traced value", "a traced value is a scalar")
 
+    def __len__(self):
+        raise _unsupported("len() of a traced value", "a traced value is a scalar")
+
+    def __format__(self, spec: str) -> str:
+        # an f-string or str.format would put "Traced(...)" in a Python string
+        raise _unsupported(
+            "a traced value was formatted into a Python string (f-string, format())",
+            "its value is only known on the GPU: keep it traced (the repr, "
+            "Traced(kind, backend), is for debugging)",
+        )
+
     def __array__(self, *args, **kwargs):
         # numpy indexing (`array[traced]`) and np.asarray call this; numpy
         # would turn an error from __index__ into an unhelpful IndexError
@@ -363,7 +379,42 @@ def _first_traced(*values) -> Traced:
 
 
 I32_RANGE = (-(2**31), 2**31 - 1)
+INF, NAN = math.inf, math.nan
 F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _special_arith(op: str, x: Traced, other, reflected: bool) -> Traced | None:
+    """`x op c` (`c op x` if `reflected`) for a Python number c that is 0,
+    inf or NaN, by IEEE's cases as comparisons and selects: a driver that
+    does not preserve inf and NaN may fold the operation itself (Mesa makes
+    `x * 0.0` 0 and `x / 0.0` finite), but not a select.  The oracle runs
+    the same cases.  None for any other c, and for c + 0 or c - 0, which
+    every driver keeps (a zero's sign aside, which the contract ignores)."""
+    if not isinstance(other, numbers.Real) or isinstance(other, bool | np.bool_):
+        return None
+    c = float(other)
+    if c == c and c != 0 and c not in (INF, -INF):
+        return None
+    if c != c:  # NaN op anything is NaN
+        return where(x == x, NAN, x)
+    # the two operands' signs differ (a zero x counts as +0: the contract
+    # does not tell +0 from -0)
+    opposite = x >= 0 if math.copysign(1.0, c) < 0 else x < 0
+    signed_inf = where(opposite, -INF, INF)
+    nan_or_zero, finite = (x == 0) | (x != x), abs(x) < INF
+    if c == 0:
+        if op == "*":
+            return where(finite, 0.0, NAN)
+        if op == "/":  # x / 0, 0 / x
+            return where(nan_or_zero, NAN, 0.0 if reflected else signed_inf)
+        return None
+    if op == "*":
+        return where(nan_or_zero, NAN, signed_inf)
+    if op == "/":  # inf / x, x / inf
+        return where(finite, signed_inf, NAN) if reflected else where(finite, 0.0, NAN)
+    # x + c, x - c, c - x: NaN where x is NaN or the infinity that cancels c
+    cancels, result = (-c, c) if op == "+" else (c, c if reflected else -c)
+    return where((x == cancels) | (x != x), NAN, result)
 
 
 def _constant(kind: str, value, backend, op: str) -> Traced:

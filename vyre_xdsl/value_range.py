@@ -56,6 +56,11 @@ def _interval(value: SSAValue, depth: int, seen: dict) -> Interval:
         c = op.value.value.data
         return EMPTY if math.isnan(c) else (c, c)
     operands = [_bounds(v, depth - 1, seen) for v in getattr(op, "operands", ())]
+    if isinstance(op, arith.SelectOp):  # either branch; an always-NaN one adds no number
+        branches = [b for b in operands[1:] if b[0] <= b[1]]
+        if not branches:
+            return EMPTY
+        return (min(lo for lo, _ in branches), max(hi for _, hi in branches))
     if any(lo > hi for lo, hi in operands):
         return EMPTY  # an operand is always NaN, so is the result
     if isinstance(op, xmath.TanhOp):
@@ -83,9 +88,6 @@ def _interval(value: SSAValue, depth: int, seen: dict) -> Interval:
         if c != d or c == 0.0 or not math.isfinite(c):
             return UNKNOWN  # only a constant divisor
         return _widen(_product(operands[0], (1.0 / c, 1.0 / c)))
-    if isinstance(op, arith.SelectOp):
-        (a, b), (c, d) = operands[1:]
-        return (min(a, c), max(b, d))
     return UNKNOWN
 
 

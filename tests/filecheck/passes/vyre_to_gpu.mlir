@@ -6,6 +6,10 @@
 // RUN: vyre-opt %examples/flash_attention_2.mlir -p vyre-to-gpu | filecheck %s --check-prefix=GENERIC
 // RUN: not vyre-opt %examples/flash_attention_2.mlir -p 'vyre-to-gpu{device=tpu}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 // RUN: not vyre-opt %examples/flash_attention_2.mlir -p 'vyre-resize-workgroup{size=2048},vyre-to-gpu{device=h200}' 2>&1 | filecheck %s --check-prefix=TOO-WIDE
+// RUN: cat %examples/flash_attention_2.mlir %examples/flash_attention_2.mlir > %t.mlir
+// RUN: not vyre-opt %t.mlir -p vyre-to-gpu 2>&1 | filecheck %s --check-prefix=NESTED
+// Two files concatenated parse as two modules nested in a third: refused.
+// NESTED: error: vyre-to-gpu: this builtin.module is nested in another (2 nested, as two concatenated files give); put a program's kernels in one builtin.module, or lower each file on its own
 // NO-VYRE: "gpu.func"
 // NO-VYRE-NOT: "vyre.
 
