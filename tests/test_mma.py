@@ -214,6 +214,31 @@ def test_vulkan_runs_or_refuses_cooperative_matrices(shape):
         assert "shaderBFloat16CooperativeMatrix (VK_KHR_shader_bfloat16)" in str(refused.value)
 
 
+@needs_vulkan
+def test_reading_the_layout_asks_for_bf16_matrices_without_reading_it_again(monkeypatch):
+    """The bf16 layout kernel is checked like any kernel, and the check asks
+    whether bf16 matrices are usable, which needs the layout: while the
+    layout kernels run it answers from the device's features (before, a
+    device with bf16 matrices would recurse here)."""
+    from vyre_xdsl.vulkan import runtime
+
+    ctx = runtime._context(runtime._validation_requested(None))
+    asked = []
+
+    def read(ctx):
+        asked.append(runtime.bfloat16_matrices(ctx))  # the bf16 kernel's check
+        return None
+
+    monkeypatch.setattr(runtime, "_read_accumulator", read)
+    for name in ("cooperative_matrix", "float16", "memory_model", "int16", "bfloat16_matrices"):
+        monkeypatch.setattr(ctx, name, True)
+    monkeypatch.setattr(ctx, "accumulator_read", False)
+    monkeypatch.setattr(ctx, "accumulator", None)
+    assert runtime.device_accumulator(ctx) is None
+    assert asked == [True] and not ctx.reading_accumulator
+    assert not runtime.bfloat16_matrices(ctx)  # no layout: no bf16 matrices
+
+
 # out = a * b, K = 64 in four steps of 16: the accumulator is carried by
 # an scf.for, as a tiled product over keys carries it
 K_LOOP = lowered_kernel("kloop", (

@@ -234,6 +234,7 @@ class _Context:
         self.statistics = self._statistics_support()
         # the accumulator layout, read on first need (runtime.device_accumulator)
         self.accumulator_read = False
+        self.reading_accumulator = False  # the layout kernels are running
         self.accumulator = None
 
     def _subgroup_support(self) -> SubgroupSupport:

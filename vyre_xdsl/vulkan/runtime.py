@@ -156,14 +156,21 @@ def device_accumulator(ctx: _Context) -> AccumulatorLayout | None:
     if not ctx.accumulator_read:
         usable = (ctx.cooperative_matrix and ctx.float16 and ctx.memory_model
                   and ctx.int16)
-        ctx.accumulator = _read_accumulator(ctx) if usable else None
+        ctx.reading_accumulator = True
+        try:
+            ctx.accumulator = _read_accumulator(ctx) if usable else None
+        finally:
+            ctx.reading_accumulator = False
         ctx.accumulator_read = True
     return ctx.accumulator
 
 
 def bfloat16_matrices(ctx: _Context) -> bool:
     """Whether the kernels may use the device's bf16 matrices: it has them,
-    and its layouts are read and usable (device_accumulator)."""
+    and its layouts are read and usable (device_accumulator); while the
+    layout kernels run (the bf16 one asks too), whether it has them."""
+    if ctx.reading_accumulator:
+        return ctx.bfloat16_matrices
     return device_accumulator(ctx) is not None and ctx.bfloat16_matrices
 
 
@@ -178,11 +185,10 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
 
     if ctx.subgroup.size != SUBGROUP_LANES:
         return None
-    tables = []
-    kernels = [("f32", "COp"), ("f16", "COp"), ("f16", "AOp")]
-    if ctx.bfloat16_matrices:
-        kernels.append(("bf16", "AOp"))
-    for dtype, operand in kernels:
+
+    def table(dtype: str, operand: str) -> list[int] | None:
+        """Which element of the matrix each lane holds, or None where the
+        driver refuses the kernel."""
         module = Parser(make_context(),
                         accumulator_layout_kernel(dtype, operand=operand)).parse_module()
         info = program_info(module)
@@ -191,12 +197,18 @@ def _read_accumulator(ctx: _Context) -> AccumulatorLayout | None:
         arrays = {"c": np.arange(count).astype(host), "out": np.zeros(count, host)}
         try:
             execute(emit_spirv_module(module, info), info, arrays)
-        except VyreError:  # a driver that refuses the kernel has no usable layout
+        except VyreError:
             return None
-        tables.append(arrays["out"].astype(np.int64).tolist())
-    layout = AccumulatorLayout.from_positions(tables[0], SUBGROUP_LANES)
-    same = layout == AccumulatorLayout.from_positions(tables[1], SUBGROUP_LANES)
+        return arrays["out"].astype(np.int64).tolist()
+
+    tables = [table(dtype, operand)
+              for dtype, operand in (("f32", "COp"), ("f16", "COp"), ("f16", "AOp"))]
+    if None in tables:  # a driver that refuses a kernel has no usable layout
+        ctx.bfloat16_matrices = False
+        return None
     # bf16 A operands must hold a lane's elements as f16's do (the kernels
     # record one order): else the device's bf16 matrices go unused
-    ctx.bfloat16_matrices = ctx.bfloat16_matrices and tables[3:] == tables[2:3]
+    ctx.bfloat16_matrices = ctx.bfloat16_matrices and table("bf16", "AOp") == tables[2]
+    layout = AccumulatorLayout.from_positions(tables[0], SUBGROUP_LANES)
+    same = layout == AccumulatorLayout.from_positions(tables[1], SUBGROUP_LANES)
     return layout.with_operand(tables[2]) if same and layout.problem() is None else None
