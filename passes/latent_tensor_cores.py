@@ -167,8 +167,10 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
     if tiling.row_tiles < 1 or tiling.splits < 1:
         return f"row_tiles {tiling.row_tiles} and splits {tiling.splits} must be positive"
     shape = op.shape()
-    if tiling.rows > LANES:
-        return f"{tiling.rows} rows a workgroup, more than its {LANES} lanes"
+    if tiling.rows > LANES or LANES % tiling.rows:
+        # each row's query is staged by LANES // rows neighbouring lanes
+        return (f"{tiling.rows} rows a workgroup: its {LANES} lanes stage them in equal "
+                f"shares, so row_tiles must be 1, 2, 4 or 8")
     try:
         require_multiples((("v_head_dim", op.v_dim, TILE * SUBGROUPS),
                            ("the keys (seq_len)", shape["seq_len"], KEYS),
@@ -679,7 +681,12 @@ class LatentTensorCoresPass(ModulePass):
                                  f"splits 0 (choose) or positive, got row_tiles="
                                  f"{self.row_tiles} splits={self.splits}")
         device = device_profile(self.device)
-        for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
+        skeletons = [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+        if self.force and not skeletons:  # e.g. after vyre-to-gpu: nothing to report on
+            raise pass_error(op, "vyre-latent-tensor-cores: force=true, but the module holds no "
+                                 "vyre.tiled_online_softmax to expand; run it on vyre IR after vyre-absorb-mla{kernels=3}, "
+                                 "before vyre-to-gpu")
+        for skeleton in skeletons:
             tiling = self.tiling(skeleton)
             reason = problem(skeleton, device, tiling)
             if reason is None and (used := workgroup_bytes(skeleton, tiling, device)) > \

@@ -562,7 +562,12 @@ class TensorCoresPass(ModulePass):
             raise pass_error(op, f"vyre-tensor-cores: row_tiles must be positive, got "
                                  f"{self.row_tiles}")
         device = device_profile(self.device)
-        for skeleton in [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]:
+        skeletons = [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+        if self.force and not skeletons:  # e.g. after vyre-to-gpu: nothing to report on
+            raise pass_error(op, "vyre-tensor-cores: force=true, but the module holds no "
+                                 "vyre.tiled_online_softmax to expand; run it on vyre IR, "
+                                 "before vyre-to-gpu")
+        for skeleton in skeletons:
             tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch,
                             self.registers, self.stage_q)
             reason = problem(skeleton, device, tiling)

@@ -276,6 +276,19 @@ def test_views_that_flatten_to_strided_views_are_accepted(backend, view):
         kernel.close()
 
 
+@pytest.mark.parametrize("pipeline", [
+    "vyre-block-rows{rows=2},vyre-stage-kv-tiles,vyre-to-gpu{optimize=exact}",
+    "vyre-stage-kv-tiles,vyre-resize-workgroup{size=128},vyre-to-gpu{optimize=exact}",
+])
+def test_python_pipelines_are_verified_after_each_pass(pipeline):
+    """As vyre-opt verifies between passes: these leave a barrier in a
+    fragment whose last workgroup has lanes without an item, which the
+    lowering would have turned into a kernel that is wrong on Vulkan."""
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16)
+    with pytest.raises(VyreError, match="lanes without an item"):
+        vx.lower_to_gpu(module, optimize=pipeline)
+
+
 def test_masked_arrays_are_refused():
     q = np.ma.masked_array(np.ones((4, 2), np.float32), mask=np.eye(4, 2, dtype=bool))
     ones = np.ones((4, 2), np.float32)
@@ -364,13 +377,17 @@ def test_allocation_and_device_failures_are_vyre_errors(monkeypatch, fa2, error_
 
 @needs_vulkan
 def test_interpreter_refuses_a_workgroup_no_device_runs(fa2):
-    """A workgroup of 2**31 lanes (vyre-resize-workgroup{size=2147483648},
-    valid u32) made the interpreter allocate lane vectors until it ran out
-    of memory; Vulkan refuses it by the device's limits."""
+    """A workgroup of 2**30 lanes (vyre-resize-workgroup{size=1073741824},
+    valid u32, its scratch too) made the interpreter allocate lane vectors
+    until it ran out of memory; Vulkan refuses it by the device's limits.
+    (2**31 lanes: the scratch arrays pass u32, which the verifier says
+    after the resize.)"""
     from vyre_xdsl.interp.execute import MAX_LANES
 
     pipeline = "vyre-resize-workgroup{size=%d},vyre-to-gpu{optimize=exact}"
-    with pytest.raises(VyreError, match=r"has 2147483648 lanes; the interpreter runs at most"):
+    with pytest.raises(VyreError, match=r"has 1073741824 lanes; the interpreter runs at most"):
+        vx.compile(fa2, optimize=pipeline % 2**30)
+    with pytest.raises(VyreError, match=r"holds 4294967296 f32, which does not fit in u32"):
         vx.compile(fa2, optimize=pipeline % 2**31)
     vx.compile(fa2, optimize=pipeline % MAX_LANES).close()
 

@@ -167,6 +167,9 @@ def _skeleton(**kwargs):
      "the keys (seq_len) (96) is not a multiple of 64"),
     (dict(SMALL, dtype="f16"), LatentTiling(splits=3), "3 splits of 2 tiles"),
     (dict(SMALL, dtype="f16"), LatentTiling(row_tiles=16), "256 rows a workgroup"),
+    # 48 rows do not share 128 lanes evenly (the staging read past q_lat)
+    (dict(SMALL, num_heads=48, dtype="f16"), LatentTiling(row_tiles=3),
+     "48 rows a workgroup: its 128 lanes stage them in equal shares"),
     # pages of 8 keys: a run of 16 keys spans two pages
     (dict(SMALL, kv_lens=True, batch=2, page_size=8, num_pages=32, dtype="f16"), LatentTiling(),
      "not 64 contiguous elements apart in runs of 16 keys"),

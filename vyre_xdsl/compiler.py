@@ -137,6 +137,10 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
         # xDSL reports unknown passes as plain exceptions, and bad syntax as
         # an ArgSpecParseError (a BaseException)
         raise VyreError(f"bad pass pipeline {pipeline!r}: {error}") from None
+    # verified after each pass, as vyre-opt does: a pass may leave IR that a
+    # later pass would turn into a kernel no verifier sees wrong (a barrier
+    # in a fragment whose last workgroup has lanes without an item)
+    passes = PassPipeline(passes.passes, lambda _done, module, _next: module.verify())
     try:
         run_passes(passes, make_context(), module)
         module.verify()

@@ -245,6 +245,10 @@ def describe(error: Exception, module: Operation | None, input_name: str) -> str
     op = getattr(error, "op", None)
     if op is not None and location_of(op) is not None:
         return located(op, _op_message(op, error))
+    if module is not None and location_of(module) is not None:
+        # about no op of it (a pass's options): the module it ran on, as
+        # MLIR locates a pass failure
+        return located(module, _first_line(error))
     return f"{input_name}: error: {_first_line(error)}"
 
 

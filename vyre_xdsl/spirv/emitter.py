@@ -199,12 +199,17 @@ class KernelEmitter:
 
     def emit_op(self, op: Operation) -> None:
         handler = self.program.handlers.get(type(op))
-        if handler is None:
-            raise VyreError(
-                f"the SPIR-V emitter does not support '{op.name}'; the lowered "
-                f"form (docs/lowered-ir.md) lists the ops it accepts"
-            )
-        handler(self, op)
+        try:
+            if handler is None:
+                raise VyreError(
+                    f"the SPIR-V emitter does not support '{op.name}'; the lowered "
+                    f"form (docs/lowered-ir.md) lists the ops it accepts"
+                )
+            handler(self, op)
+        except VyreError as error:
+            if getattr(error, "op", None) is None:  # vyre-opt locates it at the op
+                error.op = op  # type: ignore[attr-defined]
+            raise
 
     def emit(self) -> EntryPoint:
         """Add this kernel's function, entry point and execution modes."""

@@ -18,7 +18,7 @@
 // YIELD-NOT: Traceback
 // CONST: lowered_index_constant_beyond_u32.mlir:16:7: error: kernel @exchange: constant 4294967360 : index does not fit in 32 bits
 // CONST-NOT: Traceback
-// SPIRV: unsupported_op_for_spirv.mlir: error: the SPIR-V emitter does not support 'math.atan'
+// SPIRV: unsupported_op_for_spirv.mlir:20:7: error: the SPIR-V emitter does not support 'math.atan'
 // SPIRV-NOT: Traceback
 // LOAD: memref_load_without_index.mlir:60:11: error: 'memref.load' op expected an index for each dimension
 // LOAD-NOT: Traceback

@@ -5,6 +5,7 @@
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true row_tiles=2}' 2>&1 | filecheck %s --check-prefix=ROWS
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=OPTIONS
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{splits=-1}' 2>&1 | filecheck %s --check-prefix=OPTIONS
+// RUN: not vyre-opt %s -p 'vyre-to-gpu{optimize=none},vyre-latent-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s --check-prefix=NOTHING
 
 // MLA decode's latent attention in f32: the matrix units take f16 keys and
 // values, so the pass refuses it when forced and leaves it alone otherwise.
@@ -110,3 +111,5 @@ builtin.module {
 // A workgroup's 32 rows would be two sequences' heads, which read different keys.
 // ROWS: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: item_count (16) is not a multiple of 32
 // OPTIONS: error: vyre-latent-tensor-cores: row_tiles must be positive and splits 0 (choose) or positive
+// Lowered first, the module holds no skeleton: force=true says so.
+// NOTHING: error: vyre-latent-tensor-cores: force=true, but the module holds no vyre.tiled_online_softmax to expand

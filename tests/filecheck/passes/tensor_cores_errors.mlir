@@ -4,6 +4,7 @@
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=ROWS
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{force=true}' 2>&1 | filecheck %s --check-prefix=GENERIC
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true prefetch=true}' 2>&1 | filecheck %s --check-prefix=PREFETCH
+// RUN: not vyre-opt %s -p 'vyre-to-gpu{optimize=none},vyre-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s --check-prefix=NOTHING
 
 // An f32 kernel: the matrix units take f16 inputs, so the pass refuses it
 // when forced and leaves it alone otherwise.
@@ -91,3 +92,5 @@ builtin.module {
 // PREFETCH: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: prefetching needs staged tiles whose 16x16 blocks (1 of K, 1 of V) the 4 subgroups share evenly
 // The generic profile has no cooperative matrices, so no layout to compute on.
 // GENERIC: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the device profile has no accumulator layout (no cooperative matrices)
+// Lowered first, the module holds no skeleton: force=true says so.
+// NOTHING: error: vyre-tensor-cores: force=true, but the module holds no vyre.tiled_online_softmax to expand
