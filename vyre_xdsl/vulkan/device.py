@@ -222,6 +222,9 @@ class _Context:
         # separate device memory (a discrete GPU): device-local types that the
         # host cannot map exist -> stage through host-visible buffers
         self.staging = any(f & local and not f & visible for f, _ in self.memory_types)
+        # the device extensions, which the feature queries below look for
+        self.extensions = frozenset(
+            e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(self.physical, None))
         self.subgroup = self._subgroup_support()
         self.max_allocation = self._max_allocation()
         self.storage_16bit = self._storage_16bit_support()
@@ -282,11 +285,9 @@ class _Context:
         vk = self.vk
         if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 2, 0):
             return False, False, False
-        extensions = {e.extensionName for e in
-                      vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
         # a feature struct of an extension the device lacks is not queried
         matrix = (vk.VkPhysicalDeviceCooperativeMatrixFeaturesKHR()
-                  if COOPERATIVE_MATRIX_EXTENSION in extensions else None)
+                  if COOPERATIVE_MATRIX_EXTENSION in self.extensions else None)
         model = vk.VkPhysicalDeviceVulkanMemoryModelFeatures(pNext=matrix)
         float16 = vk.VkPhysicalDeviceShaderFloat16Int8Features(pNext=model)
         vk.vkGetPhysicalDeviceFeatures2(self.physical,
@@ -311,9 +312,7 @@ class _Context:
         vk = self.vk
         if not self.cooperative_matrix:
             return False
-        extensions = {e.extensionName for e in
-                      vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
-        if BFLOAT16_EXTENSION not in extensions:
+        if BFLOAT16_EXTENSION not in self.extensions:
             return False
         found = self._bfloat16_features()
         vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(pNext=found))
@@ -344,9 +343,7 @@ class _Context:
         vk = self.vk
         if self.props.apiVersion < vk.VK_MAKE_VERSION(1, 1, 0):
             return False
-        extensions = {e.extensionName for e in
-                      vk.vkEnumerateDeviceExtensionProperties(self.physical, None)}
-        if STATISTICS_EXTENSION not in extensions:
+        if STATISTICS_EXTENSION not in self.extensions:
             return False
         found = vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR()
         vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(pNext=found))
