@@ -45,7 +45,7 @@ from vyre_xdsl.dialects.gpu_mma import SubgroupMmaComputeOp
 from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.dim_split import CHUNK_LOOP_ATTR
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR, constant_index
+from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR, constant_index, fragment_tile_length
 from vyre_xdsl.unrolling import (
     UNROLLED_ATTR,
     Copier,
@@ -188,15 +188,17 @@ def _jammed_body(loop: scf.ForOp, shape: JamShape, factor: int) -> Block:
 
 def effective_factor(loop: scf.ForOp, factor: int) -> int:
     """`factor`, but no more than a constant trip count, or than the most
-    trips vyre-inline-fragments recorded for a loop over a tile (a short
-    loop is unrolled completely instead of leaving it all to the
-    remainder)."""
+    trips a loop over a tile can run (a fragment's loop to its tile_len, or
+    one vyre-inline-fragments recorded): a short loop is unrolled completely
+    instead of leaving it all to the remainder."""
     lower, upper = constant_index(loop.lb), constant_index(loop.ub)
     if lower is not None and upper is not None:
         return min(factor, max(0, upper - lower))
     most = loop.attributes.get(MAX_TRIPS_ATTR)
     if isinstance(most, IntegerAttr):
         return min(factor, most.value.data)
+    if (tile := fragment_tile_length(loop.ub)) is not None:
+        return min(factor, tile)
     return factor
 
 

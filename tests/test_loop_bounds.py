@@ -50,3 +50,17 @@ def test_lavapipe_refuses_a_kernel_it_would_cut_short():
     seed_layout = vx.lower_to_gpu(vx.flash_attention_2(512, 64), optimize="none")
     with pytest.raises(vx.VyreError, match="stops every invocation after 65535"):
         vx.run(seed_layout, {"q": q, "k": q, "v": q}, backend="vulkan")
+
+
+def test_unroll_jam_of_fragments_takes_at_most_a_tile_of_keys():
+    # Unrolled before vyre-to-gpu, a fragment's loop to %tile_len (16 keys)
+    # by 32 left a main loop that never runs but whose indexes the kernel's
+    # bounds check could not clear: vx.run refused a correct kernel.
+    module = vx.flash_attention_2(64, 16, tile_size=16)
+    rng = np.random.default_rng(3)
+    inputs = {n: rng.standard_normal((64, 16), dtype=np.float32) for n in ("q", "k", "v")}
+    unrolled = vx.lower_to_gpu(module, optimize="vyre-unroll-jam{factor=32},"
+                                                 "vyre-to-gpu{optimize=none}")
+    seed = vx.lower_to_gpu(module, optimize="none")
+    got = vx.run(unrolled, inputs)["out"]
+    np.testing.assert_array_equal(got, vx.run(seed, inputs)["out"])

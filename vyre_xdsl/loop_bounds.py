@@ -18,6 +18,9 @@ from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
+from vyre_xdsl.dialects.vyre_regions import REGION_ARGS
+from vyre_xdsl.dialects.vyre_skeleton import TiledOnlineSoftmaxOp
+
 MAX_TRIPS_ATTR = "vyre.max_trips"  # inline_fragments' name: at most N trips
 
 
@@ -38,6 +41,21 @@ def loop_of(value: SSAValue) -> scf.ForOp | None:
     return None
 
 
+def fragment_tile_length(value: SSAValue) -> int | None:
+    """The skeleton's tile_size, if `value` is a fragment's `tile_len`
+    argument (before vyre-inline-fragments records the bound on its loops)."""
+    if not isinstance(value, BlockArgument):
+        return None
+    skeleton = value.block.parent_op()
+    if not isinstance(skeleton, TiledOnlineSoftmaxOp):
+        return None
+    for name, region in skeleton.named_regions():
+        if region.block is value.block and "tile_len" in REGION_ARGS[name]:
+            if value is skeleton.region_arg(name, "tile_len"):
+                return skeleton.shape()["tile_size"]
+    return None
+
+
 def upper_bound(value: SSAValue) -> int | None:
     """The largest value `value` (an index) can take, or None if unknown."""
     if (constant := constant_index(value)) is not None:
@@ -45,7 +63,7 @@ def upper_bound(value: SSAValue) -> int | None:
     if isinstance(value, BlockArgument):
         loop = loop_of(value)
         if loop is None:
-            return None
+            return fragment_tile_length(value)
         top = upper_bound(loop.ub)
         return None if top is None else top - 1
     op = value.owner
