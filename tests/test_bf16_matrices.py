@@ -8,8 +8,8 @@ tolerance, including values far beyond f16's range (bf16 has f32's, so
 nothing is staged through f16 and no query row is scaled); MLIR's SPIR-V
 dialect verifies the emitted bf16 matrices; mlir-opt-22, whose gpu dialect
 has none, verifies the rest of the lowered kernel (requirements.py says
-how).  The default plan leaves bf16 off the matrix units until they have
-run on a GPU; tools/gpu_check.py has the H200's cases."""
+how).  The default plan takes bf16 matrices on a device that has them;
+tools/gpu_check.py has the H200's cases."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
+from vyre_xdsl import tuning
 from requirements import MLIR_OPT, assert_mlir_opt_accepts, needs_mlir_opt
 from test_absorb_mla import NAMES
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
@@ -202,13 +203,18 @@ def test_latent_serving_caches_match_the_oracle_past_poisoned_ends(case):
 
 # the plan, the device, MLIR -------------------------------------------------------
 
-def test_the_default_plan_leaves_bf16_on_the_lanes():
-    """bf16 matrices have not run on a GPU: the H200's plan keeps bf16
-    FlashAttention-2 on the per-lane kernel (f16 goes to the matrix units)."""
-    for dtype, expected in (("bf16", False), ("f16", True)):
+def test_the_default_plan_takes_bf16_matrices_where_the_device_has_them():
+    """On the H200 bf16 FlashAttention-2 takes f16's tilings onto the
+    matrix units; a device without bf16 matrices keeps it on the lanes."""
+    for dtype in ("bf16", "f16"):
         module = vx.flash_attention_2(seq_len=256, head_dim=64, num_heads=8, dtype=dtype)
         lowered = vx.lower_to_gpu(module, optimize="default", device="h200")
-        assert ("gpu.subgroup_mma_compute" in str(lowered)) is expected, dtype
+        assert "gpu.subgroup_mma_compute" in str(lowered), dtype
+    bf16, f16 = (_skeleton(vx.flash_attention_2(seq_len=256, head_dim=64, num_heads=8,
+                                                dtype=dtype)) for dtype in ("bf16", "f16"))
+    assert tuning.tensor_core_tiling(bf16, H200) == tuning.tensor_core_tiling(f16, H200)
+    assert tuning.tensor_core_tiling(bf16, H200) is not None
+    assert tuning.tensor_core_tiling(bf16, replace(H200, bfloat16_matrix_shapes=())) is None
 
 
 def _skeleton(module, pipeline: str = ""):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import Float16Type, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
@@ -34,6 +34,7 @@ from vyre_xdsl.dialects.plan import (
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.dtypes import HALF_DTYPES, INT_DTYPES, dtype_name
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
+from vyre_xdsl.mma_elements import HALF_TYPES
 from vyre_xdsl.row_widening import loads_shared
 
 # Rows of at most SHORT_ROWS dims fit an invocation's registers with their
@@ -146,17 +147,16 @@ def latent_splits(row_blocks: int, tiles: int) -> int:
 
 def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     """How `op` runs on `device`'s matrix units (a vyre-tensor-cores
-    Tiling), or None where it does not: its inputs are not f16, the device
-    lacks 16x16x16 f16 matrices or their layout, or no tiling qualifies
-    and fits.  The first tiling that gives every SM a workgroup, else the
-    one with the most workgroups (larger row blocks on too small a grid
-    were slower: docs/performance.md).  bf16 matrices stay out of the plan
-    (`vyre-tensor-cores` takes them when asked): they have not run on a GPU
-    yet, and MLIR 22's gpu dialect has none, so its mlir-opt could not
-    verify the default lowering (docs/lowered-ir.md)."""
+    Tiling), or None where it does not: its inputs are not f16 or bf16,
+    the device lacks 16x16x16 matrices of them or their layout, or no
+    tiling qualifies and fits.  The first tiling that gives every SM a
+    workgroup, else the one with the most workgroups (larger row blocks on
+    too small a grid were slower: docs/performance.md).  bf16 takes f16's
+    tilings: on the H200 they ran as fast (docs/performance.md, "bf16 on
+    the matrix units")."""
     from vyre_xdsl.passes.tensor_cores import problem
 
-    if not isinstance(op.q.type.element_type, Float16Type):
+    if not isinstance(op.q.type.element_type, HALF_TYPES):
         return None
     shape = op.shape()
     head_dim, items = shape["head_dim"], shape["item_count"]

@@ -4,7 +4,7 @@
 
 // FlashAttention-2 in bf16 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16, dtype="bf16")) on bf16 matrices, which the H200 has; the
-// default plan leaves bf16 on the lanes (vyre_xdsl.tuning.tensor_core_tiling).
+// default plan takes them there (vyre_xdsl.tuning.tensor_core_tiling).
 builtin.module {
   vyre.kernel @flash_attention_2 items 64 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [64, 16] : memref<1024xbf16>
@@ -101,4 +101,5 @@ builtin.module {
 // LOWERED-NOT:    vyre.tiled_online_softmax
 
 // PLANNED:      "gpu.func"() <{function_type = (memref<1024xbf16>
-// PLANNED-NOT:  gpu.subgroup_mma
+// PLANNED:        gpu.subgroup_mma_compute {{.*}} : !gpu.mma_matrix<16x16xbf16, "AOp">, !gpu.mma_matrix<16x16xbf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
+// PLANNED-NOT:    vyre.tiled_online_softmax
