@@ -6,7 +6,10 @@ true, prefetch = true, registers = true, stage_q = false>` instead:
 vyre-tensor-cores' tiling (its options of the same names), and no
 `vyre.plan`; one that `default` expands into register blocks gets
 `vyre.block_product = #vyre.block_product<lanes = 128, key_lanes = 8, rows
-= 2, keys = 4>`: vyre-block-product's blocking, and no `vyre.plan` either.
+= 2, keys = 4>`: vyre-block-product's blocking, and no `vyre.plan` either;
+MLA's latent attention on the matrix units gets `vyre.latent_tensor_cores =
+#vyre.latent_tensor_cores<row_tiles = 1, splits = 8>`:
+vyre-latent-tensor-cores' tiling.
 
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
 tuning's plan (vyre_xdsl.tuning) as the discardable attribute `vyre.plan`
@@ -309,25 +312,69 @@ class BlockProductAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        start = parser.pos
-        values: list[Attribute] = []
-        parser.parse_punctuation("<")
-        for i, key in enumerate(_BLOCKING_FIELDS):
-            if i:
-                parser.parse_punctuation(",")
-            parser.parse_keyword(key)
-            parser.parse_punctuation("=")
-            values.append(IntAttr(parser.parse_integer(allow_boolean=False,
-                                                       allow_negative=True)))
-        parser.parse_punctuation(">")
-        return _verified(cls, values, parser, start)
+        return _parse_int_fields(cls, parser, _BLOCKING_FIELDS)
 
     def print_parameters(self, printer: Printer) -> None:
-        fields = ", ".join(f"{key} = {getattr(self, key)}" for key in _BLOCKING_FIELDS)
-        printer.print_string(f"<{fields}>")
+        _print_int_fields(self, printer, _BLOCKING_FIELDS)
 
 
-PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr, BlockProductAttr)
+LATENT_TENSOR_CORES_ATTR = "vyre.latent_tensor_cores"  # on a vyre.tiled_online_softmax
+_LATENT_FIELDS = ("row_tiles", "splits")
+
+
+@irdl_attr_definition
+class LatentTensorCoresAttr(ParametrizedAttribute):
+    """One skeleton's plan as MLA's latent attention on the matrix units:
+    vyre-latent-tensor-cores' tiling (its options of the same names)."""
+
+    name = "vyre.latent_tensor_cores"
+
+    row_tiles_attr: IntAttr
+    splits_attr: IntAttr
+
+    def __init__(self, row_tiles: int, splits: int):
+        super().__init__(IntAttr(row_tiles), IntAttr(splits))
+
+    row_tiles = _data("row_tiles_attr")
+    splits = _data("splits_attr")
+
+    def verify(self) -> None:
+        for key in _LATENT_FIELDS:
+            if getattr(self, key) < 1:
+                raise VerifyException(
+                    f"#vyre.latent_tensor_cores: {key} must be >= 1, got {getattr(self, key)}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        return _parse_int_fields(cls, parser, _LATENT_FIELDS)
+
+    def print_parameters(self, printer: Printer) -> None:
+        _print_int_fields(self, printer, _LATENT_FIELDS)
+
+
+def _parse_int_fields(cls, parser: AttrParser, fields: tuple[str, ...]) -> Sequence[Attribute]:
+    """`<field = integer, ...>` of `fields` in order, verified as a `cls`."""
+    start = parser.pos
+    values: list[Attribute] = []
+    parser.parse_punctuation("<")
+    for i, key in enumerate(fields):
+        if i:
+            parser.parse_punctuation(",")
+        parser.parse_keyword(key)
+        parser.parse_punctuation("=")
+        values.append(IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=True)))
+    parser.parse_punctuation(">")
+    return _verified(cls, values, parser, start)
+
+
+def _print_int_fields(attr: Attribute, printer: Printer, fields: tuple[str, ...]) -> None:
+    printer.print_string(f"<{', '.join(f'{key} = {getattr(attr, key)}' for key in fields)}>")
+
+
+PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr, BlockProductAttr,
+                   LatentTensorCoresAttr)
+# the plans that expand a skeleton (it gets no vyre.plan)
+EXPANSION_ATTRS = (TENSOR_CORES_ATTR, LATENT_TENSOR_CORES_ATTR, BLOCK_PRODUCT_ATTR)
 
 
 def plan_of(op: Operation) -> PlanAttr | None:

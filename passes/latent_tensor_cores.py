@@ -60,8 +60,8 @@ sums (the matrix unit's), in the query read in 16 bits and in the weights
 P V reads rounded to 16 bits (as FlashMLA does); docs/performance.md gives
 the tolerances.  `vyre-latent-tensor-cores` leaves a skeleton that does not
 qualify as it is; `{force=true}` reports why instead.  vyre-to-gpu's
-default plan does not take it yet: it has not run on a GPU
-(docs/performance.md).
+default plan takes it where the skeleton qualifies on the device
+(vyre_xdsl.tuning.latent_tiling; `#vyre.latent_tensor_cores`).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaStoreMatrixOp,
 )
 from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_skeleton
+from vyre_xdsl.dialects.plan import LatentTensorCoresAttr
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.kv_split import merge_in_kernel
@@ -122,11 +123,6 @@ F32_EXACT = 2 ** 24  # the integers f32 holds exactly
 F32_BIAS, F32_MANTISSA = 127, 23
 # a biased exponent at least this makes both the scale and its inverse normal
 LOWEST_EXPONENT = QUERY_TOP_EXPONENT + 1
-# max |out - oracle| / max |oracle| (docs/performance.md): the query and the
-# weights read in f16 (relative 2^-11 each), the matrix unit's order
-TOLERANCE = 4e-3
-# the same with a bf16 cache, the query and weights keeping 8 bits (2^-9)
-TOLERANCE_BF16 = 4 * TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -141,6 +137,14 @@ class LatentTiling:
     def rows(self) -> int:
         """Query rows of a workgroup (they read the same keys)."""
         return TILE * self.row_tiles
+
+    @staticmethod
+    def of(attr: LatentTensorCoresAttr) -> LatentTiling:
+        """The tiling a plan records (`#vyre.latent_tensor_cores`)."""
+        return LatentTiling(attr.row_tiles, attr.splits)
+
+    def attr(self) -> LatentTensorCoresAttr:
+        return LatentTensorCoresAttr(self.row_tiles, self.splits)
 
     def workgroup_bytes(self, depth: int, row_count: int, v_dim: int, ragged: bool,
                         scaled: bool = True) -> int:
@@ -688,11 +692,7 @@ class LatentTensorCoresPass(ModulePass):
                                  "before vyre-to-gpu")
         for skeleton in skeletons:
             tiling = self.tiling(skeleton)
-            reason = problem(skeleton, device, tiling)
-            if reason is None and (used := workgroup_bytes(skeleton, tiling, device)) > \
-                    device.shared_memory_bytes:
-                reason = (f"its workgroup memory ({used} bytes) exceeds the device's "
-                          f"{device.shared_memory_bytes}")
+            reason = fitting_problem(skeleton, device, tiling)
             if reason is None:
                 expand(op, skeleton, device.accumulator_layout, tiling)
             elif self.force:
@@ -702,9 +702,26 @@ class LatentTensorCoresPass(ModulePass):
     def tiling(self, op: vyre.TiledOnlineSoftmaxOp) -> LatentTiling:
         if self.splits:
             return LatentTiling(self.row_tiles, self.splits)
-        shape, rows = op.shape(), TILE * self.row_tiles
-        return LatentTiling(self.row_tiles, tuning.latent_splits(
-            max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS))
+        return split_tiling(op, self.row_tiles)
+
+
+def split_tiling(op: vyre.TiledOnlineSoftmaxOp, row_tiles: int) -> LatentTiling:
+    """`row_tiles` blocks of rows a workgroup, split as the tuning says
+    (vyre_xdsl.tuning.latent_splits)."""
+    shape, rows = op.shape(), TILE * row_tiles
+    return LatentTiling(row_tiles, tuning.latent_splits(
+        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS))
+
+
+def fitting_problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
+                    tiling: LatentTiling) -> str | None:
+    """problem(), and then whether the expansion's workgroup memory fits."""
+    reason = problem(op, device, tiling)
+    if reason is None and (used := workgroup_bytes(op, tiling, device)) > \
+            device.shared_memory_bytes:
+        reason = (f"its workgroup memory ({used} bytes) exceeds the device's "
+                  f"{device.shared_memory_bytes}")
+    return reason
 
 
 def workgroup_bytes(op: vyre.TiledOnlineSoftmaxOp, tiling: LatentTiling, device) -> int:

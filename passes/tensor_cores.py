@@ -112,12 +112,6 @@ from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
 
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
-# max |out - oracle| / max |oracle| (docs/performance.md): the weights P·V
-# reads are rounded to f16 (relative 2^-11 each) and the matrix unit sums in
-# its own order; measured on the interpreter at most 5e-4
-TOLERANCE = 4e-3
-# the same with bf16 inputs, whose weights keep 8 bits (relative 2^-9)
-TOLERANCE_BF16 = 4 * TOLERANCE
 
 
 @dataclass(frozen=True)

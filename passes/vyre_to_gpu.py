@@ -13,8 +13,10 @@
            for `device`: vyre_xdsl.tuning), expand the skeletons it puts on
            `device`'s matrix units (`vyre.tensor_cores`: vyre-tensor-cores
            with that tiling, which reorders sums and reads the weights in
-           f16 within its declared tolerance) and those it runs as register
-           blocks (`vyre.block_product`: vyre-block-product with that
+           f16 within its declared tolerance), MLA's latent attention there
+           (`vyre.latent_tensor_cores`: vyre-latent-tensor-cores, likewise),
+           and those it runs as register blocks
+           (`vyre.block_product`: vyre-block-product with that
            blocking, bit-identical to a lane a row with tiles of its
            size), then run the passes that follow
            it: vyre-resize-workgroup, and vyre-retile and vyre-split-kv,
@@ -44,14 +46,16 @@ from vyre_xdsl import tuning
 from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.dialects.plan import (
     BLOCK_PRODUCT_ATTR,
+    LATENT_TENSOR_CORES_ATTR,
     TENSOR_CORES_ATTR,
     BlockProductAttr,
+    LatentTensorCoresAttr,
     TensorCoresAttr,
 )
 from vyre_xdsl.dialects.vyre import TiledOnlineSoftmaxOp
 from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.kernel_info import lowered_kernels, read_kernel, workgroup_memory_bytes
-from vyre_xdsl.passes import ALL_PASSES, block_product, tensor_cores
+from vyre_xdsl.passes import ALL_PASSES, block_product, latent_tensor_cores, tensor_cores
 
 OPTIMISATION_LEVELS = ("none", "exact", "default")
 LOWERING = ("vyre-inline-fragments", "vyre-expand-stability", "convert-vyre-to-gpu")
@@ -127,6 +131,10 @@ class VyreToGpuPass(ModulePass):
                               TensorCoresAttr):
                     tensor_cores.expand(skeleton, device.accumulator_layout,
                                         tensor_cores.Tiling.of(on_matrices))
+                elif isinstance(latent := skeleton.attributes.get(LATENT_TENSOR_CORES_ATTR),
+                                LatentTensorCoresAttr):
+                    latent_tensor_cores.expand(op, skeleton, device.accumulator_layout,
+                                               latent_tensor_cores.LatentTiling.of(latent))
                 elif isinstance(blocks := skeleton.attributes.get(BLOCK_PRODUCT_ATTR),
                                 BlockProductAttr):
                     block_product.expand(skeleton, block_product.Blocking.of(blocks))

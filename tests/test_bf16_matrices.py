@@ -29,13 +29,13 @@ from vyre_xdsl.compiler import apply_pipeline
 from vyre_xdsl.device import H200
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.kernel_info import program_info
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
 from vyre_xdsl.passes import latent_tensor_cores, tensor_cores
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
 
 BF16 = ml_dtypes.bfloat16
-FA2_TOLERANCE = tensor_cores.TOLERANCE_BF16
-LATENT_TOLERANCE = latent_tensor_cores.TOLERANCE_BF16
+TOLERANCE = MATRIX_TOLERANCE["bf16"]
 
 
 def _softcap(score, q, k):
@@ -89,7 +89,7 @@ def test_flash_attention_matches_the_oracle_within_the_bf16_tolerance(case):
     assert '!gpu.mma_matrix<16x16xbf16, "AOp">' in str(lowered)
     ins = _inputs(lowered)
     got = _run(lowered, ins)
-    assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) <= FA2_TOLERANCE
+    assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) <= TOLERANCE
 
 
 def test_the_bf16_tolerance_catches_a_wrong_kernel():
@@ -98,7 +98,7 @@ def test_the_bf16_tolerance_catches_a_wrong_kernel():
     lowered = _fa2(kwargs, options)
     ins = _inputs(lowered)
     got = _run(lowered, dict(ins, k=ins["v"], v=ins["k"]))
-    assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) > FA2_TOLERANCE
+    assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) > TOLERANCE
 
 
 def test_values_beyond_f16s_range_stay_exact():
@@ -110,7 +110,7 @@ def test_values_beyond_f16s_range_stay_exact():
     assert np.abs(ins["v"].astype(np.float32)).max() > 65504
     got = _run(lowered, ins)
     assert np.isfinite(got).all()
-    assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) <= FA2_TOLERANCE
+    assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) <= TOLERANCE
 
 
 @pytest.mark.parametrize("case", ["nan_query_inf_key_and_values", "tiny_weight_inf_value"])
@@ -131,7 +131,7 @@ def test_nan_and_inf_land_where_the_oracle_puts_them(case):
     assert np.isinf(want).any() or np.isnan(want).any()
     assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
     finite = np.isfinite(want)
-    assert _error(got[finite], want[finite]) <= FA2_TOLERANCE
+    assert _error(got[finite], want[finite]) <= TOLERANCE
 
 
 # MLA's latent attention -----------------------------------------------------------
@@ -166,7 +166,7 @@ def test_latent_attention_matches_the_oracle_within_the_bf16_tolerance(kwargs, o
     assert '!gpu.mma_matrix<16x16xbf16, "BOp">' in text and "tc_query_scale" not in text
     ins = _inputs(lowered, scales=WEIGHTS)
     got = _run(lowered, ins)
-    assert _error(got, _latent_oracle(ins).reshape(got.shape)) <= LATENT_TOLERANCE
+    assert _error(got, _latent_oracle(ins).reshape(got.shape)) <= TOLERANCE
 
 
 def test_latent_keys_beyond_f16s_range_need_no_query_scale():
@@ -179,7 +179,7 @@ def test_latent_keys_beyond_f16s_range_need_no_query_scale():
     got = _run(lowered, ins)
     want = _latent_oracle(ins).reshape(got.shape)
     assert np.isfinite(want).all() and np.isfinite(got).all()
-    assert _error(got, want) <= LATENT_TOLERANCE
+    assert _error(got, want) <= TOLERANCE
 
 
 @pytest.mark.parametrize("case", ["ragged", "paged16"])
@@ -198,7 +198,7 @@ def test_latent_serving_caches_match_the_oracle_past_poisoned_ends(case):
     want = np.asarray(oracle(spec, ins, form="mla_decode_program", dtype="bf16"),
                       np.float32).reshape(got.shape)
     assert np.isfinite(got).all()
-    assert _error(got, want) <= LATENT_TOLERANCE
+    assert _error(got, want) <= TOLERANCE
 
 
 # the plan, the device, MLIR -------------------------------------------------------

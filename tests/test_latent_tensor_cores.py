@@ -19,19 +19,22 @@ from test_absorb_mla import NAMES
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
 from vyre_xdsl import tuning
 from vyre_xdsl.compiler import apply_pipeline
-from vyre_xdsl.device import H200
+from vyre_xdsl.device import GENERIC, H200
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import program_info
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
 from vyre_xdsl.passes.latent_tensor_cores import (
     KEYS,
-    TOLERANCE,
     LatentTiling,
     problem,
     workgroup_bytes,
 )
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
+
+TOLERANCE = MATRIX_TOLERANCE["f16"]
 
 SMALL = dict(seq_len=128, num_heads=16, head_dim=16, kv_lora_rank=64, qk_rope_head_dim=16)
 CASES = {
@@ -229,6 +232,29 @@ def test_the_pass_chooses_its_splits():
     assert kernels["mla_decode"].items == 32 * 128  # 32 workgroups of 128 lanes
     assert "mla_decode_merge" in kernels
     assert 4096 // KEYS // 32 == tuning.LATENT_SPLIT_TILES
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_the_default_plan_takes_the_expansion_where_the_device_has_matrices(dtype):
+    """On the H200 the plan records the pass's own choice
+    (#vyre.latent_tensor_cores) and vyre-to-gpu expands it, within the
+    tolerance; f32 caches and a device without matrices keep the lanes."""
+    kwargs = dict(SMALL, batch=2, seq_len=256)
+    module = vx.mla_decode(dtype=dtype, **kwargs)
+    apply_pipeline(module, "vyre-absorb-mla{kernels=3}")
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    chosen = tuning.latent_tiling(op, H200)
+    assert chosen == LatentTiling(row_tiles=1, splits=tuning.latent_splits(2, 256 // KEYS))
+    assert tuning.latent_tiling(op, GENERIC) is None
+    lowered = vx.lower_to_gpu(vx.mla_decode(dtype=dtype, **kwargs), optimize="default",
+                              device="h200")
+    assert "gpu.subgroup_mma_compute" in str(lowered)
+    inputs = {name: a.astype(numpy_dtype(dtype)) for name, a in _inputs(lowered).items()}
+    got = _run(lowered, inputs)
+    want = vx.reference.mla_decode_program(*(inputs[n] for n in NAMES), dtype=dtype)
+    assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= MATRIX_TOLERANCE[dtype]
+    f32 = vx.lower_to_gpu(vx.mla_decode(**kwargs), optimize="default", device="h200")
+    assert "gpu.subgroup_mma_compute" not in str(f32)
 
 
 @needs_mlir_opt

@@ -20,10 +20,13 @@ from vyre_xdsl.dialects.launch import AccumulatorAttr
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
-from vyre_xdsl.passes.tensor_cores import TOLERANCE, Tiling, expand
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
+from vyre_xdsl.passes.tensor_cores import Tiling, expand
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.tools.mma_kernels import accumulator_layout_kernel
 from vyre_xdsl.tuning import tensor_core_tiling
+
+TOLERANCE = MATRIX_TOLERANCE["f16"]
 
 LANES = 32
 

@@ -19,9 +19,12 @@ from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
 from vyre_xdsl.device import H200
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.passes.tensor_cores import TOLERANCE, Tiling, problem
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
+from vyre_xdsl.passes.tensor_cores import Tiling, problem
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
+
+TOLERANCE = MATRIX_TOLERANCE["f16"]
 
 
 def _softcap(score, q, k):

@@ -37,6 +37,7 @@ import numpy as np
 import vyre_xdsl as vx
 from vyre_xdsl.compiler import compile_module
 from vyre_xdsl.dtypes import numpy_dtype
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
 from vyre_xdsl.run import prepare_buffers
 from vyre_xdsl.tools.mma_kernels import MATMUL_SHAPES, MatmulShape, matmul_kernel
 from vyre_xdsl.vulkan import device_report, execute, runtime
@@ -230,7 +231,7 @@ def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", **tiling) -> Cas
     registers; its tolerance), for the Vulkan device's accumulator layout."""
     from dataclasses import asdict
 
-    from vyre_xdsl.passes.tensor_cores import TOLERANCE, TOLERANCE_BF16, Tiling
+    from vyre_xdsl.passes.tensor_cores import Tiling
 
     case = fa2_case(heads, n, d, dtype=dtype)
     options = " ".join(f"{key}={str(value).lower()}"
@@ -239,7 +240,7 @@ def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", **tiling) -> Cas
                 f"vyre-to-gpu{{optimize=exact}}")
     name = f"tensor cores {case.name} {options}"
     return Case(name, case.build, case.inputs,
-                case.reference, dtype, TOLERANCE_BF16 if dtype == "bf16" else TOLERANCE,
+                case.reference, dtype, MATRIX_TOLERANCE[dtype],
                 cooperative_matrix=True,
                 optimize=pipeline)
 
@@ -281,14 +282,8 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int,
     pipeline = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
                 "force=true},vyre-to-gpu{optimize=exact}")
     return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} "
-                f"{dtype}", build, inputs, reference, dtype, _latent_tolerance(dtype),
+                f"{dtype}", build, inputs, reference, dtype, MATRIX_TOLERANCE[dtype],
                 cooperative_matrix=True, optimize=pipeline)
-
-
-def _latent_tolerance(dtype: str) -> float:
-    from vyre_xdsl.passes.latent_tensor_cores import TOLERANCE, TOLERANCE_BF16
-
-    return TOLERANCE_BF16 if dtype == "bf16" else TOLERANCE
 
 
 def latent_case(s: int, heads: int, splits: int = 0, dtype: str = "f16", **kwargs) -> Case:
@@ -299,7 +294,7 @@ def latent_case(s: int, heads: int, splits: int = 0, dtype: str = "f16", **kwarg
     pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
                 f"force=true splits={splits}}},vyre-to-gpu{{optimize=exact}}")
     return Case(f"latent tensor cores {case.name} splits={splits}", case.build, case.inputs,
-                case.reference, dtype, _latent_tolerance(dtype), cooperative_matrix=True,
+                case.reference, dtype, MATRIX_TOLERANCE[dtype], cooperative_matrix=True,
                 optimize=pipeline)
 
 
@@ -391,12 +386,10 @@ def cases(every: bool) -> list[Case]:
 
 
 def _tolerance(info, dtype: str) -> float:
-    """TOLERANCE[dtype], or vyre-tensor-cores' where the plan put the
+    """TOLERANCE[dtype], or the matrix expansions' where the plan put a
     kernel on the matrix units (its launch records their layout)."""
-    from vyre_xdsl.passes.tensor_cores import TOLERANCE as TENSOR_TOLERANCE
-
     on_matrices = any(kernel.accumulator is not None for kernel in info.kernels)
-    return TENSOR_TOLERANCE if on_matrices else TOLERANCE[dtype]
+    return MATRIX_TOLERANCE[dtype] if on_matrices else TOLERANCE[dtype]
 
 
 def check(case: Case, rng: np.random.Generator) -> bool:

@@ -26,6 +26,8 @@ from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.plan import (
     BLOCK_PRODUCT_ATTR,
+    EXPANSION_ATTRS,
+    LATENT_TENSOR_CORES_ATTR,
     PLAN_ATTR,
     TENSOR_CORES_ATTR,
     MergeKind,
@@ -128,11 +130,13 @@ def tensor_core_tilings(row_dims: int):
             *fallbacks)
 
 
-# vyre-latent-tensor-cores (not yet run on a device: docs/performance.md):
-# workgroups to fill the H200's SMs twice over, and the fewest tiles of 64
-# keys a split keeps
+# vyre-latent-tensor-cores: workgroups to fill the H200's SMs twice over,
+# and the fewest tiles of 64 keys a split keeps; the row blocks a workgroup
+# takes, best first (docs/performance.md, "MLA's latent attention on the
+# matrix units")
 LATENT_WORKGROUPS = SMALL_GRID
 LATENT_SPLIT_TILES = 2
+LATENT_ROW_TILES = (1,)
 
 
 def latent_splits(row_blocks: int, tiles: int) -> int:
@@ -143,6 +147,20 @@ def latent_splits(row_blocks: int, tiles: int) -> int:
     while row_blocks * splits < LATENT_WORKGROUPS and tiles // (2 * splits) >= LATENT_SPLIT_TILES:
         splits *= 2
     return splits
+
+
+def latent_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
+    """How `op` (MLA's latent attention, vyre-absorb-mla's) runs on
+    `device`'s matrix units (a vyre-latent-tensor-cores LatentTiling), or
+    None where it does not qualify or fit: the first of LATENT_ROW_TILES
+    that does, split by latent_splits."""
+    from vyre_xdsl.passes.latent_tensor_cores import fitting_problem, split_tiling
+
+    for row_tiles in LATENT_ROW_TILES:
+        tiling = split_tiling(op, row_tiles)
+        if fitting_problem(op, device, tiling) is None:
+            return tiling
+    return None
 
 
 def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
@@ -555,7 +573,7 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
     `device`.  Staging, unrolling and interleaving act on the whole module
     (they run on the lowered IR), so every skeleton's plan has the same."""
     predicted = [_predict(s, device) for s in _skeletons(module)
-                 if not {TENSOR_CORES_ATTR, BLOCK_PRODUCT_ATTR} & s.attributes.keys()]
+                 if not set(EXPANSION_ATTRS) & s.attributes.keys()]
     parts = {p.op: 1 for p in predicted}
     rows = {p.op: p.op.rows for p in predicted}
     stage_bytes, unroll, interleave = 0, UNROLL, ()
@@ -633,14 +651,16 @@ def _kernel(op: vyre.TiledOnlineSoftmaxOp) -> vyre.KernelOp:
 def record_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
     """Compute the plans of `module`'s skeletons and record each on its
     skeleton: `vyre.tensor_cores` for those that run on `device`'s matrix
-    units (tensor_core_tiling), `vyre.block_product` for those that run as
-    register blocks (block_blocking), `vyre.plan` for the others, where the
-    passes given `0` read it; returns the latter."""
+    units (tensor_core_tiling), `vyre.latent_tensor_cores` for MLA's latent
+    attention there (latent_tiling), `vyre.block_product` for those that
+    run as register blocks (block_blocking), `vyre.plan` for the others,
+    where the passes given `0` read it; returns the latter."""
     for skeleton in _skeletons(module):
-        skeleton.attributes.pop(TENSOR_CORES_ATTR, None)
-        skeleton.attributes.pop(BLOCK_PRODUCT_ATTR, None)
-        expansion = tensor_core_tiling(skeleton, device)
-        name = TENSOR_CORES_ATTR
+        for name in EXPANSION_ATTRS:
+            skeleton.attributes.pop(name, None)
+        expansion, name = tensor_core_tiling(skeleton, device), TENSOR_CORES_ATTR
+        if expansion is None:
+            expansion, name = latent_tiling(skeleton, device), LATENT_TENSOR_CORES_ATTR
         if expansion is None:
             expansion, name = block_blocking(skeleton, device), BLOCK_PRODUCT_ATTR
         if expansion is not None:

@@ -2,6 +2,8 @@
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 splits=2}' | filecheck %s --check-prefix=SPLIT
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 splits=2},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
+// RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=DEFAULT
 
 // MLA decode's latent attention in f16 (vx.mla_decode(seq_len=128,
 // num_heads=16, head_dim=16, kv_lora_rank=64, qk_rope_head_dim=16,
@@ -157,3 +159,12 @@ builtin.module {
 
 // The generic profile has no matrix layout: the skeleton stays.
 // LEFT:       vyre.tiled_online_softmax
+
+// The H200's plan takes the expansion (vyre_xdsl.tuning.latent_tiling):
+// one block of rows a workgroup, two tiles of keys too few to split.
+// PLAN:      vyre.tiled_online_softmax
+// PLAN:        item_count 16 seq_len 128 head_dim 64 tile_size 64 tile_count 2 attributes {vyre.latent_tensor_cores = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1>}
+// PLAN-NOT:  vyre.plan
+// DEFAULT:      "gpu.func"()
+// DEFAULT:        gpu.subgroup_mma_compute {{.*}} : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
+// DEFAULT-NOT:    vyre.tiled_online_softmax

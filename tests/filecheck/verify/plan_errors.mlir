@@ -84,3 +84,16 @@ builtin.module attributes {t = #vyre.block_product<lanes = 0, key_lanes = 8, row
 // ... and a row's keys over a power of two of them, which its lanes divide.
 builtin.module attributes {t = #vyre.block_product<lanes = 128, key_lanes = 6, rows = 2, keys = 4>} {}
 // CHECK: error: #vyre.block_product: key_lanes (6) must be a power of two that divides lanes (128)
+
+// -----
+
+// MLA's latent attention on the matrix units (#vyre.latent_tensor_cores):
+// a workgroup takes at least one block of 16 rows ...
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 0, splits = 1>} {}
+// CHECK: error: #vyre.latent_tensor_cores: row_tiles must be >= 1, got 0
+
+// -----
+
+// ... and a row block's keys go to at least one workgroup.
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = -2>} {}
+// CHECK: error: #vyre.latent_tensor_cores: splits must be >= 1, got -2
