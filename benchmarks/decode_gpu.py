@@ -125,7 +125,8 @@ class GqaPoint:
 GQA_VARIANTS = ("dense", "kv_lens", "paged")
 MLA_VARIANTS = ("dense", "paged", "matrix")  # paged with --mla-paged, matrix with
 # --mla-tensor-cores: the dense caches' latent attention on the matrix units
-# (f16 or bf16; vyre-latent-tensor-cores, which the default plan does not take yet)
+# by hand (f16 or bf16; vyre-latent-tensor-cores, which the default plan
+# takes on a device with the matrices, so there the two rows run alike)
 LATENT_PIPELINE = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
                    "force=true},vyre-to-gpu{optimize=exact}")
 

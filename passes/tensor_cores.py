@@ -49,8 +49,8 @@ builders' FlashAttention-2 without a mask, and with a score_mod only where
 it never returns -inf, a soft-cap: with a mask or a dropping score_mod the
 update keeps a dropped key's exact 0 even against an infinite value, which
 a matrix product cannot); q, k, v and out are all f16 or all bf16 (bf16
-multiplies bf16 matrices, which MLIR 22's gpu dialect lacks: the default
-plan does not take them, docs/lowered-ir.md); head_dim and v_head_dim
+multiplies bf16 matrices, which MLIR 22's gpu dialect lacks:
+docs/lowered-ir.md); head_dim and v_head_dim
 are multiples of 16, the keys of `keys`, the items of a workgroup's rows
 (four subgroups'); the rows of a subgroup (of a workgroup, staged) read
 the same keys and values; no mask, kv splits, dim parts, rows per lane,
