@@ -229,6 +229,12 @@ def test_parse_module_errors(text, message):
     ("no-such-pass", "Unrecognized passes"),
     ("vyre-to-gpu{x=1}", "not found in expected arguments"),
     ("convert-vyre-to-gpu", "run vyre-inline-fragments"),
+    # an option's value of the wrong type names the pass and the option
+    ("vyre-unroll-jam{factor=abc}", r"pass 'vyre-unroll-jam': option factor takes an "
+                                    r"integer \(e.g. vyre-unroll-jam\{factor=32\}\), got abc"),
+    ("vyre-absorb-mla{kernels=true}", "option kernels takes an integer .*, got true"),
+    ("cse,vyre-to-gpu{optimize=1}", "pass 'vyre-to-gpu': option optimize takes a name"),
+    ("vyre-tensor-cores{force=yes}", "option force takes true or false .*, got yes"),
 ])
 def test_apply_pipeline_errors(pipeline, message):
     with pytest.raises(VyreError, match=message):

@@ -109,6 +109,14 @@ class VyreOptMain(xDSLOptMain):
         self._chunk_offset = start_offset
         return super().parse_chunk(chunk, file_extension, start_offset)
 
+    def setup_pipeline(self):
+        """xDSL's, once the options' types are checked (its own message
+        names neither the pass nor the option)."""
+        from vyre_xdsl.compiler import check_pass_options
+
+        check_pass_options(self.available_passes, self.args.passes)
+        super().setup_pipeline()
+
     def apply_passes(self, prog: ModuleOp) -> None:
         """Apply the pipeline; a plugin or xDSL pass that raises is reported
         naming the pass (vyre_xdsl.compiler.run_passes)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -91,6 +93,48 @@ def _pass_names(pipeline: str) -> list[str]:
         return []
 
 
+# an option's type and a value of it (xDSL's own message names neither the
+# pass nor the option); True is an int in Python, so ints exclude bools
+_OPTION_KINDS = {
+    int: ("an integer", "4", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    bool: ("true or false", "true", lambda v: isinstance(v, bool)),
+    str: ("a name", "h200", lambda v: isinstance(v, str)),
+    float: ("a number", "0.5", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+}
+
+
+def check_pass_options(available: dict, pipeline: str) -> None:
+    """A VyreError naming the pass and the option of `pipeline` whose value
+    does not have the option's type (`factor=abc`, `factor=true`,
+    `device=3`); options of other types, unknown passes and bad syntax are
+    left to xDSL's parser."""
+    try:
+        specs = parse_pipeline(pipeline)
+    except ArgSpecParseError:
+        return
+    for spec in specs:
+        if spec.name not in available:
+            continue
+        pass_type = available[spec.name]()
+        if not dataclasses.is_dataclass(pass_type):
+            continue
+        hints = typing.get_type_hints(pass_type)
+        defaults = {f.name: f.default for f in dataclasses.fields(pass_type)}
+        for option, values in spec.parameters.items():
+            kind = _OPTION_KINDS.get(hints.get(option))
+            if kind is None:
+                continue
+            words, example, fits = kind
+            if fits(default := defaults.get(option)):  # the pass's own default, as written
+                example = str(default).lower() if isinstance(default, bool) else default
+            if len(values) != 1 or not fits(values[0]):
+                given = ",".join(str(v).lower() if isinstance(v, bool) else str(v)
+                                 for v in values) or "nothing"
+                raise VyreError(
+                    f"pass '{spec.name}': option {option} takes {words} "
+                    f"(e.g. {spec.name}{{{option}={example}}}), got {given}")
+
+
 def run_passes(passes: PassPipeline, ctx: Context, module: ModuleOp) -> None:
     """Apply `passes` in order.  A pass that is not ours (an xDSL pass, a
     plugin) and raises a plain exception on valid IR (e.g. an xDSL pass
@@ -131,6 +175,7 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     check_module(module, "apply_pipeline")
     check_pipeline(pipeline)
     available = {**get_all_passes(), **ALL_PASSES}
+    check_pass_options(available, pipeline)
     try:
         passes = PassPipeline.parse_spec(available, pipeline)
     except (Exception, ArgSpecParseError) as error:

@@ -115,7 +115,7 @@ builtin.module {
 // FOLLOWED:  gpu.shuffle xor
 
 // BAD-DEVICE: error: unknown device 'tpu'; choose one of generic, h200, lavapipe, vulkan
-// BAD-TYPE:   error: Incompatible types: given (3,), expected <class 'str'>
+// BAD-TYPE:   error: pass 'vyre-plan': option device takes a name (e.g. vyre-plan{device=generic}), got 3
 
 // -----
 
