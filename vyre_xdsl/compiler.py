@@ -109,7 +109,7 @@ def check_pass_options(available: dict, pipeline: str) -> None:
     `device=3`); options of other types, unknown passes and bad syntax are
     left to xDSL's parser."""
     try:
-        specs = parse_pipeline(pipeline)
+        specs = list(parse_pipeline(pipeline))  # a generator: it raises as it goes
     except ArgSpecParseError:
         return
     for spec in specs:
