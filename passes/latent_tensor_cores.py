@@ -99,6 +99,7 @@ from vyre_xdsl.mma_elements import (
     MatrixElements,
     add,
     as_index,
+    expand_skeletons,
     half_problem,
     layout_problem,
     may_be_minus_inf,
@@ -685,19 +686,10 @@ class LatentTensorCoresPass(ModulePass):
                                  f"splits 0 (choose) or positive, got row_tiles="
                                  f"{self.row_tiles} splits={self.splits}")
         device = device_profile(self.device)
-        skeletons = [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
-        if self.force and not skeletons:  # e.g. after vyre-to-gpu: nothing to report on
-            raise pass_error(op, "vyre-latent-tensor-cores: force=true, but the module holds no "
-                                 "vyre.tiled_online_softmax to expand; run it on vyre IR after vyre-absorb-mla{kernels=3}, "
-                                 "before vyre-to-gpu")
-        for skeleton in skeletons:
-            tiling = self.tiling(skeleton)
-            reason = fitting_problem(skeleton, device, tiling)
-            if reason is None:
-                expand(op, skeleton, device.accumulator_layout, tiling)
-            elif self.force:
-                raise pass_error(skeleton, f"vyre-latent-tensor-cores: this skeleton cannot "
-                                           f"run on subgroup matrix ops: {reason}")
+        expand_skeletons(
+            op, self.name, self.force, "vyre IR after vyre-absorb-mla{kernels=3}", self.tiling,
+            lambda skeleton, tiling: fitting_problem(skeleton, device, tiling),
+            lambda skeleton, tiling: expand(op, skeleton, device.accumulator_layout, tiling))
 
     def tiling(self, op: vyre.TiledOnlineSoftmaxOp) -> LatentTiling:
         if self.splits:

@@ -104,6 +104,7 @@ from vyre_xdsl.mma_elements import (
     MatrixElements,
     add,
     as_index,
+    expand_skeletons,
     half_problem,
     layout_problem,
     may_be_minus_inf,
@@ -556,18 +557,9 @@ class TensorCoresPass(ModulePass):
             raise pass_error(op, f"vyre-tensor-cores: row_tiles must be positive, got "
                                  f"{self.row_tiles}")
         device = device_profile(self.device)
-        skeletons = [s for s in op.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
-        if self.force and not skeletons:  # e.g. after vyre-to-gpu: nothing to report on
-            raise pass_error(op, "vyre-tensor-cores: force=true, but the module holds no "
-                                 "vyre.tiled_online_softmax to expand; run it on vyre IR, "
-                                 "before vyre-to-gpu")
-        for skeleton in skeletons:
-            tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch,
-                            self.registers, self.stage_q)
-            reason = problem(skeleton, device, tiling)
-            if reason is None:
-                assert device.accumulator_layout is not None
-                expand(skeleton, device.accumulator_layout, tiling)
-            elif self.force:
-                raise pass_error(skeleton, f"vyre-tensor-cores: this skeleton cannot run "
-                                           f"on subgroup matrix ops: {reason}")
+        tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch, self.registers,
+                        self.stage_q)
+        expand_skeletons(
+            op, self.name, self.force, "vyre IR", lambda skeleton: tiling,
+            lambda skeleton, tiling: problem(skeleton, device, tiling),
+            lambda skeleton, tiling: expand(skeleton, device.accumulator_layout, tiling))

@@ -19,6 +19,7 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaExtractThreadLocalOp,
     SubgroupMmaInsertThreadLocalOp,
 )
+from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 
@@ -47,6 +48,27 @@ def half_problem(buffers, shape_of_device) -> str | None:
     if (TILE, TILE, TILE) not in shape_of_device(element):
         return f"the device has no 16x16x16 {element} cooperative matrices"
     return None
+
+
+def expand_skeletons(module, pass_name: str, force: bool, where: str,
+                     tiling_of: Callable, problem_of: Callable, expand_one: Callable) -> None:
+    """A matrix expansion pass's loop: expand each skeleton of `module`
+    whose `problem_of(skeleton, tiling_of(skeleton))` is None; with
+    `force`, a module without skeletons (`where` says what IR it takes)
+    or a skeleton that does not qualify is an error naming why."""
+    skeletons = [s for s in module.walk() if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+    if force and not skeletons:  # e.g. after vyre-to-gpu: nothing to report on
+        raise pass_error(module, f"{pass_name}: force=true, but the module holds no "
+                                 f"vyre.tiled_online_softmax to expand; run it on {where}, "
+                                 f"before vyre-to-gpu")
+    for skeleton in skeletons:
+        tiling = tiling_of(skeleton)
+        reason = problem_of(skeleton, tiling)
+        if reason is None:
+            expand_one(skeleton, tiling)
+        elif force:
+            raise pass_error(skeleton, f"{pass_name}: this skeleton cannot run on subgroup "
+                                       f"matrix ops: {reason}")
 
 
 def layout_problem(layout: AccumulatorLayout | None) -> str | None:
