@@ -241,6 +241,31 @@ def test_apply_pipeline_errors(pipeline, message):
         vx.apply_pipeline(vx.flash_attention_2(**FA2), pipeline)
 
 
+def _integer_options():
+    """(pass, option) for every integer option of our passes: counts and
+    sizes, 0 where the pass chooses."""
+    import dataclasses
+    import typing
+
+    from vyre_xdsl.passes import ALL_PASSES
+
+    for name, get in sorted(ALL_PASSES.items()):
+        pass_type = get()
+        hints = typing.get_type_hints(pass_type)
+        for field in dataclasses.fields(pass_type):
+            if hints.get(field.name) is int:
+                yield name, field.name
+
+
+@pytest.mark.parametrize("name, option", list(_integer_options()))
+def test_negative_integer_options_are_refused(name, option):
+    """A negative count or size is refused before any pass runs (several
+    passes took max_parts=-1 as 'no parts' and ran)."""
+    with pytest.raises(VyreError, match=rf"pass '{name}': option {option} takes an integer "
+                                        rf"of at least 0 .*, got -3"):
+        vx.apply_pipeline(vx.flash_attention_2(**FA2), f"{name}{{{option}=-3}}")
+
+
 @pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
 def test_non_contiguous_and_read_only_arrays_are_accepted(backend):
     """Documented: inputs are copied, so any strides and read-only views work."""

@@ -106,8 +106,9 @@ _OPTION_KINDS = {
 def check_pass_options(available: dict, pipeline: str) -> None:
     """A VyreError naming the pass and the option of `pipeline` whose value
     does not have the option's type (`factor=abc`, `factor=true`,
-    `device=3`); options of other types, unknown passes and bad syntax are
-    left to xDSL's parser."""
+    `device=3`) or, for an integer option of ours (a count or a size, 0
+    where the pass chooses), is negative; options of other types, unknown
+    passes and bad syntax are left to xDSL's parser."""
     try:
         specs = list(parse_pipeline(pipeline))  # a generator: it raises as it goes
     except ArgSpecParseError:
@@ -119,6 +120,7 @@ def check_pass_options(available: dict, pipeline: str) -> None:
         if not dataclasses.is_dataclass(pass_type):
             continue
         hints = typing.get_type_hints(pass_type)
+        ours = pass_type.__module__.startswith("vyre_xdsl.")
         defaults = {f.name: f.default for f in dataclasses.fields(pass_type)}
         for option, values in spec.parameters.items():
             kind = _OPTION_KINDS.get(hints.get(option))
@@ -127,7 +129,11 @@ def check_pass_options(available: dict, pipeline: str) -> None:
             words, example, fits = kind
             if fits(default := defaults.get(option)):  # the pass's own default, as written
                 example = str(default).lower() if isinstance(default, bool) else default
-            if len(values) != 1 or not fits(values[0]):
+            negative = (ours and hints.get(option) is int and len(values) == 1
+                        and fits(values[0]) and values[0] < 0)
+            if negative:
+                words = "an integer of at least 0"
+            if len(values) != 1 or not fits(values[0]) or negative:
                 given = ",".join(str(v).lower() if isinstance(v, bool) else str(v)
                                  for v in values) or "nothing"
                 raise VyreError(
