@@ -67,4 +67,4 @@ builtin.module {
 // ONE-NOT:    rows_per_lane
 
 // ODD:        block_rows.mlir:18:5: error: vyre-block-rows: cannot run 3 rows a lane: rows (3) must divide item_count (128)
-// NEGATIVE:   error: vyre-block-rows: rows must be >= 0, got -1
+// NEGATIVE:   error: pass 'vyre-block-rows': option rows takes an integer of at least 0 (e.g. vyre-block-rows{rows=0}), got -1

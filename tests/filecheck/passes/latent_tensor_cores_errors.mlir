@@ -5,7 +5,7 @@
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true row_tiles=2}' 2>&1 | filecheck %s --check-prefix=ROWS
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true row_tiles=3}' 2>&1 | filecheck %s --check-prefix=SHARES
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=OPTIONS
-// RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{splits=-1}' 2>&1 | filecheck %s --check-prefix=OPTIONS
+// RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{splits=-1}' 2>&1 | filecheck %s --check-prefix=NEGATIVE
 // RUN: not vyre-opt %s -p 'vyre-to-gpu{optimize=none},vyre-latent-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s --check-prefix=NOTHING
 
 // MLA decode's latent attention in f32: the matrix units take f16 keys and
@@ -113,5 +113,7 @@ builtin.module {
 // ROWS: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: item_count (16) is not a multiple of 32
 // SHARES: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: 48 rows a workgroup: its 128 lanes stage them in equal shares, so row_tiles must be 1, 2, 4 or 8
 // OPTIONS: error: vyre-latent-tensor-cores: row_tiles must be positive and splits 0 (choose) or positive
+// A negative count is refused before any pass runs (vyre_xdsl.compiler.check_pass_options).
+// NEGATIVE: error: pass 'vyre-latent-tensor-cores': option splits takes an integer of at least 0
 // Lowered first, the module holds no skeleton: force=true says so.
 // NOTHING: error: vyre-latent-tensor-cores: force=true, but the module holds no vyre.tiled_online_softmax to expand
