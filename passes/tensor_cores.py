@@ -104,6 +104,7 @@ from vyre_xdsl.mma_elements import (
     MatrixElements,
     add,
     as_index,
+    conflict_free_stride,
     expand_skeletons,
     half_problem,
     layout_problem,
@@ -165,10 +166,12 @@ class Tiling:
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the 16-bit weights of its
         rows (but in registers), the staged K and V tiles, and its rows of Q
-        (staged)."""
-        staged = self.buffers * self.keys * (head_dim + v_dim) if self.stage else 0
-        weights = 0 if self.registers else self.rows * self.keys
-        queries = self.rows * head_dim if self.stage_q else 0
+        (staged), in rows of conflict_free_stride."""
+        staged = (self.buffers * self.keys
+                  * (conflict_free_stride(head_dim) + conflict_free_stride(v_dim))
+                  if self.stage else 0)
+        weights = 0 if self.registers else self.rows * conflict_free_stride(self.keys)
+        queries = self.rows * conflict_free_stride(head_dim) if self.stage_q else 0
         return HALF_BYTES * (weights + staged + queries)
 
 
@@ -217,12 +220,18 @@ class TensorCoreExpansion(MatrixElements):
         self.exp2 = op.exp2 is not None
         self.count = shape["seq_len"] // self.keys  # tiles
         half = self.half = op.q.type.element_type
-        scratch = [] if tiling.registers else [("tc_weights", tiling.rows * self.keys, half)]
+        # rows of the 16-bit workgroup arrays that matrices are loaded from
+        self.weights_stride = conflict_free_stride(self.keys)
+        self.staged_strides = (conflict_free_stride(self.head_dim),
+                               conflict_free_stride(self.v_dim))
+        scratch = [] if tiling.registers else [
+            ("tc_weights", tiling.rows * self.weights_stride, half)]
         if tiling.stage_q:  # the workgroup's rows of q
-            scratch += [("tc_query_tile", tiling.rows * self.head_dim, half)]
+            scratch += [("tc_query_tile", tiling.rows * self.staged_strides[0], half)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
-            scratch += [("tc_key_tile", tiling.buffers * self.keys * self.head_dim, half),
-                        ("tc_value_tile", tiling.buffers * self.keys * self.v_dim, half)]
+            scratch += [(name, tiling.buffers * self.keys * stride, half)
+                        for name, stride in zip(("tc_key_tile", "tc_value_tile"),
+                                                self.staged_strides, strict=True)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch]
         self.weights = None if tiling.registers else arrays.pop(0)
@@ -235,7 +244,8 @@ class TensorCoreExpansion(MatrixElements):
         self.first = b.addi(first, b.muli(self.group, b.index(tiling.subgroup_rows)),
                             "first_row")
         # the subgroup's rows of tc_weights
-        self.tile_base = b.muli(self.group, b.index(tiling.subgroup_rows * self.keys))
+        self.tile_base = b.muli(self.group,
+                                b.index(tiling.subgroup_rows * self.weights_stride))
         self.width = b.subgroup_width()
 
     def matrix(self, use: MMAOperand) -> MMAMatrixType:
@@ -253,7 +263,8 @@ class TensorCoreExpansion(MatrixElements):
                 for c, at in enumerate(at_q[r]):
                     block = b.emit(SubgroupMmaLoadMatrixOp(op.q, [at], c16, head_dim))
                     b.emit(SubgroupMmaStoreMatrixOp(
-                        block.results[0], self.query_tile, [self.query_at(b, r, c)], head_dim))
+                        block.results[0], self.query_tile, [self.query_at(b, r, c)],
+                        self.staged_strides[0]))
             b.emit(gpu.BarrierOp())
             queries = None
         else:
@@ -292,12 +303,13 @@ class TensorCoreExpansion(MatrixElements):
             return queries[r][c]
         a16 = self.matrix(MMAOperand.A)
         return b.emit(SubgroupMmaLoadMatrixOp(
-            self.query_tile, [self.query_at(b, r, c)], a16, self.head_dim)).results[0]
+            self.query_tile, [self.query_at(b, r, c)], a16,
+            self.staged_strides[0])).results[0]
 
     def query_at(self, b: IRBuilder, r: int, c: int) -> SSAValue:
         """Where row block r's dims 16 c.. start in tc_query_tile."""
         row = b.addi(b.muli(self.group, b.index(self.tiling.subgroup_rows)), b.index(r * TILE))
-        return b.addi(b.muli(row, b.index(self.head_dim)), b.index(c * TILE))
+        return b.addi(b.muli(row, b.index(self.staged_strides[0])), b.index(c * TILE))
 
     def row_at(self, b: IRBuilder, r: int, width: int) -> SSAValue:
         """Where row block r of the subgroup starts in a row-major array of
@@ -315,10 +327,12 @@ class TensorCoreExpansion(MatrixElements):
         b16 = self.matrix(MMAOperand.B)
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         pending = []
+        # rows of the staged tiles, else of the buffers
+        k_stride, v_stride = self.staged_strides if self.staged else (head_dim, v_dim)
         if self.tiling.prefetch:  # this tile is in buffer index % 2; load the next
             (k_source, v_source), parity = self.staged, b.remui(index, b.index(2))
-            keys = b.muli(parity, b.index(self.keys * head_dim))
-            values = b.muli(parity, b.index(self.keys * v_dim))
+            keys = b.muli(parity, b.index(self.keys * k_stride))
+            values = b.muli(parity, b.index(self.keys * v_stride))
             last = b.index(self.count - 1)
             pending = self.load_blocks(b, b.minui(b.addi(index, b.index(1)), last))
         elif self.staged:
@@ -333,9 +347,9 @@ class TensorCoreExpansion(MatrixElements):
         totals = [[self.constant(b, 0.0, c32) for _ in range(chunks)] for _ in blocks]
         for k in range(chunks):  # S's 16 x 16 blocks, each K block read once
             for c in range(head_dim // TILE):
-                at = b.addi(keys, b.index(k * TILE * head_dim + c * TILE))
+                at = b.addi(keys, b.index(k * TILE * k_stride + c * TILE))
                 key = b.emit(SubgroupMmaLoadMatrixOp(
-                    k_source, [at], b16, head_dim, transpose=True)).results[0]
+                    k_source, [at], b16, k_stride, transpose=True)).results[0]
                 for r, block in enumerate(totals):
                     block[k] = b.emit(SubgroupMmaComputeOp(
                         self.query(b, queries, r, c), key, block[k])).results[0]
@@ -348,14 +362,15 @@ class TensorCoreExpansion(MatrixElements):
             weights = [[
                 b.emit(SubgroupMmaLoadMatrixOp(
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
-                    self.keys)).results[0]
+                    self.weights_stride)).results[0]
                 for k in range(chunks)] for r in range(len(blocks))]
         outs = [[self.map_elements(b, o, lambda b, x, slot, s=carried.rescale: b.mulf(s[slot], x))
                  for o in carried.o] for carried in blocks]
         for c in range(v_dim // TILE):  # each V block read once
             for k in range(chunks):
-                at = b.addi(values, b.index(k * TILE * v_dim + c * TILE))
-                value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16, v_dim)).results[0]
+                at = b.addi(values, b.index(k * TILE * v_stride + c * TILE))
+                value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16,
+                                                       v_stride)).results[0]
                 for r, o in enumerate(outs):
                     o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
         if pending:  # the next tile into the other buffer, which no lane reads now
@@ -367,7 +382,7 @@ class TensorCoreExpansion(MatrixElements):
 
     def weights_at(self, b: IRBuilder, r: int) -> SSAValue:
         """Where row block r's weights start in tc_weights."""
-        return b.addi(self.tile_base, b.index(r * TILE * self.keys))
+        return b.addi(self.tile_base, b.index(r * TILE * self.weights_stride))
 
     def softmax(self, b: IRBuilder, scores_blocks: list[SSAValue], carried: _Rows,
                 r: int) -> list[SSAValue]:
@@ -406,7 +421,7 @@ class TensorCoreExpansion(MatrixElements):
             else:
                 b.emit(SubgroupMmaStoreMatrixOp(
                     self.assemble(b, weights, c16), self.weights,
-                    [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
+                    [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.weights_stride))
         carried.m_new, carried.rescale = m_new, rescale
         carried.l_new = [recurrence.next_denominator(b, scale, old, t)
                          for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]
@@ -419,17 +434,19 @@ class TensorCoreExpansion(MatrixElements):
         have, which `store_blocks` loads and stores under its guard."""
         f, blocks = self.f, []
         start = b.muli(index, b.index(self.keys), "tile_start")
-        for access, region, staged, width in (
-                (f.k, "scores", self.staged[0], self.head_dim),
-                (f.v, "update", self.staged[1], self.v_dim)):
+        for access, region, staged, width, stride in (
+                (f.k, "scores", self.staged[0], self.head_dim, self.staged_strides[0]),
+                (f.v, "update", self.staged[1], self.v_dim, self.staged_strides[1])):
             first = self.row_start(b, access, region, start)
             across = width // TILE
             count = self.keys // TILE * across
             for t in range(-(-count // SUBGROUPS)):
                 n = b.addi(b.index(t * SUBGROUPS), self.group)
-                at = b.addi(b.muli(b.divui(n, b.index(across)), b.index(TILE * width)),
-                            b.muli(b.remui(n, b.index(across)), b.index(TILE)))
-                block = _Block(access.load.memref, b.addi(first, at), at, staged, width)
+                row, column = b.divui(n, b.index(across)), b.remui(n, b.index(across))
+                column = b.muli(column, b.index(TILE))
+                at_source = b.addi(first, b.addi(b.muli(row, b.index(TILE * width)), column))
+                at = b.addi(b.muli(row, b.index(TILE * stride)), column)
+                block = _Block(access.load.memref, at_source, at, staged, width, stride)
                 if (t + 1) * SUBGROUPS <= count:
                     block.matrix = block.load(b)
                 else:
@@ -440,7 +457,7 @@ class TensorCoreExpansion(MatrixElements):
     def store_blocks(self, b: IRBuilder, blocks: list[_Block], buffer) -> None:
         """`load_blocks`' blocks into copy `buffer` of the staged tiles."""
         for block in blocks:
-            offset = b.muli(as_index(b, buffer), b.index(self.keys * block.width))
+            offset = b.muli(as_index(b, buffer), b.index(self.keys * block.stride))
             if block.guard is None:
                 block.store(b, block.matrix, offset)
             else:
@@ -457,14 +474,16 @@ class TensorCoreExpansion(MatrixElements):
 
 @dataclass
 class _Block:
-    """A 16x16 block of a staged K or V tile: at `at_source` of `source`,
-    at `at` of the tile in `staged` (rows `width` long)."""
+    """A 16x16 block of a staged K or V tile: at `at_source` of `source`
+    (rows `width` long), at `at` of the tile in `staged` (rows `stride`
+    apart)."""
 
     source: SSAValue
     at_source: SSAValue
     at: SSAValue
     staged: SSAValue
     width: int
+    stride: int
     matrix: SSAValue | None = None  # loaded
     guard: SSAValue | None = None  # loaded and stored only where this holds
 
@@ -475,7 +494,7 @@ class _Block:
 
     def store(self, b: IRBuilder, matrix: SSAValue, offset: SSAValue) -> None:
         b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(offset, self.at)],
-                                        self.width))
+                                        self.stride))
 
 
 class _Rows:

@@ -32,6 +32,20 @@ HALF_TYPES = (Float16Type, BFloat16Type)  # what the matrices multiply
 # (docs/performance.md): the 16-bit operands they read (f16: relative 2^-11
 # each; bf16 keeps 8 bits, 2^-9) and the matrix unit's order of sums
 MATRIX_TOLERANCE = {"f16": 4e-3, "bf16": 1.6e-2}
+# a matrix load from workgroup memory reads eight rows of 16 bytes at once;
+# they fall into distinct banks where the rows are an odd number of 16
+# bytes apart, else two or more of them wait for the same bank
+BANK_ROW_BYTES = 16
+
+
+def conflict_free_stride(width: int, element_bytes: int = HALF_BYTES) -> int:
+    """The row stride, in elements, for a workgroup array of rows `width`
+    elements long that matrices are loaded from: `width`, padded by 16
+    bytes where its rows would be an even number of 16 bytes apart."""
+    row_bytes = width * element_bytes
+    if row_bytes % BANK_ROW_BYTES or (row_bytes // BANK_ROW_BYTES) % 2:
+        return width
+    return width + BANK_ROW_BYTES // element_bytes
 
 
 def half_problem(buffers, shape_of_device) -> str | None:

@@ -84,11 +84,11 @@ builtin.module {
 }
 
 // CHECK:      vyre.kernel @flash_attention_2 items 128 workgroup_size 128
-// CHECK:      %tc_key_tile = vyre.scratch "tc_key_tile" : memref<2048xbf16>
-// CHECK:      %tc_value_tile = vyre.scratch "tc_value_tile" : memref<2048xbf16>
+// CHECK:      %tc_key_tile = vyre.scratch "tc_key_tile" : memref<3072xbf16>
+// CHECK:      %tc_value_tile = vyre.scratch "tc_value_tile" : memref<3072xbf16>
 // CHECK:      gpu.subgroup_mma_load_matrix %q[%{{.*}}] {leadDimension = 16 : index} : memref<1024xbf16> -> !gpu.mma_matrix<16x16xbf16, "AOp">
 // CHECK:      scf.for %tile_idx
-// CHECK:        gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 16 : index, transpose} : memref<2048xbf16> -> !gpu.mma_matrix<16x16xbf16, "BOp">
+// CHECK:        gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 24 : index, transpose} : memref<3072xbf16> -> !gpu.mma_matrix<16x16xbf16, "BOp">
 // CHECK:        gpu.subgroup_mma_compute %{{.*}}, %{{.*}}, %{{.*}} : !gpu.mma_matrix<16x16xbf16, "AOp">, !gpu.mma_matrix<16x16xbf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
 // The weights: at least bf16's smallest normal, rounded to bf16, in P V's A operand.
 // CHECK:        arith.constant 1.17549435e-38 : f32
