@@ -34,7 +34,9 @@ vyre_xdsl.mma_layout):
 With `stage=true` the workgroup's subgroups first copy the tile's K and V
 rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks,
 behind one more barrier; all rows of a workgroup must then read the same
-keys.  With `prefetch=true` as well, the staged tiles have two buffers:
+keys.  Rows there are padded by 16 bytes where they would be an even number
+of 16 bytes apart (mma_elements.conflict_free_stride): a matrix load reads
+eight rows of 16 bytes at once, which then fall in distinct banks.  With `prefetch=true` as well, the staged tiles have two buffers:
 each subgroup loads its blocks of the next tile into registers before it
 computes this one and stores them into the other buffer after, so the
 loads overlap the products and the tile needs two barriers, not three
@@ -166,12 +168,12 @@ class Tiling:
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the 16-bit weights of its
         rows (but in registers), the staged K and V tiles, and its rows of Q
-        (staged), in rows of conflict_free_stride."""
+        (staged); the staged tiles in rows of conflict_free_stride."""
         staged = (self.buffers * self.keys
                   * (conflict_free_stride(head_dim) + conflict_free_stride(v_dim))
                   if self.stage else 0)
-        weights = 0 if self.registers else self.rows * conflict_free_stride(self.keys)
-        queries = self.rows * conflict_free_stride(head_dim) if self.stage_q else 0
+        weights = 0 if self.registers else self.rows * self.keys
+        queries = self.rows * head_dim if self.stage_q else 0
         return HALF_BYTES * (weights + staged + queries)
 
 
@@ -220,14 +222,14 @@ class TensorCoreExpansion(MatrixElements):
         self.exp2 = op.exp2 is not None
         self.count = shape["seq_len"] // self.keys  # tiles
         half = self.half = op.q.type.element_type
-        # rows of the 16-bit workgroup arrays that matrices are loaded from
-        self.weights_stride = conflict_free_stride(self.keys)
+        # rows of the staged K and V tiles, read as B operands; the A
+        # operands' arrays (weights, Q) keep theirs: padded rows of the
+        # latent attention's A operands ran slower (docs/performance.md)
         self.staged_strides = (conflict_free_stride(self.head_dim),
                                conflict_free_stride(self.v_dim))
-        scratch = [] if tiling.registers else [
-            ("tc_weights", tiling.rows * self.weights_stride, half)]
+        scratch = [] if tiling.registers else [("tc_weights", tiling.rows * self.keys, half)]
         if tiling.stage_q:  # the workgroup's rows of q
-            scratch += [("tc_query_tile", tiling.rows * self.staged_strides[0], half)]
+            scratch += [("tc_query_tile", tiling.rows * self.head_dim, half)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
             scratch += [(name, tiling.buffers * self.keys * stride, half)
                         for name, stride in zip(("tc_key_tile", "tc_value_tile"),
@@ -244,8 +246,7 @@ class TensorCoreExpansion(MatrixElements):
         self.first = b.addi(first, b.muli(self.group, b.index(tiling.subgroup_rows)),
                             "first_row")
         # the subgroup's rows of tc_weights
-        self.tile_base = b.muli(self.group,
-                                b.index(tiling.subgroup_rows * self.weights_stride))
+        self.tile_base = b.muli(self.group, b.index(tiling.subgroup_rows * self.keys))
         self.width = b.subgroup_width()
 
     def matrix(self, use: MMAOperand) -> MMAMatrixType:
@@ -263,8 +264,7 @@ class TensorCoreExpansion(MatrixElements):
                 for c, at in enumerate(at_q[r]):
                     block = b.emit(SubgroupMmaLoadMatrixOp(op.q, [at], c16, head_dim))
                     b.emit(SubgroupMmaStoreMatrixOp(
-                        block.results[0], self.query_tile, [self.query_at(b, r, c)],
-                        self.staged_strides[0]))
+                        block.results[0], self.query_tile, [self.query_at(b, r, c)], head_dim))
             b.emit(gpu.BarrierOp())
             queries = None
         else:
@@ -303,13 +303,12 @@ class TensorCoreExpansion(MatrixElements):
             return queries[r][c]
         a16 = self.matrix(MMAOperand.A)
         return b.emit(SubgroupMmaLoadMatrixOp(
-            self.query_tile, [self.query_at(b, r, c)], a16,
-            self.staged_strides[0])).results[0]
+            self.query_tile, [self.query_at(b, r, c)], a16, self.head_dim)).results[0]
 
     def query_at(self, b: IRBuilder, r: int, c: int) -> SSAValue:
         """Where row block r's dims 16 c.. start in tc_query_tile."""
         row = b.addi(b.muli(self.group, b.index(self.tiling.subgroup_rows)), b.index(r * TILE))
-        return b.addi(b.muli(row, b.index(self.staged_strides[0])), b.index(c * TILE))
+        return b.addi(b.muli(row, b.index(self.head_dim)), b.index(c * TILE))
 
     def row_at(self, b: IRBuilder, r: int, width: int) -> SSAValue:
         """Where row block r of the subgroup starts in a row-major array of
@@ -362,7 +361,7 @@ class TensorCoreExpansion(MatrixElements):
             weights = [[
                 b.emit(SubgroupMmaLoadMatrixOp(
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
-                    self.weights_stride)).results[0]
+                    self.keys)).results[0]
                 for k in range(chunks)] for r in range(len(blocks))]
         outs = [[self.map_elements(b, o, lambda b, x, slot, s=carried.rescale: b.mulf(s[slot], x))
                  for o in carried.o] for carried in blocks]
@@ -382,7 +381,7 @@ class TensorCoreExpansion(MatrixElements):
 
     def weights_at(self, b: IRBuilder, r: int) -> SSAValue:
         """Where row block r's weights start in tc_weights."""
-        return b.addi(self.tile_base, b.index(r * TILE * self.weights_stride))
+        return b.addi(self.tile_base, b.index(r * TILE * self.keys))
 
     def softmax(self, b: IRBuilder, scores_blocks: list[SSAValue], carried: _Rows,
                 r: int) -> list[SSAValue]:
@@ -421,7 +420,7 @@ class TensorCoreExpansion(MatrixElements):
             else:
                 b.emit(SubgroupMmaStoreMatrixOp(
                     self.assemble(b, weights, c16), self.weights,
-                    [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.weights_stride))
+                    [b.addi(self.weights_at(b, r), b.index(k * TILE))], self.keys))
         carried.m_new, carried.rescale = m_new, rescale
         carried.l_new = [recurrence.next_denominator(b, scale, old, t)
                          for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]

@@ -40,8 +40,9 @@ BANK_ROW_BYTES = 16
 
 def conflict_free_stride(width: int, element_bytes: int = HALF_BYTES) -> int:
     """The row stride, in elements, for a workgroup array of rows `width`
-    elements long that matrices are loaded from: `width`, padded by 16
-    bytes where its rows would be an even number of 16 bytes apart."""
+    elements long that B operands are loaded from (staged K and V tiles):
+    `width`, padded by 16 bytes where its rows would be an even number of
+    16 bytes apart."""
     row_bytes = width * element_bytes
     if row_bytes % BANK_ROW_BYTES or (row_bytes // BANK_ROW_BYTES) % 2:
         return width

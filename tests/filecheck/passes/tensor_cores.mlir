@@ -93,13 +93,11 @@ builtin.module {
 // Two invocations a row in workgroups of 128; the kernel records the H200's
 // accumulator layout (PTX's mma fragments: lane 0 holds (0, 0), (0, 1),
 // (0, 8), (0, 9), (8, 0), ...); only the f16 weights live in workgroup
-// memory, the skeleton's own scratch is gone.  Rows of 16 elements (32
-// bytes) there are padded to 24 (48 bytes: conflict_free_stride), so that
-// a matrix load's eight rows fall in distinct banks.
+// memory, the skeleton's own scratch is gone.
 // CHECK:      vyre.kernel @flash_attention_2 items 128 workgroup_size 128
 // CHECK-SAME: vyre.accumulator = #vyre.accumulator<lanes = 32, positions = [0, 1, 8, 9, 128, 129, 136, 137, 2, 3,
 // CHECK-NOT:  vyre.scratch "q_scratch"
-// CHECK:      %tc_weights = vyre.scratch "tc_weights" : memref<1536xf16>
+// CHECK:      %tc_weights = vyre.scratch "tc_weights" : memref<1024xf16>
 // CHECK-NOT:  vyre.scratch
 // The rows' Q once; the tile loop carries each of a lane's two rows' max and
 // denominator, and O as a matrix.
@@ -118,9 +116,9 @@ builtin.module {
 // CHECK:        %rescale = math.exp
 // CHECK:        %rescale_1 = math.exp
 // CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f16, !gpu.mma_matrix<16x16xf16, "COp">
-// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 24 : index} : !gpu.mma_matrix<16x16xf16, "COp">
+// CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "COp">
 // CHECK:        gpu.barrier
-// CHECK:        gpu.subgroup_mma_load_matrix %tc_weights[%{{.*}}] {leadDimension = 24 : index} : memref<1536xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// CHECK:        gpu.subgroup_mma_load_matrix %tc_weights[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
 // O rescaled element by element, then O += P V on the matrix unit.
 // CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
 // CHECK:        gpu.subgroup_mma_load_matrix %v[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
@@ -137,7 +135,7 @@ builtin.module {
 // layout for the runtime (which checks the device's) and the interpreter.
 // vyre-unroll-jam leaves the loop of matrix products (4 tiles, S and P V
 // in each) as it is.
-// LOWERED:    memref.alloc() : memref<1536xf16, 3 : i64>
+// LOWERED:    memref.alloc() : memref<1024xf16, 3 : i64>
 // LOWERED:    scf.for
 // LOWERED-COUNT-2: gpu.subgroup_mma_compute
 // LOWERED-NOT:  gpu.subgroup_mma_compute
@@ -146,14 +144,17 @@ builtin.module {
 // LOWERED-SAME: accumulator = #vyre.accumulator<lanes = 32
 
 // Tiles of 32 keys: two S blocks, each stored as 16 of P's 32 columns.
-// KEYS32:     %tc_weights = vyre.scratch "tc_weights" : memref<2560xf16>
-// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 40 : index}
-// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 40 : index}
+// KEYS32:     %tc_weights = vyre.scratch "tc_weights" : memref<2048xf16>
+// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 32 : index}
+// KEYS32:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 32 : index}
 // KEYS32-NOT: gpu.subgroup_mma_store_matrix
 // KEYS32:     gpu.barrier
 
 // Staged: the workgroup's subgroups copy each tile's K and V rows into
-// workgroup memory once, in 16x16 blocks, and the products read them there.
+// workgroup memory once, in 16x16 blocks, and the products read them there;
+// rows of 16 elements (32 bytes) there are padded to 24 (48 bytes:
+// conflict_free_stride), so that a matrix load's eight rows fall in
+// distinct banks.
 // STAGED:     %tc_key_tile = vyre.scratch "tc_key_tile" : memref<384xf16>
 // STAGED-NEXT: %tc_value_tile = vyre.scratch "tc_value_tile" : memref<384xf16>
 // STAGED:     scf.for %tile_idx
@@ -204,13 +205,13 @@ builtin.module {
 // Q staged: each subgroup copies its rows of q into workgroup memory once,
 // and each tile reads its A operands there, not from registers held
 // through the loop.
-// QUERIES:     %tc_query_tile = vyre.scratch "tc_query_tile" : memref<1536xf16>
+// QUERIES:     %tc_query_tile = vyre.scratch "tc_query_tile" : memref<1024xf16>
 // QUERIES:     gpu.subgroup_mma_load_matrix %q[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
-// QUERIES:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_query_tile[%{{.*}}] {leadDimension = 24 : index}
+// QUERIES:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_query_tile[%{{.*}}] {leadDimension = 16 : index}
 // QUERIES:     gpu.barrier
 // QUERIES-NOT: gpu.subgroup_mma_load_matrix %q
 // QUERIES:     scf.for %tile_idx
-// QUERIES:       gpu.subgroup_mma_load_matrix %tc_query_tile[%{{.*}}] {leadDimension = 24 : index} : memref<1536xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
+// QUERIES:       gpu.subgroup_mma_load_matrix %tc_query_tile[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
 // QUERIES:       gpu.subgroup_mma_compute
 
 // A device profile without cooperative matrices: the skeleton is left alone.
