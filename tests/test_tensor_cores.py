@@ -19,7 +19,7 @@ from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
 from vyre_xdsl.device import H200
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE, conflict_free_stride
 from vyre_xdsl.passes.tensor_cores import Tiling, problem
 from vyre_xdsl.spirv import emit_spirv_module
 from vyre_xdsl.spirv.spec import Capability
@@ -113,6 +113,37 @@ def test_row_blocks_of_a_subgroup_match_the_oracle(kwargs, options):
     got = vx.run(lowered, inputs)["out"].astype(np.float32)
     want = _oracle(kwargs, inputs).reshape(got.shape)
     assert np.abs(got - want).max() / np.abs(want).max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("width, stride", [
+    (16, 24), (32, 40), (64, 72), (128, 136), (256, 264),  # even 16-byte rows: padded
+    (8, 8), (24, 24), (40, 40),  # an odd number of 16 bytes apart already
+    (12, 12),  # rows not 16-byte aligned: left as they are
+])
+def test_staged_rows_are_an_odd_number_of_16_bytes_apart(width, stride):
+    assert conflict_free_stride(width) == stride
+
+
+def test_padded_staged_tiles_change_no_bit_of_the_result(monkeypatch):
+    """The padding moves the staged rows, not the sums: the output is
+    bit-identical to the one with rows `width` apart."""
+    import vyre_xdsl.passes.tensor_cores as tensor_cores
+
+    kwargs = dict(seq_len=256, head_dim=64, num_heads=1)
+    pipeline = ("vyre-tensor-cores{device=h200 force=true row_tiles=4 keys=32 stage=true "
+                "prefetch=true registers=true},vyre-to-gpu{optimize=exact}")
+
+    def run():
+        lowered = vx.lower_to_gpu(vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs),
+                                  optimize=pipeline)
+        return lowered, vx.run(lowered, _inputs(lowered))["out"]
+
+    padded, got = run()
+    assert "memref<4608xf16, 3 : i64>" in str(padded)  # 2 x 32 keys x 72
+    monkeypatch.setattr(tensor_cores, "conflict_free_stride", lambda width: width)
+    unpadded, want = run()
+    assert "memref<4096xf16, 3 : i64>" in str(unpadded)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
 def test_exp2_with_the_scale_folded_in_stays_within_the_tolerance():
