@@ -5,7 +5,8 @@ Two grids (#18 item 6), one row per grid point and kernel of ours:
 
     mla  FlashMLA's grid: batch 1, 32, 128; keys 4096 .. 32768; heads 16 .. 128;
          head_dim 128, kv_lora_rank 512, rope 64. Ours: vx.mla_decode(batch=B)
-         (--mla-paged: also with page_size=64 over shuffled pages).
+         (--mla-paged: also with page_size=64 over shuffled pages;
+         --mla-lanes: also the plan kept off the matrix units).
          PyTorch: the absorbed form in batched matmuls (W_uk folded into q,
          scores against the latent cache and rope, softmax, the weighted latent
          sum, then W_uv) and the eager decompressing form where it fits in
@@ -123,12 +124,15 @@ class GqaPoint:
 
 
 GQA_VARIANTS = ("dense", "kv_lens", "paged")
-MLA_VARIANTS = ("dense", "paged", "matrix")  # paged with --mla-paged, matrix with
-# --mla-tensor-cores: the dense caches' latent attention on the matrix units
-# by hand (f16 or bf16; vyre-latent-tensor-cores, which the default plan
-# takes on a device with the matrices, so there the two rows run alike)
+MLA_VARIANTS = ("dense", "paged", "matrix", "lanes")  # paged with --mla-paged, matrix
+# with --mla-tensor-cores: the dense caches' latent attention on the matrix
+# units by hand (f16 or bf16; vyre-latent-tensor-cores, which the default
+# plan takes on a device with the matrices, so there the two rows run
+# alike); lanes with --mla-lanes: the default plan without the matrix units
 LATENT_PIPELINE = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
                    "force=true},vyre-to-gpu{optimize=exact}")
+LANES_PIPELINE = "vyre-to-gpu{optimize=default device=vulkan matrix_units=false}"
+PIPELINES = {"matrix": LATENT_PIPELINE, "lanes": LANES_PIPELINE}
 
 
 def mla_grid(quick: bool) -> list[MlaPoint]:
@@ -362,15 +366,16 @@ def mla_point(point: MlaPoint, opts) -> list[Row]:
                 else CPU_EAGER_BYTES)
         left_out = {} if need <= room else {
             "eager": f"left out: needs {need / 2**30:.1f} GiB, more than {room / 2**30:.1f} GiB"}
-        inputs = {"dense": host, "matrix": host}
+        inputs = {"dense": host, "matrix": host, "lanes": host}
         if "paged" in variants:
             inputs["paged"] = paged_inputs(host, {name: t[name] for name in (
                 "kv_cache", "kr_cache")}, point.page_size, opts)
         return mla_torch_paths(t, r, point.rope, eager=not left_out), inputs, left_out
 
-    wanted = {"dense": True, "paged": opts.mla_paged, "matrix": opts.mla_tensor_cores}
+    wanted = {"dense": True, "paged": opts.mla_paged, "matrix": opts.mla_tensor_cores,
+              "lanes": opts.mla_lanes}
     variants = {name: (lambda name=name: mla_module(point, name, opts.dtype),
-                       LATENT_PIPELINE if name == "matrix" else "default")
+                       PIPELINES.get(name, "default"))
                 for name in MLA_VARIANTS if wanted[name]}
     return measure(point, variants, make_inputs, opts)
 
@@ -453,6 +458,9 @@ def main(argv=None) -> int:
     parser.add_argument("--mla-tensor-cores", action="store_true",
                         help="also time MLA's latent attention on the matrix units "
                              "(--dtype f16 or bf16, a device with cooperative matrices of it)")
+    parser.add_argument("--mla-lanes", action="store_true",
+                        help="also time the default plan kept off the matrix units "
+                             "(vyre-to-gpu{matrix_units=false}), to compare with them")
     parser.add_argument("--no-flex", dest="flex", action="store_false",
                         help="leave FlexAttention out (its compile takes seconds per shape)")
     add_torch_options(parser)
@@ -483,6 +491,7 @@ def main(argv=None) -> int:
     opts = argparse.Namespace(device=args.device, dtype=args.dtype, backend=args.backend,
                               warmup=args.warmup, repeat=args.repeat, flex=args.flex,
                               mla_paged=args.mla_paged, mla_tensor_cores=args.mla_tensor_cores,
+                              mla_lanes=args.mla_lanes,
                               generator=None)
     grids = [(grid, points, run) for grid, points, run in (
         ("mla", mla_grid(args.quick), mla_point),

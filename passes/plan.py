@@ -28,11 +28,14 @@ from vyre_xdsl.tuning import record_plans
 @dataclass(frozen=True)
 class PlanPass(ModulePass):
     """Record on every skeleton the plan that `optimize=default` follows on
-    `device`."""
+    `device` (without its matrix units where `matrix_units=false`, as
+    vyre-to-gpu's option of that name)."""
 
     name = "vyre-plan"
 
     device: str = GENERIC.name
+    matrix_units: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        record_plans(op, device_profile(self.device))
+        device = device_profile(self.device)
+        record_plans(op, device if self.matrix_units else device.without_matrices())

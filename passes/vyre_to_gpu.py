@@ -24,7 +24,9 @@
            docs/performance.md, then vyre-stage-kv-tiles and
            vyre-split-head-dim where the plan says, and `exact` with the
            plan's unroll depth and vyre-interleave-scratch; a masked kernel's
-           heaviest query blocks start first (vyre-inline-fragments{heavy_first})
+           heaviest query blocks start first (vyre-inline-fragments{heavy_first});
+           with `matrix_units=false` the plan is that of `device` without
+           matrix units, every kernel on the lanes
 
 The passes are taken by name from the registry (`ALL_PASSES` of
 vyre_xdsl.passes), with the options the plan gives them.
@@ -105,15 +107,19 @@ class VyreToGpuPass(ModulePass):
     with the optimisation passes of `optimize` (none | exact | default)
     around them; `default` chooses within the limits of `device` (a
     profile of vyre_xdsl.device: generic, h200, lavapipe, or vulkan for the
-    device vx.run would use)."""
+    device vx.run would use), on its matrix units where the plan takes
+    them unless `matrix_units=false`."""
 
     name = "vyre-to-gpu"
 
     optimize: str = "default"
     device: str = GENERIC.name
+    matrix_units: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         device = device_profile(self.device)
+        if not self.matrix_units:
+            device = device.without_matrices()
         _check_level(self.optimize)
         nested = [m for m in op.walk() if isinstance(m, ModuleOp) and m is not op]
         if nested:  # the passes it runs take a program's kernels from one module

@@ -126,13 +126,13 @@ def run_script(tmp_path, *args: str) -> tuple[dict, str]:
 @needs_vulkan
 def test_quick_cpu_run(tmp_path):
     pytest.importorskip("torch")
-    record, stdout = run_script(tmp_path, "--mla-paged")
+    record, stdout = run_script(tmp_path, "--mla-paged", "--mla-lanes")
     settings, rows = record["settings"], record["rows"]
     assert settings["torch"] and settings["device"].startswith("cpu")
     assert settings["cuda.matmul.allow_tf32"] is False and settings["not_run"] == []
     assert {(r["grid"], r["variant"]) for r in rows} == {
-        ("mla", "dense"), ("mla", "paged"), ("gqa", "dense"), ("gqa", "kv_lens"),
-        ("gqa", "paged")}
+        ("mla", "dense"), ("mla", "paged"), ("mla", "lanes"), ("gqa", "dense"),
+        ("gqa", "kv_lens"), ("gqa", "paged")}
     measured = [r for r in rows if not r["skipped"]]
     assert {r["grid"] for r in measured} == {"mla", "gqa"}
     for r in rows:
@@ -154,7 +154,7 @@ def test_quick_cpu_run(tmp_path):
     assert {"eff", "math", "cudnn", "flash", "flex"} == set(rows[-1]["torch_ms"])
     assert "ratio" in stdout and "absorbed" in stdout
     assert [line.split(":")[0] for line in settings["summary"]] == [
-        "mla dense", "mla paged", "gqa dense", "gqa kv_lens", "gqa paged"]
+        "mla dense", "mla paged", "mla lanes", "gqa dense", "gqa kv_lens", "gqa paged"]
 
 
 @needs_vulkan

@@ -234,6 +234,10 @@ def test_the_pass_chooses_its_splits():
     assert 4096 // KEYS // 32 == tuning.LATENT_SPLIT_TILES
 
 
+# one rounding of an f16 / bf16 output, relative (11 and 8 significant bits)
+HALF_ULP = {"f16": 2.0 ** -10, "bf16": 2.0 ** -7}
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_the_default_plan_takes_the_expansion_where_the_device_has_matrices(dtype):
     """On the H200 the plan records the pass's own choice
@@ -255,6 +259,13 @@ def test_the_default_plan_takes_the_expansion_where_the_device_has_matrices(dtyp
     assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= MATRIX_TOLERANCE[dtype]
     f32 = vx.lower_to_gpu(vx.mla_decode(**kwargs), optimize="default", device="h200")
     assert "gpu.subgroup_mma_compute" not in str(f32)
+    # matrix_units=false: the H200's plan without its matrices, f32 products
+    # on the lanes, an output within one rounding of the half type
+    lanes = vx.lower_to_gpu(vx.mla_decode(dtype=dtype, **kwargs),
+                            optimize="vyre-to-gpu{device=h200 matrix_units=false}")
+    assert "gpu.subgroup_mma" not in str(lanes)
+    got = _run(lanes, inputs)
+    assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= HALF_ULP[dtype]
 
 
 @needs_mlir_opt

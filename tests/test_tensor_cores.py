@@ -146,6 +146,22 @@ def test_padded_staged_tiles_change_no_bit_of_the_result(monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_matrix_units_false_keeps_the_h200_plan_on_the_lanes():
+    """vyre-to-gpu{matrix_units=false}: the H200's plan without its
+    matrices; f32 products on the lanes, one f16 rounding from the oracle."""
+    kwargs = CASES["d16"]
+    planned = vx.lower_to_gpu(vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs),
+                              optimize="default", device="h200")
+    assert "gpu.subgroup_mma_compute" in str(planned)
+    lanes = vx.lower_to_gpu(vx.flash_attention_2(tile_size=16, dtype="f16", **kwargs),
+                            optimize="vyre-to-gpu{device=h200 matrix_units=false}")
+    assert "gpu.subgroup_mma" not in str(lanes)
+    inputs = _inputs(lanes)
+    got = vx.run(lanes, inputs)["out"].astype(np.float32)
+    want = _oracle(kwargs, inputs).reshape(got.shape)
+    assert np.abs(got - want).max() / np.abs(want).max() <= 2.0 ** -10
+
+
 def test_exp2_with_the_scale_folded_in_stays_within_the_tolerance():
     """vyre-use-exp2 first: the scores carry log2(e) and the recurrence
     takes exp2, which the expansion follows (op.exp2)."""

@@ -17,7 +17,7 @@ tuning (vyre_xdsl.tuning) reads it; docs/performance.md says how.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import BFloat16Type, Float16Type
 from xdsl.ir import Attribute
@@ -61,6 +61,13 @@ class DeviceProfile:
         if isinstance(element, BFloat16Type):
             return self.bfloat16_matrix_shapes
         return ()
+
+    def without_matrices(self) -> DeviceProfile:
+        """This profile with no cooperative matrices: a plan for it keeps
+        every kernel on the lanes (exact f32 products, as the `exact`
+        level computes them) where the device would have matrix units."""
+        return replace(self, cooperative_matrix_shapes=(), bfloat16_matrix_shapes=(),
+                       accumulator_layout=None)
 
     @property
     def max_dim_parts(self) -> int:

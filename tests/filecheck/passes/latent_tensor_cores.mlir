@@ -4,6 +4,7 @@
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=DEFAULT
+// RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200 matrix_units=false}' | filecheck %s --check-prefix=LANES
 
 // MLA decode's latent attention in f16 (vx.mla_decode(seq_len=128,
 // num_heads=16, head_dim=16, kv_lora_rank=64, qk_rope_head_dim=16,
@@ -168,3 +169,6 @@ builtin.module {
 // DEFAULT:      "gpu.func"()
 // DEFAULT:        gpu.subgroup_mma_compute {{.*}} : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
 // DEFAULT-NOT:    vyre.tiled_online_softmax
+// matrix_units=false keeps the latent attention on the lanes.
+// LANES:          "gpu.func"()
+// LANES-NOT:      gpu.subgroup_mma

@@ -9,6 +9,8 @@
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | vyre-opt | filecheck %s --check-prefix=PLAN
+// RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200 matrix_units=false}' | filecheck %s --check-prefix=LANES
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200 matrix_units=false}' | filecheck %s --check-prefix=LANES-PLAN
 
 // FlashAttention-2 in f16 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16, dtype="f16")): 64 rows, one workgroup of four subgroups.
@@ -225,3 +227,12 @@ builtin.module {
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32
+
+// matrix_units=false: the plan of a device without matrices, every product
+// on the lanes in f32 (vyre-plan records a per-lane plan, no tiling).
+// LANES:      "gpu.func"()
+// LANES-NOT:  gpu.subgroup_mma
+// LANES-NOT:  vyre.accumulator
+// LANES-PLAN:     vyre.tiled_online_softmax
+// LANES-PLAN-NOT: vyre.tensor_cores
+// LANES-PLAN:     vyre.plan = #vyre.plan<device = "h200"
