@@ -572,6 +572,17 @@ def test_an_index_outside_the_table_reads_nan_not_memory():
     assert np.isnan(ref).all()  # every row meets keys past the table
 
 
+@pytest.mark.parametrize("index, finite", [(-1, True), (S // 2, False), (-S // 2 - 1, False)])
+def test_a_constant_index_follows_the_same_rule(index, finite):
+    """An index known in Python (a constant) counts from the end where
+    negative and reads NaN outside [-n, n), as a traced one does, in the
+    kernel and the oracle (it raised numpy's IndexError)."""
+    short = np.arange(S // 2, dtype=np.float32)
+    out, ref = _run("interpreter", score_mod=lambda s, q, kv: s + vx.table(short)[index])
+    np.testing.assert_array_equal(out, ref)
+    assert np.isfinite(ref).all() == finite and (finite or np.isnan(ref).all())
+
+
 @pytest.mark.parametrize("mods, message", [
     (dict(score_mod=lambda s, q, kv: s + _Holder.table[kv]), "wrap it with vx.table(array)"),
     (dict(score_mod=lambda s, q, kv: s + vx.table(BIAS)[kv:]), "one integer index per dimension"),

@@ -61,8 +61,14 @@ class Table:
                 f"or Python ints; no slices",
             )
         anchor = next((p for p in parts if isinstance(p, Traced)), None)
-        if anchor is None:  # every index known in Python: a constant
-            return self.values.reshape(self.shape)[tuple(int(p) for p in parts)].item()
+        if anchor is None:  # every index known in Python: a constant, by the same rule
+            at = []
+            for part, extent in zip(parts, self.shape, strict=True):
+                i = int(part) + extent if int(part) < 0 else int(part)
+                if not 0 <= i < extent:
+                    return self.fill
+                at.append(i)
+            return self.values.reshape(self.shape)[tuple(at)].item()
         backend = anchor.backend
         flat = ok = None
         for part, extent in zip(parts, self.shape, strict=True):
