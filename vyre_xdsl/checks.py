@@ -149,14 +149,32 @@ def check_mapping(what: str, value: object, example: str) -> Mapping:
     return value
 
 
-def check_callable(role: str, fn: object, *, optional: bool = False) -> None:
-    """`fn` must be a function (or None where `optional`)."""
+def check_callable(role: str, fn: object, *, optional: bool = False,
+                   arguments: tuple[str, ...] = ()) -> None:
+    """`fn` must be a function (or None where `optional`) that takes the
+    positional `arguments` (their names, for the message) where given."""
     if fn is None and optional:
         return
     if not callable(fn):
         raise VyreError(
             f"{role} must be a function (a fragment callback), got {type(fn).__name__}"
         )
+    if not arguments:
+        return
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without one: its call will tell
+        return
+    try:
+        signature.bind(*arguments)
+    except TypeError:
+        raise VyreError(
+            f"{role} must take {len(arguments)} positional argument"
+            f"{'s' if len(arguments) > 1 else ''} ({', '.join(arguments)}), but its "
+            f"signature is {role}{signature}"
+        ) from None
 
 
 def check_choice(what: str, value: object, choices: Sequence[str]) -> str:

@@ -361,9 +361,14 @@ def tiled_online_softmax(
     `mask` is evaluated on every tile (no compile-time tile classes)."""
     check_kernel_name(name)
     dtype = check_dtype(dtype)
-    for role, fn in (("scores", scores), ("update", update), ("prologue", prologue),
-                     ("epilogue", epilogue), ("mask", mask)):
-        check_callable(role, fn, optional=role not in ("scores", "update"))
+    for role, fn, arguments in (("scores", scores, ("f",)), ("update", update, ("f",)),
+                                ("prologue", prologue, ("f",)),
+                                ("epilogue", epilogue, ("f",)),
+                                ("mask", mask, ("item", "kv_idx"))):
+        check_callable(role, fn, optional=role not in ("scores", "update"),
+                       arguments=arguments)
+    if mask_period is not None:
+        (mask_period,) = check_dimensions(mask_period=mask_period)
     buffers = check_sequence("buffers", buffers, Buffer, "vx.Buffer(name, shape, ...)")
     for role, wanted in (("q", q), ("out", out)):
         check_identifier(f"the {role} buffer name", wanted)
