@@ -42,7 +42,8 @@ def test_flash_attention_2_declares_the_seed_program(shape):
     module = vx.flash_attention_2(**shape)
     module.verify()
     (kernel,) = [op for op in module.walk() if isinstance(op, vyre.KernelOp)]
-    seq, dim, tile = shape["seq_len"], shape["head_dim"], shape["tile_size"]
+    seq, dim = shape["seq_len"], shape["head_dim"]
+    tile = min(shape["tile_size"], seq)  # a tile longer than the keys is one tile of them
     assert kernel.item_count.value.data == seq
     assert kernel.workgroup_size.value.data == 64
     buffers = {b.sym_name.data: b for b in kernel.buffers}
@@ -114,7 +115,7 @@ def test_both_decoders_share_the_skeleton_and_differ_in_fragments():
         (dict(seq_len=2**32, head_dim=1), "seq_len = 4294967296 does not fit in u32"),
         (dict(seq_len=2**20, head_dim=2**12), "seq_len (1048576) * head_dim (4096)"),
         (dict(seq_len=4, head_dim=2**26), "workgroup_size (64) * head_dim (67108864)"),
-        (dict(seq_len=4, head_dim=4, tile_size=2**26), "workgroup_size (64) * tile_size"),
+        (dict(seq_len=2**26, head_dim=4, tile_size=2**26), "workgroup_size (64) * tile_size"),
     ],
 )
 def test_flash_attention_2_rejects_bad_shapes(kwargs, parameter):
@@ -249,3 +250,27 @@ def test_xdsl_opt_knows_vyre_through_the_universe_entry_point():
     )
     assert result.returncode == 0, result.stderr
     assert '"gpu.func"' in result.stdout
+
+
+@pytest.mark.parametrize("build", [
+    lambda tile: vx.flash_attention_2(seq_len=9, head_dim=4, tile_size=tile),
+    lambda tile: vx.mla_decode(9, 2, 4, 8, 4, tile_size=tile),
+])
+def test_a_tile_longer_than_the_keys_is_one_tile_of_them(build):
+    """tile_size=2**20 over 9 keys: one tile of 9, the same sums, and no
+    score slice of 2**20 floats a lane (it ran lavapipe's compiler out of
+    memory)."""
+    module = build(2**20)
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    assert (op.shape()["tile_size"], op.shape()["tile_count"]) == (9, 1)
+    assert str(module) == str(build(9))
+    lowered = str(vx.lower_to_gpu(module))
+    assert max(int(n) for n in re.findall(r"memref<(\d+)x", lowered)) < 2**12
+
+
+def test_a_long_tile_matches_the_oracle_at_that_tile_size():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((9, 4)).astype(np.float32) for _ in range(3))
+    module = vx.flash_attention_2(seq_len=9, head_dim=4, tile_size=2**20)
+    out = vx.run(vx.lower_to_gpu(module, optimize="exact"), {"q": q, "k": k, "v": v})["out"]
+    np.testing.assert_array_equal(out, vx.reference.flash_attention_2(q, k, v, tile_size=2**20))

@@ -404,8 +404,10 @@ def _fits(*factors):
 def test_fa2_shapes_build_or_raise_vyre_error(seq_len, head_dim, tile_size, fuzz_stats):
     fuzz_stats["api: flash_attention_2 shape arguments"] += 1
     args = dict(seq_len=seq_len, head_dim=head_dim, tile_size=tile_size)
+    # a tile longer than the keys is one tile of them (the builder's min)
     valid = all(_is_int(v) and v > 0 for v in args.values()) and _fits(
-        seq_len, head_dim) and _fits(64, head_dim) and _fits(64, tile_size)
+        seq_len, head_dim) and _fits(64, head_dim) and _fits(tile_size) and _fits(
+        64, min(tile_size, seq_len))
     if not valid:
         with pytest.raises(VyreError) as info:
             vx.flash_attention_2(**args)

@@ -8,7 +8,9 @@ from vyre_xdsl.kernel_info import kernel_info
 
 
 def fa2_iterations(seq_len: int, head_dim: int, tile_size: int) -> int:
-    """Loop iterations of one FlashAttention-2 invocation, by SEMANTICS.md."""
+    """Loop iterations of one FlashAttention-2 invocation, by SEMANTICS.md
+    (a tile longer than the keys is one tile of them: the builder's)."""
+    tile_size = min(tile_size, seq_len)
     tiles = -(-seq_len // tile_size)
     per_tile = (
         1  # the tile loop itself

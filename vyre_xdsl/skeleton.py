@@ -350,6 +350,9 @@ def tiled_online_softmax(
     sees the item only through `item % P` (a mask_mod without the head:
     P = seq_len), so one period of blocks is evaluated and repeated.
 
+    A `tile_size` above `seq_len` is taken as `seq_len`: one tile of every
+    key, the same sums.
+
     `v_head_dim` (default head_dim) is the width of the value rows: o_acc's
     lane slices and the rows of `out`. `lse` names a write buffer of
     item_count f32 that receives each item's log-sum-exp.
@@ -375,6 +378,9 @@ def tiled_online_softmax(
     item_count, seq_len, head_dim, tile_size = check_dimensions(
         item_count=item_count, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size
     )
+    # a tile longer than the keys is one tile of all of them (the same sums);
+    # each lane's score slice would otherwise hold tile_size floats for nothing
+    tile_size = min(tile_size, seq_len)
     if v_head_dim is None:
         v_head_dim = head_dim
     (v_head_dim,) = check_dimensions(v_head_dim=v_head_dim)
