@@ -236,9 +236,7 @@ def _run(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         for buffer in info.inputs:
             if buffer.name not in inputs and buffer.captured is None:  # tables: theirs
-                inputs[buffer.name] = rng.standard_normal(buffer.shape).astype(
-                    np.float32
-                ).astype(buffer.numpy_dtype)  # f16/bf16 buffers: rounded
+                inputs[buffer.name] = _random_input(rng, buffer, info)
 
     outputs = run(compiled, inputs, backend=args.backend)
 
@@ -281,6 +279,21 @@ def _run(args: argparse.Namespace) -> int:
         for name, value in outputs.items():
             print(f"{name} = {np.array2string(value, threshold=64)}")
     return status
+
+
+def _random_input(rng, buffer, info) -> np.ndarray:
+    """--random's values for `buffer`: normal ones (rounded to an f16/bf16
+    buffer's type); run-time lengths from 0 to the kernel's keys and a
+    block table's pages of the pool, so that --check sees ragged, paged
+    sequences rather than mostly empty ones."""
+    names = {b.name for b in info.inputs}
+    if buffer.name == "kv_lens":
+        keys = max(k.keys for k in info.kernels if k.keys is not None)
+        return rng.integers(0, keys + 1, buffer.shape, dtype=np.int32)
+    if buffer.name == "block_table":
+        pool = info.buffer("k" if "k" in names else "kv_cache")
+        return rng.integers(0, pool.shape[0], buffer.shape, dtype=np.int32)
+    return rng.standard_normal(buffer.shape).astype(np.float32).astype(buffer.numpy_dtype)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
