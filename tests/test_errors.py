@@ -38,7 +38,8 @@ MLA = dict(seq_len=5, num_heads=2, head_dim=3, kv_lora_rank=2, qk_rope_head_dim=
     (dict(seq_len=2**40), ["seq_len", "u32"]),
     (dict(seq_len=2**20, head_dim=2**12), ["seq_len", "head_dim", "reduce"]),
     (dict(head_dim=2**26), ["head_dim", "q_scratch", "reduce head_dim"]),
-    (dict(tile_size=2**26), ["tile_size", "score_tile", "reduce tile_size"]),
+    # a tile longer than the keys is one tile of them: too long only with as many keys
+    (dict(seq_len=2**26, tile_size=2**26), ["tile_size", "score_tile", "reduce tile_size"]),
 ], ids=lambda x: str(x) if isinstance(x, dict) else "")
 def test_flash_attention_2_bad_shapes(change, names):
     with pytest.raises(VyreError) as info:
@@ -57,7 +58,7 @@ def test_flash_attention_2_bad_shapes(change, names):
      ["w_uk", "kv_lora_rank", "num_heads", "head_dim", "reduce"]),
     (dict(seq_len=2**31, kv_lora_rank=2), ["kv_cache", "seq_len", "kv_lora_rank"]),
     (dict(num_heads=2**16, head_dim=2**16, qk_rope_head_dim=1), ["num_heads", "head_dim"]),
-    (dict(tile_size=2**26), ["tile_size", "reduce tile_size"]),
+    (dict(seq_len=2**26, tile_size=2**26), ["tile_size", "reduce tile_size"]),
 ], ids=lambda x: str(x) if isinstance(x, dict) else "")
 @pytest.mark.parametrize("builder", [vx.mla_decode, vx.mla_decode_absorbed],
                          ids=["seed", "absorbed"])
@@ -817,3 +818,26 @@ def test_locating_the_ops_of_a_large_module_is_linear(monkeypatch):
     assert [op.location.line.data for op in ops[2:-1]] == list(range(3, n + 3))
     assert {op.location.column.data for op in ops[2:-1]} == {5}
     assert str(ops[-1].location) == f'loc("big.mlir":{n + 3}:5)'
+
+
+def test_numpy_booleans_are_flags_like_python_ones():
+    """kv_lens took np.True_ as not a bool while return_lse took it."""
+    module = vx.flash_attention_2(seq_len=2, kv_len=4, head_dim=2, batch=2, kv_lens=np.True_,
+                                  return_lse=np.True_)
+    assert "kv_lens" in str(module) and "lse" in str(module)
+
+
+def test_compile_refuses_a_staging_that_is_not_a_flag():
+    with pytest.raises(VyreError, match="staging must be True, False or None .* got 'yes'"):
+        vx.compile(vx.flash_attention_2(**FA2), staging="yes")
+
+
+def test_the_oracle_refuses_pools_of_different_page_counts():
+    """The kernel's pools share one num_pages; the oracle clamped each pool
+    on its own."""
+    q = np.ones((2, 1, 4, 4), np.float32)
+    k, v = np.ones((3, 4, 1, 4), np.float32), np.ones((2, 4, 1, 4), np.float32)
+    with pytest.raises(VyreError, match="pools must have as many pages .* k 3, v 2"):
+        vx.reference.flash_attention_2(q, k, v, kv_lens=np.array([8, 8], np.int32),
+                                       block_table=np.zeros((2, 2), np.int32), page_size=4,
+                                       kv_len=8)

@@ -64,8 +64,8 @@ class DeviceProfile:
 
     def without_matrices(self) -> DeviceProfile:
         """This profile with no cooperative matrices: a plan for it keeps
-        every kernel on the lanes (exact f32 products, as the `exact`
-        level computes them) where the device would have matrix units."""
+        every kernel on the lanes (f32 products, the weights never rounded
+        to 16 bits) where the device would have matrix units."""
         return replace(self, cooperative_matrix_shapes=(), bfloat16_matrix_shapes=(),
                        accumulator_layout=None)
 

@@ -53,6 +53,9 @@ def compile(
         raise VyreError(
             f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}"
         )
+    if staging is not None and not isinstance(staging, bool | np.bool_):
+        raise VyreError(f"staging must be True, False or None (the device decides), "
+                        f"got {staging!r}")
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
     # a pass pipeline names its device in its own options (vyre-to-gpu{device=})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.ir import SSAValue
 
 from vyre_xdsl.checks import check_dimensions, check_u32_size
@@ -98,8 +99,9 @@ def check_paging(
     paged = page_size is not None or num_pages is not None
     if kv_lens is None:
         kv_lens = paged
-    if not isinstance(kv_lens, bool):
+    if not isinstance(kv_lens, bool | np.bool_):  # as return_lse
         raise VyreError(f"kv_lens must be True or False, got {kv_lens!r}")
+    kv_lens = bool(kv_lens)
     if paged:
         if page_size is None or num_pages is None:
             missing = "num_pages" if page_size is not None else "page_size"

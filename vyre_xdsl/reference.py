@@ -525,6 +525,11 @@ def _gathered(
         return pools
     if block_table is None or page_size is None or kv_lens is None:
         raise VyreError("a paged cache needs block_table, page_size and kv_lens together")
+    pages = {name: np.shape(pool)[0] for name, pool in pools.items() if np.ndim(pool)}
+    if len(set(pages.values())) > 1:
+        raise VyreError(f"the paged pools must have as many pages (one block table indexes "
+                        f"them all, as the kernel's one num_pages), got "
+                        + ", ".join(f"{name} {count}" for name, count in pages.items()))
     return {name: gather_pages(pool, block_table, page_size, kv_len, name)
             for name, pool in pools.items()}
 
