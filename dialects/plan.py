@@ -134,10 +134,8 @@ class PlanAttr(ParametrizedAttribute):
         return tuple(name.data for name in self.interleave_attr)
 
     def verify(self) -> None:
-        for field in ("lanes", "tile_size", "kv_splits", "dim_parts", "dim_chunk", "rows",
-                      "unroll"):
-            if getattr(self, field) < 1:
-                raise VerifyException(f"#vyre.plan: {field} must be >= 1, got {getattr(self, field)}")
+        _require_positive(self, ("lanes", "tile_size", "kv_splits", "dim_parts", "dim_chunk",
+                                 "rows", "unroll"))
         if self.stage_bytes < 0:
             raise VerifyException(f"#vyre.plan: stage_bytes must be >= 0, got {self.stage_bytes}")
         for field in ("dim_parts", "dim_chunk"):
@@ -247,9 +245,7 @@ class TensorCoresAttr(ParametrizedAttribute):
             raise VerifyException(
                 f"#vyre.tensor_cores: keys must be a positive multiple of "
                 f"{TILE}, got {self.keys}")
-        if self.row_tiles < 1:
-            raise VerifyException(
-                f"#vyre.tensor_cores: row_tiles must be >= 1, got {self.row_tiles}")
+        _require_positive(self, ("row_tiles",))
         if self.prefetch and not self.stage:
             raise VerifyException(
                 "#vyre.tensor_cores: prefetch double-buffers staged tiles, so it "
@@ -301,10 +297,7 @@ class BlockProductAttr(ParametrizedAttribute):
     keys = _data("keys_attr")
 
     def verify(self) -> None:
-        for key in _BLOCKING_FIELDS:
-            if getattr(self, key) < 1:
-                raise VerifyException(
-                    f"#vyre.block_product: {key} must be >= 1, got {getattr(self, key)}")
+        _require_positive(self, _BLOCKING_FIELDS)
         if self.key_lanes & (self.key_lanes - 1) or self.lanes % self.key_lanes:
             raise VerifyException(
                 f"#vyre.block_product: key_lanes ({self.key_lanes}) must be a power of "
@@ -339,10 +332,7 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
     splits = _data("splits_attr")
 
     def verify(self) -> None:
-        for key in _LATENT_FIELDS:
-            if getattr(self, key) < 1:
-                raise VerifyException(
-                    f"#vyre.latent_tensor_cores: {key} must be >= 1, got {getattr(self, key)}")
+        _require_positive(self, _LATENT_FIELDS)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -350,6 +340,14 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
 
     def print_parameters(self, printer: Printer) -> None:
         _print_int_fields(self, printer, _LATENT_FIELDS)
+
+
+def _require_positive(attr: ParametrizedAttribute, fields: tuple[str, ...]) -> None:
+    """Each of `attr`'s integer `fields` at least 1."""
+    for key in fields:
+        if getattr(attr, key) < 1:
+            raise VerifyException(
+                f"#{attr.name}: {key} must be >= 1, got {getattr(attr, key)}")
 
 
 def _parse_int_fields(cls, parser: AttrParser, fields: tuple[str, ...]) -> Sequence[Attribute]:
