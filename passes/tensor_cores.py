@@ -36,7 +36,8 @@ rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks,
 behind one more barrier; all rows of a workgroup must then read the same
 keys.  Rows there are padded by 16 bytes where they would be an even number
 of 16 bytes apart (mma_elements.conflict_free_stride): a matrix load reads
-eight rows of 16 bytes at once, which then fall in distinct banks.  With `prefetch=true` as well, the staged tiles have two buffers:
+eight rows of 16 bytes at once, which then fall in distinct banks.  With
+`prefetch=true` as well, the staged tiles have two buffers:
 each subgroup loads its blocks of the next tile into registers before it
 computes this one and stores them into the other buffer after, so the
 loads overlap the products and the tile needs two barriers, not three
