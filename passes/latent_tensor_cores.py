@@ -476,8 +476,7 @@ class LatentExpansion(MatrixElements):
             new_blocks.append([*m_new, *l_new])
             rescales.append(rescale)
         b.emit(gpu.BarrierOp())  # the tile's weights in place
-        outs = [[self.map_elements(b, o, lambda b, x, slot, s=rescale: b.mulf(s[slot], x))
-                 for o in carried[2 * rows:]]
+        outs = [self.rescaled(b, carried[2 * rows:], rescale)
                 for carried, rescale in zip(blocks, rescales, strict=True)]
         weights = [[b.emit(SubgroupMmaLoadMatrixOp(
             self.weights, [b.index(r * TILE * KEYS + k * TILE)], a16, KEYS)).results[0]

@@ -364,8 +364,7 @@ class TensorCoreExpansion(MatrixElements):
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
                     self.keys)).results[0]
                 for k in range(chunks)] for r in range(len(blocks))]
-        outs = [[self.map_elements(b, o, lambda b, x, slot, s=carried.rescale: b.mulf(s[slot], x))
-                 for o in carried.o] for carried in blocks]
+        outs = [self.rescaled(b, carried.o, carried.rescale) for carried in blocks]
         for c in range(v_dim // TILE):  # each V block read once
             for k in range(chunks):
                 at = b.addi(values, b.index(k * TILE * v_stride + c * TILE))

@@ -119,6 +119,41 @@ def test_each_subgroup_has_its_own_tile_transposed_b_and_constant_c():
     np.testing.assert_allclose(out.reshape(32, 16), a @ b.T + 1, rtol=1e-5, atol=1e-5)
 
 
+def _branching(cond: str) -> str:
+    """TWO_SUBGROUPS with C chosen by `cond`: the constant 1 where it
+    holds, else 2 (matrices made before the branch, as vyre-tensor-cores'
+    rescale yields O as it is where no row moved)."""
+    return TWO_SUBGROUPS.replace(
+        '      %mc = gpu.subgroup_mma_constant_matrix %one : !gpu.mma_matrix<16x16xf32, "COp">\n',
+        f"""      %two = arith.constant 2.0 : f32
+      %c16 = arith.constant 16 : index
+      %m1 = gpu.subgroup_mma_constant_matrix %one : !gpu.mma_matrix<16x16xf32, "COp">
+      %m2 = gpu.subgroup_mma_constant_matrix %two : !gpu.mma_matrix<16x16xf32, "COp">
+      %cond = arith.cmpi {cond} : index
+      %mc = scf.if %cond -> (!gpu.mma_matrix<16x16xf32, "COp">) {{
+        scf.yield %m1 : !gpu.mma_matrix<16x16xf32, "COp">
+      }} else {{
+        scf.yield %m2 : !gpu.mma_matrix<16x16xf32, "COp">
+      }}
+""")
+
+
+def test_subgroups_may_take_different_branches_around_matrices():
+    """Subgroup 0 takes the then-branch, subgroup 1 the else-branch: each
+    keeps its own branch's matrix."""
+    ins = _two_subgroup_inputs()
+    out = vx.run(vx.parse_module(_branching("ult, %lane, %c32")), ins)["out"].reshape(32, 16)
+    a = ins["a"].astype(np.float64).reshape(32, 16)
+    product = a @ ins["b"].astype(np.float64).reshape(16, 16).T
+    np.testing.assert_allclose(out[:16], product[:16] + 1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[16:], product[16:] + 2, rtol=1e-5, atol=1e-5)
+
+
+def test_lanes_of_a_subgroup_must_take_one_branch_around_matrices():
+    with pytest.raises(VyreError, match="subgroup 0 of workgroup .* took different branches"):
+        vx.run(vx.parse_module(_branching("ult, %lane, %c16")), _two_subgroup_inputs())
+
+
 def test_lanes_of_a_subgroup_must_agree_on_the_tile():
     text = TWO_SUBGROUPS.replace("%sub = arith.divui %lane, %c32 : index",
                                  "%sub = arith.remui %lane, %c32 : index")

@@ -153,6 +153,27 @@ class MatrixElements:
             built = b.emit(SubgroupMmaInsertThreadLocalOp(value, built, b.index(i))).results[0]
         return built
 
+    def rescaled(self, b: IRBuilder, matrices: list[SSAValue],
+                 rescale: list[SSAValue]) -> list[SSAValue]:
+        """A row block's O `matrices`, each row times its rescale (`rescale`
+        by row slot), in a branch that the subgroup skips where every one
+        of its rows keeps its running max (each rescale is 1): x * 1 is x,
+        so the result is the same, bit for bit, without the products."""
+        moved = b.f32(0.0)
+        for scale in rescale:  # une: NaN moves too
+            moved = b.select(b.cmpf(scale, b.f32(1.0), "une"), b.f32(1.0), moved)
+        lanes = 1
+        while lanes < SUBGROUP:  # any lane's, so the branch is uniform
+            other = b.shuffle_xor(moved, lanes, self.width)
+            moved = b.select(b.cmpf(other, moved, "ogt"), other, moved)
+            lanes *= 2
+
+        def scaled(b: IRBuilder) -> list[SSAValue]:
+            return [self.map_elements(b, o, lambda b, x, slot: b.mulf(rescale[slot], x))
+                    for o in matrices]
+
+        return b.if_else(b.cmpf(moved, b.f32(0.0), "ogt"), scaled, lambda b: matrices)
+
     def row_total(self, b: IRBuilder, value: SSAValue,
                   combine: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]) -> SSAValue:
         """`value` combined over the lanes that share this lane's rows."""

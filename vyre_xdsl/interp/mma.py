@@ -74,6 +74,29 @@ class SubgroupMatrices:
         )
 
 
+def merge_by_subgroup(state, cond: np.ndarray, taken: SubgroupMatrices,
+                      not_taken: SubgroupMatrices) -> SubgroupMatrices:
+    """The matrices of an scf.if whose lanes took branches by `cond`: each
+    subgroup's from the branch its active lanes took, which must be one (the
+    matrix ops are collective)."""
+    size = state.subgroup_size
+    tiles = not_taken.tiles.copy()
+    lanes, active = state.lane_ids, state.active()
+    cond = np.broadcast_to(cond, lanes.shape)
+    for s in range(len(tiles)):
+        running = active & ((lanes // size) == s)
+        took = np.unique(cond[running])
+        if len(took) > 1:
+            raise VyreError(
+                f"scf.if: the lanes of subgroup {s} of workgroup {state.describe_block()} "
+                f"took different branches, which yield !gpu.mma_matrix values; the "
+                f"matrix ops are collective, so branch around them uniformly over "
+                f"the subgroup")
+        if len(took) and took[0]:
+            tiles[s] = taken.tiles[s]
+    return SubgroupMatrices(tiles)
+
+
 def _tile_offsets(rows: int, cols: int, lead: int, transpose: bool) -> np.ndarray:
     """Element (r, c)'s offset from the tile's first element in memory."""
     r, c = np.ogrid[:rows, :cols]

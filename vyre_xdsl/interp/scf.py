@@ -2,7 +2,8 @@
 
 `scf.if` with a uniform condition runs one region; with a lane-varying one it
 runs each region under its sub-mask (skipping a region no active lane takes)
-and merges the results lane by lane. `scf.for` with uniform bounds iterates
+and merges the results lane by lane (subgroup matrices subgroup by
+subgroup, each taking one branch). `scf.for` with uniform bounds iterates
 once for all lanes; with lane-varying bounds it iterates until no active lane
 is left, each iteration under the mask of the lanes still in the loop.
 """
@@ -21,6 +22,7 @@ from xdsl.interpreter import (
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import dtype_of, is_uniform
+from vyre_xdsl.interp.mma import SubgroupMatrices, merge_by_subgroup
 
 
 @register_impls
@@ -62,7 +64,9 @@ class ScfFunctions(LaneFunctions):
         finally:
             state.mask = outer
         return tuple(
-            np.where(cond, t, e) for t, e in zip(then_results, else_results)
+            merge_by_subgroup(state, cond, t, e) if isinstance(t, SubgroupMatrices)
+            else np.where(cond, t, e)
+            for t, e in zip(then_results, else_results)
         )
 
     @impl(scf.ForOp)

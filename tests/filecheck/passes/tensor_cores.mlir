@@ -121,8 +121,17 @@ builtin.module {
 // CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "COp">
 // CHECK:        gpu.barrier
 // CHECK:        gpu.subgroup_mma_load_matrix %tc_weights[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
-// O rescaled element by element, then O += P V on the matrix unit.
-// CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
+// O rescaled element by element where a row of the subgroup's moved its max
+// (a rescale une 1 in any of its 32 lanes: five shuffles), else kept as it
+// is (x * 1 is x), then O += P V on the matrix unit.
+// CHECK:        arith.cmpf une, %rescale,
+// CHECK:        arith.cmpf une, %rescale_1,
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK:        scf.if %{{.*}} -> (!gpu.mma_matrix<16x16xf32, "COp">) {
+// CHECK-COUNT-8:  arith.mulf %rescale
+// CHECK-COUNT-8:  gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
+// CHECK:        } else {
+// CHECK-NEXT:     scf.yield %{{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
 // CHECK:        gpu.subgroup_mma_load_matrix %v[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
 // CHECK:        gpu.subgroup_mma_compute
 // CHECK:        gpu.barrier
