@@ -101,6 +101,20 @@ def test_the_bf16_tolerance_catches_a_wrong_kernel():
     assert _error(got, _fa2_oracle(kwargs, ins).reshape(got.shape)) > TOLERANCE
 
 
+@pytest.mark.parametrize("dtype, raised", [("bf16", 0), ("f16", 8)])
+def test_only_weights_that_may_round_to_0_are_raised(dtype, raised):
+    """A kept key's weight is at least exp(-80), above bf16's smallest
+    normal, so a bf16 kernel raises none (value_range proves it); in f16 it
+    may round to 0, so each of a lane's 8 weights of a 16 x 16 block is
+    raised to f16's smallest subnormal."""
+    from vyre_xdsl.dialects.constants import F16_SMALLEST, MIN_POSITIVE
+
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype=dtype)
+    text = str(apply_pipeline(module, "vyre-tensor-cores{device=h200 force=true}"))
+    smallest = F16_SMALLEST if dtype == "f16" else MIN_POSITIVE
+    assert text.count(f"arith.constant {smallest:.8e} : f32") == raised
+
+
 def test_values_beyond_f16s_range_stay_exact():
     """Keys near 1e5 and values near 1e6 (f16 holds at most 65504): the
     matrices hold them in bf16 as they are."""

@@ -90,3 +90,16 @@ def test_a_value_used_twice_is_bounded_once(ops):
     lo, hi = bounds(x)
     assert time.perf_counter() - start < 5
     assert lo <= hi  # the margins compound to infinity: sound, if unknown
+
+
+def test_a_weight_is_at_least_exp_of_the_score_floor(ops):
+    """exp(bounded_exp_arg(x)) is in [exp(-80), 1] (its bound relative, not
+    below 0): a bf16 weight never rounds below the smallest normal.  exp of
+    a value below log(smallest normal) may flush to 0."""
+    from vyre_xdsl.dialects import vyre
+    from vyre_xdsl.dialects.constants import MIN_POSITIVE, SCORE_FLOOR
+
+    weight = ops(xmath.ExpOp(ops(vyre.BoundedExpArgOp(ops.arg))))
+    lo, hi = bounds(weight)
+    assert MIN_POSITIVE < lo <= math.exp(SCORE_FLOOR) and 1.0 <= hi < 1.0001
+    assert bounds(ops(xmath.ExpOp(ops.c(-100.0))))[0] == 0.0

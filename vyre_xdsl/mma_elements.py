@@ -22,6 +22,7 @@ from vyre_xdsl.dialects.gpu_mma import (
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
+from vyre_xdsl.value_range import bounds
 
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
@@ -125,7 +126,10 @@ class MatrixElements:
         key passes (`may_be_zero`); a NaN weight may not (a device compiler
         may make this a max), but the row's denominator, summed from the
         weight itself, carries it to the row's outputs."""
-        smallest = b.f32(F16_SMALLEST if isinstance(self.half, Float16Type) else MIN_POSITIVE)
+        value = F16_SMALLEST if isinstance(self.half, Float16Type) else MIN_POSITIVE
+        if bounds(weight)[0] >= value:  # exp(-80) and more: never below it
+            return weight
+        smallest = b.f32(value)
         tiny = b.cmpf(weight, smallest, "olt")
         if may_be_zero:
             tiny = b.andi(tiny, b.cmpf(weight, b.f32(0.0), "ogt"))

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import SSAValue
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F32_MAX
+from vyre_xdsl.dialects.constants import F32_MAX, MIN_POSITIVE, SCORE_FLOOR
 
 Interval = tuple[float, float]
 UNKNOWN: Interval = (-math.inf, math.inf)
@@ -66,9 +66,15 @@ def _interval(value: SSAValue, depth: int, seen: dict) -> Interval:
     if isinstance(op, xmath.TanhOp):
         lo, hi = operands[0]
         return _widen((math.tanh(lo) - TANH_SLACK, math.tanh(hi) + TANH_SLACK))
+    if isinstance(op, vyre.BoundedExpArgOp):  # its clamp (nonpositive: the promise)
+        return (SCORE_FLOOR, 0.0)
     if isinstance(op, (xmath.ExpOp, xmath.Exp2Op)):
         base = math.e if isinstance(op, xmath.ExpOp) else 2.0
-        return _widen(tuple(_power(base, x) for x in operands[0]))
+        lo, hi = (_power(base, x) for x in operands[0])
+        # a device's exp errs relative to its result (an absolute margin
+        # would take the bound below 0); one below the smallest normal
+        # may flush to 0
+        return (lo * (1 - MARGIN) if lo >= MIN_POSITIVE else 0.0, _widen((lo, hi))[1])
     if isinstance(op, arith.NegfOp):
         lo, hi = operands[0]
         return (-hi, -lo)
