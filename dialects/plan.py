@@ -2,7 +2,8 @@
 
 A skeleton that `default` runs on the device's matrix units gets
 `vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 4, stage =
-true, prefetch = true, registers = true, stage_q = false>` instead:
+true, prefetch = true, registers = true, stage_q = false, skip_rescale =
+false>` instead:
 vyre-tensor-cores' tiling (its options of the same names), and no
 `vyre.plan`; one that `default` expands into register blocks gets
 `vyre.block_product = #vyre.block_product<lanes = 128, key_lanes = 8, rows
@@ -200,7 +201,7 @@ class PlanAttr(ParametrizedAttribute):
 
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
 _TILING_INTS = ("keys", "row_tiles")
-_TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q")
+_TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q", "skip_rescale")
 
 
 @irdl_attr_definition
@@ -215,11 +216,13 @@ class TensorCoresAttr(ParametrizedAttribute):
     prefetch_attr: IntAttr  # 0 or 1
     registers_attr: IntAttr  # 0 or 1
     stage_q_attr: IntAttr  # 0 or 1
+    skip_rescale_attr: IntAttr  # 0 or 1
 
     def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool,
-                 registers: bool, stage_q: bool):
+                 registers: bool, stage_q: bool, skip_rescale: bool):
         super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
-                         IntAttr(int(prefetch)), IntAttr(int(registers)), IntAttr(int(stage_q)))
+                         IntAttr(int(prefetch)), IntAttr(int(registers)), IntAttr(int(stage_q)),
+                         IntAttr(int(skip_rescale)))
 
     keys = _data("keys_attr")
     row_tiles = _data("row_tiles_attr")
@@ -239,6 +242,10 @@ class TensorCoresAttr(ParametrizedAttribute):
     @property
     def stage_q(self) -> bool:
         return bool(self.stage_q_attr.data)
+
+    @property
+    def skip_rescale(self) -> bool:
+        return bool(self.skip_rescale_attr.data)
 
     def verify(self) -> None:
         if self.keys < TILE or self.keys % TILE:

@@ -476,7 +476,7 @@ class LatentExpansion(MatrixElements):
             new_blocks.append([*m_new, *l_new])
             rescales.append(rescale)
         b.emit(gpu.BarrierOp())  # the tile's weights in place
-        outs = [self.rescaled(b, carried[2 * rows:], rescale)
+        outs = [self.rescaled(b, carried[2 * rows:], rescale, skip=False)
                 for carried, rescale in zip(blocks, rescales, strict=True)]
         weights = [[b.emit(SubgroupMmaLoadMatrixOp(
             self.weights, [b.index(r * TILE * KEYS + k * TILE)], a16, KEYS)).results[0]

@@ -136,6 +136,9 @@ class Tiling:
     # Q copied once into workgroup memory and read from there in each tile,
     # not held in registers through the loop
     stage_q: bool = False
+    # O's rescale in a branch that the subgroup skips where none of its
+    # rows moved its max (MatrixElements.rescaled)
+    skip_rescale: bool = False
 
     @property
     def buffers(self) -> int:
@@ -160,11 +163,11 @@ class Tiling:
     def of(attr: TensorCoresAttr) -> Tiling:
         """The tiling a plan records (`#vyre.tensor_cores`)."""
         return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers,
-                      attr.stage_q)
+                      attr.stage_q, attr.skip_rescale)
 
     def attr(self) -> TensorCoresAttr:
         return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch,
-                               self.registers, self.stage_q)
+                               self.registers, self.stage_q, self.skip_rescale)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the 16-bit weights of its
@@ -364,7 +367,8 @@ class TensorCoreExpansion(MatrixElements):
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
                     self.keys)).results[0]
                 for k in range(chunks)] for r in range(len(blocks))]
-        outs = [self.rescaled(b, carried.o, carried.rescale) for carried in blocks]
+        outs = [self.rescaled(b, carried.o, carried.rescale, self.tiling.skip_rescale)
+                for carried in blocks]
         for c in range(v_dim // TILE):  # each V block read once
             for k in range(chunks):
                 at = b.addi(values, b.index(k * TILE * v_stride + c * TILE))
@@ -553,8 +557,9 @@ class TensorCoresPass(ModulePass):
     copied once per workgroup into workgroup memory (with `prefetch`, into
     two buffers, the next tile's loaded while this one is computed;
     `registers`: P built in registers as P V's A operand; `stage_q`: Q
-    read from workgroup memory in each tile; `force`: an error for a
-    skeleton that does not qualify)."""
+    read from workgroup memory in each tile; `skip_rescale`: O rescaled
+    only where a row of the subgroup's moved its max; `force`: an error
+    for a skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
@@ -565,6 +570,7 @@ class TensorCoresPass(ModulePass):
     prefetch: bool = False
     registers: bool = False
     stage_q: bool = False
+    skip_rescale: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -576,7 +582,7 @@ class TensorCoresPass(ModulePass):
                                  f"{self.row_tiles}")
         device = device_profile(self.device)
         tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch, self.registers,
-                        self.stage_q)
+                        self.stage_q, self.skip_rescale)
         expand_skeletons(
             op, self.name, self.force, "vyre IR", lambda skeleton: tiling,
             lambda skeleton, tiling: problem(skeleton, device, tiling),

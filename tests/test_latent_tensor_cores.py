@@ -90,22 +90,6 @@ def test_interpreter_matches_the_oracle_within_the_tolerance(case, options):
     assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
 
 
-def test_skipping_the_rescale_of_rows_whose_max_stays_changes_no_bit(monkeypatch):
-    """O is multiplied by its rows' rescales only where a row of the
-    subgroup's moved its max: the output equals, bit for bit, that of a
-    kernel that always multiplies."""
-    from test_tensor_cores import _always_rescaled
-    from vyre_xdsl.mma_elements import MatrixElements
-
-    lowered = _lowered(CASES["heads32"], "splits=2")
-    inputs = _inputs(lowered, seed=2)
-    got = vx.run(lowered, inputs)["out"]
-    monkeypatch.setattr(MatrixElements, "rescaled", _always_rescaled)
-    always = _lowered(CASES["heads32"], "splits=2")
-    assert str(always).count("scf.if") < str(lowered).count("scf.if")
-    np.testing.assert_array_equal(got.view(np.uint16), vx.run(always, inputs)["out"].view(np.uint16))
-
-
 @pytest.mark.parametrize("level", ["none", "default"])
 def test_every_level_after_the_expansion_matches_the_oracle(level):
     """`default` after the expansion plans the program's other kernels (the

@@ -146,36 +146,28 @@ def test_padded_staged_tiles_change_no_bit_of_the_result(monkeypatch):
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-def _always_rescaled(self, b, matrices, rescale):
-    return [self.map_elements(b, o, lambda b, x, slot: b.mulf(rescale[slot], x))
-            for o in matrices]
-
-
-@pytest.mark.parametrize("level", ["exact", "exact_registers"])
-def test_rows_whose_max_stays_skip_the_rescale_and_change_no_bit(level, monkeypatch):
-    """A subgroup multiplies O by its rows' rescales only where one is not
-    1.  The first 16 query rows meet their largest score at key 0, so their
-    subgroup skips the rescale from the second tile on while the others'
-    maxima still move: the output equals, bit for bit, that of a kernel
-    that always multiplies."""
-    from vyre_xdsl.mma_elements import MatrixElements
-
+@pytest.mark.parametrize("options", ["", "registers=true"])
+def test_rows_whose_max_stays_skip_the_rescale_and_change_no_bit(options):
+    """skip_rescale: a subgroup multiplies O by its rows' rescales only
+    where one is not 1.  The first 16 query rows meet their largest score
+    at key 0, so their subgroup skips the rescale from the second tile on
+    while the others' maxima still move: the output equals, bit for bit,
+    that of the kernel that always multiplies."""
     module = vx.flash_attention_2(tile_size=16, dtype="f16", seq_len=128, head_dim=16)
-    inputs = _inputs(vx.lower_to_gpu(module, optimize=PIPELINES[level]), seed=3)
+
+    def lowered(skip: str):
+        return vx.lower_to_gpu(module, optimize=(
+            f"vyre-tensor-cores{{device=h200 force=true {options} skip_rescale={skip}}},"
+            f"vyre-to-gpu{{optimize=exact}}"))
+
+    skipping, always = lowered("true"), lowered("false")
+    assert str(skipping).count("scf.if") > str(always).count("scf.if")
+    inputs = _inputs(always, seed=3)
     inputs["q"][..., :16, :] = 2.0
     inputs["k"][..., 0, :] = 2.0  # a score of 64 against normal ones
-
-    def run():
-        lowered = vx.lower_to_gpu(module, optimize=PIPELINES[level])
-        return str(lowered).count("scf.if"), vx.run(lowered, inputs)["out"]
-
-    branches, got = run()
-    monkeypatch.setattr(MatrixElements, "rescaled", _always_rescaled)
-    without, want = run()
-    assert branches > without
-    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
-    np.testing.assert_allclose(got.astype(np.float32), _oracle({}, inputs),
-                               atol=TOLERANCE * 64)
+    got = vx.run(skipping, inputs)["out"]
+    np.testing.assert_array_equal(got.view(np.uint16), vx.run(always, inputs)["out"].view(np.uint16))
+    np.testing.assert_allclose(got.astype(np.float32), _oracle({}, inputs), atol=TOLERANCE * 64)
 
 
 def test_matrix_units_false_keeps_the_h200_plan_on_the_lanes():

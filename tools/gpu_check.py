@@ -351,6 +351,9 @@ def cases(every: bool) -> list[Case]:
         tensor_case(32, 4096, 128, keys=32, row_tiles=2, stage=True),
         tensor_case(32, 4096, 128, keys=64, row_tiles=2),
         tensor_case(32, 4096, 128, row_tiles=2, stage=True, prefetch=True, registers=True),
+        tensor_case(32, 4096, 128, row_tiles=2, stage=True, prefetch=True, registers=True,
+                    skip_rescale=True),
+        tensor_case(2, 128, 16, row_tiles=2, skip_rescale=True),
         tensor_case(2, 128, 16, row_tiles=2),
         tensor_case(2, 128, 16, row_tiles=2, keys=32, registers=True),
         # MLA's latent attention on the matrix units, a sequence's heads as rows
@@ -366,7 +369,7 @@ def cases(every: bool) -> list[Case]:
         tensor_case(32, 4096, 64, dtype="bf16", keys=32, row_tiles=4, stage=True,
                     prefetch=True, registers=True),
         tensor_case(32, 4096, 128, dtype="bf16", row_tiles=2, stage=True, prefetch=True,
-                    registers=True),
+                    registers=True, skip_rescale=True),
         latent_case(4096, 16, dtype="bf16"),
         latent_case(4096, 128, dtype="bf16"),
         latent_paged_case(8, 4096, 16, 64, dtype="bf16"),

@@ -143,6 +143,9 @@ class IRBuilder:
             )
         return self._result(arith.ConstantOp(IntegerAttr(int(value), IndexType())))
 
+    def i32(self, value: int) -> SSAValue:
+        return self._result(arith.ConstantOp(IntegerAttr(int(value), i32)))
+
     def f32(self, value: float) -> SSAValue:
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             raise VyreError(
@@ -176,6 +179,9 @@ class IRBuilder:
 
     def andi(self, a: Value, b: Value) -> SSAValue:
         return self._result(arith.AndIOp(_v(a), _v(b)))
+
+    def ori(self, a: Value, b: Value) -> SSAValue:
+        return self._result(arith.OrIOp(_v(a), _v(b)))
 
     def flat_index(self, row: Value, stride: int, offset: Value) -> SSAValue:
         """`row * stride + offset`: a row-major element index."""

@@ -158,25 +158,29 @@ class MatrixElements:
         return built
 
     def rescaled(self, b: IRBuilder, matrices: list[SSAValue],
-                 rescale: list[SSAValue]) -> list[SSAValue]:
+                 rescale: list[SSAValue], skip: bool) -> list[SSAValue]:
         """A row block's O `matrices`, each row times its rescale (`rescale`
-        by row slot), in a branch that the subgroup skips where every one
-        of its rows keeps its running max (each rescale is 1): x * 1 is x,
-        so the result is the same, bit for bit, without the products."""
-        moved = b.f32(0.0)
-        for scale in rescale:  # une: NaN moves too
-            moved = b.select(b.cmpf(scale, b.f32(1.0), "une"), b.f32(1.0), moved)
-        lanes = 1
-        while lanes < SUBGROUP:  # any lane's, so the branch is uniform
-            other = b.shuffle_xor(moved, lanes, self.width)
-            moved = b.select(b.cmpf(other, moved, "ogt"), other, moved)
-            lanes *= 2
-
+        by row slot); with `skip`, in a branch that the subgroup skips
+        where every one of its rows keeps its running max (each rescale is
+        1): x * 1 is x, so the result is the same, bit for bit, without
+        the products."""
         def scaled(b: IRBuilder) -> list[SSAValue]:
             return [self.map_elements(b, o, lambda b, x, slot: b.mulf(rescale[slot], x))
                     for o in matrices]
 
-        return b.if_else(b.cmpf(moved, b.f32(0.0), "ogt"), scaled, lambda b: matrices)
+        if not skip:
+            return scaled(b)
+        one = b.f32(1.0)
+        moved = None
+        for scale in rescale:  # une: a NaN rescale moved too
+            flag = b.cmpf(scale, one, "une")
+            moved = flag if moved is None else b.ori(moved, flag)
+        moved = b.select(moved, b.i32(1), b.i32(0))
+        # any lane's, so the branch is uniform; lanes that share rows agree
+        for lanes in _powers_of_two_below(SUBGROUP):
+            if lanes not in self.layout.masks:
+                moved = b.ori(moved, b.shuffle_xor(moved, lanes, self.width))
+        return b.if_else(b.cmpi(moved, b.i32(0), "ne"), scaled, lambda b: matrices)
 
     def row_total(self, b: IRBuilder, value: SSAValue,
                   combine: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]) -> SSAValue:
@@ -184,6 +188,10 @@ class MatrixElements:
         for mask in self.layout.masks:
             value = combine(b, b.shuffle_xor(value, mask, self.width), value)
         return value
+
+
+def _powers_of_two_below(n: int) -> list[int]:
+    return [1 << i for i in range(n.bit_length() - 1) if 1 << i < n]
 
 
 def add(b: IRBuilder, x: SSAValue, y: SSAValue) -> SSAValue:

@@ -133,16 +133,10 @@ builtin.module {
 // CHECK-COUNT-4: gpu.subgroup_mma_load_matrix %kv_cache{{.*}}transpose
 // CHECK:        gpu.subgroup_mma_load_matrix %kr_cache{{.*}}transpose
 // CHECK-NOT:    vyre.tiled_online_softmax
-// A row's tile max over the four subgroups, then the weights, then O
-// rescaled where a row of the subgroup's moved its max (else as it is:
-// x * 1 is x), then P V.
+// A row's tile max over the four subgroups, then the weights, then P V.
 // CHECK:        "gpu.barrier"
 // CHECK:        gpu.subgroup_mma_store_matrix {{.*}} %tc_weights
 // CHECK:        "gpu.barrier"
-// CHECK:        arith.cmpf une, %rescale,
-// CHECK:        scf.if %{{.*}} -> (!gpu.mma_matrix<16x16xf32, "COp">)
-// CHECK:          arith.mulf %rescale
-// CHECK:        } else {
 // CHECK-COUNT-4: gpu.subgroup_mma_load_matrix %tc_weights
 // CHECK-COUNT-4: gpu.subgroup_mma_compute
 // The rows' denominators over the subgroups, then O / l to o_lat in f32.

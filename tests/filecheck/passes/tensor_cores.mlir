@@ -5,6 +5,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true prefetch=true keys=64}' | filecheck %s --check-prefix=PREFETCH
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 registers=true}' | filecheck %s --check-prefix=REGISTERS
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage_q=true}' | filecheck %s --check-prefix=QUERIES
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 skip_rescale=true}' | filecheck %s --check-prefix=SKIP
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
@@ -121,17 +122,8 @@ builtin.module {
 // CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %tc_weights[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xf16, "COp">
 // CHECK:        gpu.barrier
 // CHECK:        gpu.subgroup_mma_load_matrix %tc_weights[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
-// O rescaled element by element where a row of the subgroup's moved its max
-// (a rescale une 1 in any of its 32 lanes: five shuffles), else kept as it
-// is (x * 1 is x), then O += P V on the matrix unit.
-// CHECK:        arith.cmpf une, %rescale,
-// CHECK:        arith.cmpf une, %rescale_1,
-// CHECK-COUNT-5: gpu.shuffle xor
-// CHECK:        scf.if %{{.*}} -> (!gpu.mma_matrix<16x16xf32, "COp">) {
-// CHECK-COUNT-8:  arith.mulf %rescale
-// CHECK-COUNT-8:  gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
-// CHECK:        } else {
-// CHECK-NEXT:     scf.yield %{{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
+// O rescaled element by element, then O += P V on the matrix unit.
+// CHECK-COUNT-8: gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
 // CHECK:        gpu.subgroup_mma_load_matrix %v[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "BOp">
 // CHECK:        gpu.subgroup_mma_compute
 // CHECK:        gpu.barrier
@@ -225,6 +217,23 @@ builtin.module {
 // QUERIES:       gpu.subgroup_mma_load_matrix %tc_query_tile[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "AOp">
 // QUERIES:       gpu.subgroup_mma_compute
 
+// skip_rescale: O rescaled only where a row of the subgroup's moved its max
+// (a rescale une 1, or-ed over the lanes that hold other rows: xor 4, 8 and
+// 16), else kept as it is (x * 1 is x).
+// SKIP:        scf.for %tile_idx
+// SKIP:          gpu.barrier
+// SKIP:          %[[A:.*]] = arith.cmpf une, %rescale,
+// SKIP-NEXT:     %[[B:.*]] = arith.cmpf une, %rescale_1,
+// SKIP-NEXT:     arith.ori %[[A]], %[[B]] : i1
+// SKIP-COUNT-3:  gpu.shuffle xor %{{.*}} : i32
+// SKIP:          %[[MOVED:.*]] = arith.cmpi ne
+// SKIP-NEXT:     scf.if %[[MOVED]] -> (!gpu.mma_matrix<16x16xf32, "COp">) {
+// SKIP-COUNT-8:    arith.mulf %rescale
+// SKIP-COUNT-8:    gpu.subgroup_mma_insert_thread_local %{{.*}} : f32, !gpu.mma_matrix<16x16xf32, "COp">
+// SKIP:          } else {
+// SKIP-NEXT:       scf.yield %{{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
+// SKIP:          gpu.subgroup_mma_compute
+
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
 
@@ -232,7 +241,7 @@ builtin.module {
 // (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
 // plan; vyre-to-gpu's default follows it.
 // PLAN:       vyre.tiled_online_softmax
-// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false>}
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false>}
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32

@@ -90,9 +90,13 @@ builtin.module {
 // CHECK:      scf.for %tile_idx
 // CHECK:        gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 24 : index, transpose} : memref<3072xbf16> -> !gpu.mma_matrix<16x16xbf16, "BOp">
 // CHECK:        gpu.subgroup_mma_compute %{{.*}}, %{{.*}}, %{{.*}} : !gpu.mma_matrix<16x16xbf16, "AOp">, !gpu.mma_matrix<16x16xbf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
-// The weights: at least bf16's smallest normal, rounded to bf16, in P V's A operand.
-// CHECK:        arith.constant 1.17549435e-38 : f32
-// CHECK:        arith.truncf %{{.*}} : f32 to bf16
+// The weights, at least exp(-80) and so above bf16's smallest normal (not
+// raised to it), rounded to bf16, in P V's A operand.
+// CHECK:        %rescale_1 = math.exp
+// CHECK:        vyre.bounded_exp_arg
+// CHECK-NEXT:   %[[W:.*]] = math.exp
+// CHECK-NOT:    arith.constant 1.17549435e-38 : f32
+// CHECK:        arith.truncf %[[W]] : f32 to bf16
 // CHECK:        gpu.subgroup_mma_insert_thread_local %{{.*}} : bf16, !gpu.mma_matrix<16x16xbf16, "AOp">
 // CHECK:      gpu.subgroup_mma_store_matrix %{{.*}}, %out[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xbf16, "COp">, memref<1024xbf16>
 
