@@ -222,32 +222,6 @@ def test_spirv_transposed_load_and_constant_matrix_verify_in_mlir(tmp_path):
     assert "spirv.CompositeConstruct" in text
 
 
-def _load_pointer_types(text: str) -> list[str]:
-    """The pointer types of the spirv.KHR.CooperativeMatrixLoads in `text`."""
-    return re.findall(r"spirv.KHR.CooperativeMatrixLoad .*: !spirv.ptr<([^,]+),", text)
-
-
-@needs_mlir_translate
-@needs_mlir_opt
-def test_aligned_half_rows_are_loaded_as_uvec4s(tmp_path):
-    """f16 rows 16 bytes apart from an element that is a multiple of 8 go
-    through the buffer's uvec4 view, the stride counted in uvec4s; the f32
-    accumulator stays an array of f32, and an element not provably a
-    multiple of 8 keeps the array of 16-bit elements."""
-    text = _mlir_verifies_spirv(
-        emit_spirv_module(vx.parse_module(matmul_kernel(MATMUL_SHAPES[0]))).binary, tmp_path)
-    assert _load_pointer_types(text) == ["vector<4xi32>", "vector<4xi32>", "f32"]
-    assert re.search(r"CooperativeMatrixLoad %\w+, %\w+, <RowMajor> : "
-                     r"!spirv.ptr<vector<4xi32>, StorageBuffer>, i32", text)
-    assert "spirv.Constant 2 : i32" in text  # 16 halves: 2 uvec4s a row
-    shifted = matmul_kernel(MATMUL_SHAPES[0]).replace(
-        "%a[%c0]", "%a[%c4]").replace("%c0 = arith.constant 0 : index",
-                                      "%c0 = arith.constant 0 : index\n"
-                                      "      %c4 = arith.constant 4 : index")
-    text = _mlir_verifies_spirv(emit_spirv_module(vx.parse_module(shifted)).binary, tmp_path)
-    assert _load_pointer_types(text) == ["i16", "vector<4xi32>", "f32"]
-
-
 # -- Vulkan --------------------------------------------------------------------
 
 @needs_vulkan

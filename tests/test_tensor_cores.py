@@ -298,24 +298,6 @@ def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
     assert re.search(r"spirv.FConvert %\w+ : f32 to f16", text)
 
 
-@needs_mlir_translate
-@needs_mlir_opt
-def test_staged_tiles_and_read_only_rows_move_16_bytes_at_a_time(tmp_path):
-    """The staged K and V tiles and the weights, which only matrix ops
-    touch, are workgroup arrays of uvec4s, and q, k and v are read through
-    their uvec4 views; out, which the kernel writes, keeps its 16-bit
-    elements."""
-    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
-    spirv = emit_spirv_module(vx.lower_to_gpu(module, optimize=PIPELINES["exact_staged"]))
-    text = _mlir_verifies_spirv(spirv.binary, tmp_path)
-    for array in ("tc_weights", "tc_key_tile", "tc_value_tile"):
-        assert re.search(rf"@{array} : !spirv.ptr<!spirv.array<\d+ x vector<4xi32>>, Workgroup>",
-                         text), array
-    pointers = re.findall(r"spirv.KHR.CooperativeMatrix(Load|Store) .*: !spirv.ptr<([^,]+),", text)
-    assert pointers and all(ty == "vector<4xi32>" for op, ty in pointers[:-1])
-    assert pointers[-1] == ("Store", "i16")  # out
-
-
 @pytest.mark.parametrize("kwargs, reason", [
     (dict(seq_len=64, head_dim=16), "must be all f16 or all bf16, not q f32"),
     (dict(seq_len=64, head_dim=24, dtype="f16"), "head_dim (24) is not a multiple of 16"),

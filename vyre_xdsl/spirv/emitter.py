@@ -67,9 +67,6 @@ class MemoryObject:
     # "f16" / "bf16": a buffer of 16-bit elements, each loaded into the low
     # half of a 32-bit uint and stored back from it (spirv/half.py)
     half: str | None = None
-    # an array of uvec4s, eight 16-bit elements each, that only matrix ops
-    # read and write, 16 bytes at a time (spirv/mma.py)
-    wide: bool = False
 
 
 class ProgramEmitter:

@@ -7,8 +7,7 @@
   program share the variable of a binding (one declaration, several entry
   points).
 - `memref.alloc` in memory space 3: a Workgroup array, one per workgroup
-  (an array of vectors where it is read with vector.load; of uvec4s where
-  only matrix ops touch it, 16 bytes at a time: `wide_matrix_access`).
+  (an array of vectors where it is read with vector.load).
   Other allocs and allocas: a Function array (private to the lane); the
   vyre-promote-scratch pass decides which scratch arrays are private.
 """
@@ -20,9 +19,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
-from vyre_xdsl.dialects.gpu_mma import SubgroupMmaLoadMatrixOp, SubgroupMmaStoreMatrixOp
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.index_forms import known_multiple
 from vyre_xdsl.spirv.emitter import WORD_BYTES, MemoryObject
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Capability, Decoration, Op, StorageClass
@@ -82,42 +79,6 @@ def _declare_buffer(e, buffer, element: int, stride: int = 4) -> int:
     return var
 
 
-WIDE_HALVES = 8  # 16-bit elements in a uvec4, the widest access of a lane
-
-
-def _strides(shape) -> list[int]:
-    strides, stride = [], 1
-    for dim in reversed(shape):
-        strides.append(stride)
-        stride *= dim
-    return strides[::-1]
-
-
-def wide_matrix_access(op: Operation) -> bool:
-    """Whether matrix load or store `op` reads or writes 16-bit elements in
-    rows that start 16 bytes apart, from an element that is provably a
-    multiple of WIDE_HALVES: then it may address the memory as uvec4s,
-    which tells the driver every row is 16-byte aligned (it cannot prove
-    that of a 16-bit element's address, and moves 2 or 4 bytes at a time)."""
-    if isinstance(op, SubgroupMmaLoadMatrixOp):
-        memref, indices = op.srcMemref, op.indices
-    elif isinstance(op, SubgroupMmaStoreMatrixOp):
-        memref, indices = op.dstMemref, op.indices
-    else:
-        return False
-    ty = memref.type
-    if not isinstance(ty, MemRefType) or half_kind(ty.element_type) is None:
-        return False
-    if op.leadDimension.value.data % WIDE_HALVES:
-        return False
-    return all(stride * known_multiple(index) % WIDE_HALVES == 0
-               for stride, index in zip(_strides(ty.get_shape()), indices, strict=True))
-
-
-def _only_wide_matrix_accesses(value: SSAValue) -> bool:
-    return bool(value.uses) and all(wide_matrix_access(use.operation) for use in value.uses)
-
-
 # conversions ---------------------------------------------------------------
 
 def _alloc(e, op: Operation) -> None:
@@ -137,18 +98,6 @@ def _alloc(e, op: Operation) -> None:
         count *= dim
     b = e.b
     width = 1
-    if (_memory_space(ty) == WORKGROUP_MEMORY_SPACE and half is not None
-            and count % WIDE_HALVES == 0 and _only_wide_matrix_accesses(result)):
-        uvec4 = b.type_vector(e.uint, WIDE_HALVES // 2)
-        var = b.global_variable(
-            b.type_pointer(StorageClass.Workgroup, b.type_array(uvec4, count // WIDE_HALVES)),
-            StorageClass.Workgroup)
-        e.workgroup_bytes += count * 2
-        if result.name_hint:
-            b.name(var, result.name_hint)
-        e.memories[result] = MemoryObject(var, StorageClass.Workgroup, uvec4, (), shape,
-                                          half=half, wide=True)
-        return
     if _memory_space(ty) == WORKGROUP_MEMORY_SPACE:
         # Read as vectors somewhere: an array of vectors (a Workgroup
         # variable has no second, vector-typed view as a buffer binding has).
@@ -196,24 +145,20 @@ def _memory(e, value: SSAValue, op: Operation) -> MemoryObject:
     return memory
 
 
-def flat_index(e, op: Operation, memory: MemoryObject, indices) -> int:
-    """The id of `indices`' element of `memory` counted row-major."""
+def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
     fn, uint = e.fn, e.uint
     if len(indices) != len(memory.shape):
         raise VyreError(f"'{op.name}': {len(indices)} indices for a "
                         f"{len(memory.shape)}-d memref")
     index = None
-    for idx, stride in zip(indices, _strides(memory.shape), strict=True):
+    for position, idx in enumerate(indices):
         term = e.value(idx)
+        stride = 1
+        for dim in memory.shape[position + 1:]:
+            stride *= dim
         if stride != 1:
             term = fn.op(Op.IMul, uint, term, e.b.constant_uint(stride))
         index = term if index is None else fn.op(Op.IAdd, uint, index, term)
-    return index
-
-
-def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
-    fn, uint = e.fn, e.uint
-    index = flat_index(e, op, memory, indices)
     pointer_type = e.b.type_pointer(memory.storage_class, memory.element_type)
     if memory.vector_width > 1:
         width = e.b.constant_uint(memory.vector_width)

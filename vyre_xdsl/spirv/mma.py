@@ -25,10 +25,7 @@ BFloat16TypeKHR and BFloat16CooperativeMatrixKHR; Vulkan's
 VK_KHR_shader_bfloat16), loaded from and stored to the 16-bit elements of
 an f16 or bf16 buffer (spirv/half.py) as they are: the cooperative-matrix
 instructions read the array's elements as the matrix's component type,
-the stride counting elements.  Rows 16-byte aligned are addressed as
-uvec4s (a read-only buffer's uvec4 view, a workgroup array of uvec4s),
-the stride then counting uvec4s, as GLSL's coopMatLoad from a vec4 array
-does.  A 16-bit scalar is held as its bits in a
+the stride counting elements.  A 16-bit scalar is held as its bits in a
 uint (half.py), so the constant matrix narrows and bitcasts it.
 """
 
@@ -52,13 +49,7 @@ from vyre_xdsl.dialects.gpu_mma import (
 )
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
-from vyre_xdsl.spirv.memref import (
-    WIDE_HALVES,
-    _memory,
-    _pointer,
-    flat_index,
-    wide_matrix_access,
-)
+from vyre_xdsl.spirv.memref import _memory, _pointer
 from vyre_xdsl.spirv.spec import (
     Capability,
     CooperativeMatrixLayout,
@@ -67,9 +58,7 @@ from vyre_xdsl.spirv.spec import (
     MemoryModel,
     Op,
     Scope,
-    StorageClass,
 )
-from vyre_xdsl.spirv.vector import read_only_view
 
 COOPERATIVE_MATRIX = "SPV_KHR_cooperative_matrix"
 VULKAN_MEMORY_MODEL = "SPV_KHR_vulkan_memory_model"
@@ -114,35 +103,18 @@ def matrix_type(e, matrix: MMAMatrixType) -> int:
 
 
 def _tile(e, op: Operation, memref, indices) -> tuple[int, int, int]:
-    """Pointer to the tile's first element, layout and stride ids.  Where
-    the access is wide (memref.wide_matrix_access), through a workgroup
-    array of uvec4s or a read-only buffer's uvec4 view, the element and
-    the stride counted in uvec4s."""
+    """Pointer to the tile's first element, layout and stride ids."""
     memory = _memory(e, memref, op)
     if memory.vector_width > 1:
         raise VyreError(
             f"'{op.name}': {memref.name_hint or 'its memref'} is also read with "
             f"vector.load; the emitter loads matrices from arrays of scalars"
         )
-    b = e.b
-    stride = op.leadDimension.value.data
-    wide = memory if memory.wide else None
-    if wide is None and memory.storage_class == StorageClass.StorageBuffer \
-            and wide_matrix_access(op):
-        wide = read_only_view(e, memref, b.type_vector(e.uint, WIDE_HALVES // 2),
-                              WIDE_HALVES // 2)
-    if wide is None:
-        pointer = _pointer(e, op, memory, indices)
-    else:
-        fn = e.fn
-        element = fn.op(Op.UDiv, e.uint, flat_index(e, op, memory, indices),
-                        b.constant_uint(WIDE_HALVES))
-        pointer = fn.op(Op.AccessChain, b.type_pointer(wide.storage_class, wide.element_type),
-                        wide.variable, *wide.prefix, element)
-        stride //= WIDE_HALVES
+    pointer = _pointer(e, op, memory, indices)
     layout = (CooperativeMatrixLayout.ColumnMajorKHR if op.transpose is not None
               else CooperativeMatrixLayout.RowMajorKHR)
-    return pointer, b.constant_uint(layout), b.constant_uint(stride)
+    b = e.b
+    return pointer, b.constant_uint(layout), b.constant_uint(op.leadDimension.value.data)
 
 
 def _load(e, op: SubgroupMmaLoadMatrixOp) -> None:

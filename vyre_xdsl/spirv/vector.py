@@ -48,45 +48,15 @@ def _vector_type(e, op: Operation, ty) -> tuple[int, int, int]:
     )
 
 
-def _described(e, buffer: SSAValue):
-    """The kernel buffer (BufferInfo) that argument `buffer` is, or None."""
-    return next(
+def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
+          dtype: str) -> MemoryObject:
+    """The vector view of kernel buffer `buffer`, made on first use in the
+    program (the kernels of a program share it, like the buffer)."""
+    described = next(
         (info for arg, info in zip(e.func.body.blocks[0].args, e.info.buffers, strict=True)
          if arg == buffer),
         None,
     )
-
-
-def read_only_view(e, buffer: SSAValue, vector_type: int, components: int) -> MemoryObject | None:
-    """The view of kernel buffer `buffer` as an array of `vector_type` (of
-    `components` 32-bit components), or None where the kernel writes it or
-    it is no kernel buffer.  Made on first use in the program (the kernels
-    of a program share it, like the buffer)."""
-    described = _described(e, buffer)
-    if described is None or not described.is_input:
-        return None
-    key = (described.binding, components)
-    views = e.program.vector_views
-    if key in views:
-        return views[key]
-    b = e.b
-    array = b.type_runtime_array(vector_type, 4 * components)
-    pointer = b.type_pointer(StorageClass.StorageBuffer, b.type_block(array))
-    var = b.global_variable(pointer, StorageClass.StorageBuffer)
-    b.name(var, f"{described.name}_vec{components}")
-    b.decorate(var, Decoration.DescriptorSet, 0)
-    b.decorate(var, Decoration.Binding, described.binding)
-    b.decorate(var, Decoration.NonWritable)
-    view = MemoryObject(var, StorageClass.StorageBuffer, vector_type,
-                        (b.constant_uint(0),), ())
-    views[key] = view
-    return view
-
-
-def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
-          dtype: str) -> MemoryObject:
-    """read_only_view, where the vector load reads a buffer that has one."""
-    described = _described(e, buffer)
     if described is None:
         raise VyreError(f"'{op.name}': only kernel buffers can be loaded as vectors")
     if described.dtype != dtype:
@@ -94,12 +64,26 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
             f"'{op.name}': buffer {described.name!r} holds {described.dtype}, but the "
             f"vector load reads {dtype}"
         )
-    view = read_only_view(e, buffer, vector_type, width)
-    if view is None:
+    if not described.is_input:
         raise VyreError(
             f"'{op.name}': buffer {described.name!r} is written by the kernel; "
             f"vector loads are only emitted for read-only buffers"
         )
+    key = (described.binding, width)
+    views = e.program.vector_views
+    if key in views:
+        return views[key]
+    b = e.b
+    array = b.type_runtime_array(vector_type, 4 * width)
+    pointer = b.type_pointer(StorageClass.StorageBuffer, b.type_block(array))
+    var = b.global_variable(pointer, StorageClass.StorageBuffer)
+    b.name(var, f"{described.name}_vec{width}")
+    b.decorate(var, Decoration.DescriptorSet, 0)
+    b.decorate(var, Decoration.Binding, described.binding)
+    b.decorate(var, Decoration.NonWritable)
+    view = MemoryObject(var, StorageClass.StorageBuffer, vector_type,
+                        (b.constant_uint(0),), ())
+    views[key] = view
     return view
 
 
