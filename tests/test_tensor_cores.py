@@ -18,6 +18,7 @@ import vyre_xdsl as vx
 from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
 from test_mma import _mlir_verifies_spirv, needs_mlir_translate
 from vyre_xdsl.device import H200
+from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.mma_elements import MATRIX_TOLERANCE, conflict_free_stride
 from vyre_xdsl.passes.tensor_cores import Tiling, problem
@@ -168,6 +169,17 @@ def test_rows_whose_max_stays_skip_the_rescale_and_change_no_bit(options):
     got = vx.run(skipping, inputs)["out"]
     np.testing.assert_array_equal(got.view(np.uint16), vx.run(always, inputs)["out"].view(np.uint16))
     np.testing.assert_allclose(got.astype(np.float32), _oracle({}, inputs), atol=TOLERANCE * 64)
+
+
+@pytest.mark.parametrize("head_dim, skip", [(64, False), (128, True)])
+def test_the_plan_skips_the_rescale_at_128_dims(head_dim, skip):
+    """Measured: skipping it paid at 128 dims (two row blocks of 8 O
+    matrices) and cost at 64 (four row blocks of 4), docs/performance.md."""
+    from vyre_xdsl.tuning import tensor_core_tiling
+
+    module = vx.flash_attention_2(seq_len=4096, head_dim=head_dim, num_heads=32, dtype="bf16")
+    skeleton = next(op for op in module.walk() if isinstance(op, vyre.TiledOnlineSoftmaxOp))
+    assert tensor_core_tiling(skeleton, H200).skip_rescale is skip
 
 
 def test_matrix_units_false_keeps_the_h200_plan_on_the_lanes():

@@ -191,7 +191,7 @@ class MatrixElements:
 
 
 def _powers_of_two_below(n: int) -> list[int]:
-    return [1 << i for i in range(n.bit_length() - 1) if 1 << i < n]
+    return [1 << i for i in range((n - 1).bit_length())]
 
 
 def add(b: IRBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
