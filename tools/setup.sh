@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install what vyre-xdsl needs on a fresh Debian/Ubuntu machine: the Debian
-# tools the tests use (upstream MLIR, SPIR-V tools, a CPU Vulkan driver and
-# the validation layer) and the package itself with its test extras.
+# tools the tests use (upstream MLIR, SPIR-V tools and the grammar the
+# vendored tables are checked against, a CPU Vulkan driver and the
+# validation layer) and the package itself with its test extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mlir-22-tools spirv-tools mesa-vulkan-drivers libvulkan1 vulkan-validationlayers)
+APT_PACKAGES=(mlir-22-tools spirv-tools spirv-headers mesa-vulkan-drivers libvulkan1 vulkan-validationlayers)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
