@@ -273,6 +273,8 @@ def test_mlir_opt_accepts_the_lowered_kernel(level):
     ("stage=true prefetch=true keys=32", "exact"),
     ("row_tiles=2 stage=true prefetch=true keys=32 registers=true", "exact"),
     ("row_tiles=2 stage=true prefetch=true keys=32 registers=true stage_q=true", "none"),
+    ("row_tiles=2 stage=true prefetch=true keys=32 registers=true skip_rescale=true", "none"),
+    ("row_tiles=2 stage=true prefetch=true keys=32 registers=true skip_rescale=true", "exact"),
 ])
 def test_mlir_opt_accepts_row_blocks_and_prefetch(options, level):
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
@@ -289,10 +291,15 @@ def test_mlir_opt_accepts_a_soft_cap_on_the_matrix_units():
 
 
 @needs_mlir_opt
-def test_mlir_opt_accepts_what_the_default_plan_puts_on_the_matrix_units():
-    module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
+@pytest.mark.parametrize("shape", [LONG, dict(seq_len=512, head_dim=128, num_heads=64)])
+def test_mlir_opt_accepts_what_the_default_plan_puts_on_the_matrix_units(shape):
+    head_dim = shape["head_dim"]  # 128 with a grid that fills the H200: the plan's first tiling
+    module = vx.flash_attention_2(tile_size=16, dtype="f16", **shape)
     printed = assert_mlir_opt_accepts(vx.lower_to_gpu(module, device="h200"))
     assert "gpu.subgroup_mma_compute" in printed
+    # at 128 dims the plan skips O's rescale where no row moved: an scf.if of matrices
+    assert ('scf.if' in printed and '-> (!gpu.mma_matrix<16x16xf32, "COp">' in printed) \
+        == (head_dim == 128)
 
 
 @needs_mlir_translate
@@ -308,6 +315,19 @@ def test_spirv_cooperative_matrices_verify_in_mlir(level, tmp_path):
     # the softmax on the lanes' elements; weights narrowed by the device
     assert "spirv.CompositeExtract" in text and "coopmatrix" in text
     assert re.search(r"spirv.FConvert %\w+ : f32 to f16", text)
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_spirv_of_the_skipped_rescale_verifies_in_mlir(tmp_path):
+    """The branch around O's rescale: a selection whose phi merges
+    cooperative matrices."""
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    spirv = emit_spirv_module(vx.lower_to_gpu(module, optimize=(
+        "vyre-tensor-cores{device=h200 force=true registers=true skip_rescale=true},"
+        "vyre-to-gpu{optimize=exact}")))
+    text = _mlir_verifies_spirv(spirv.binary, tmp_path)
+    assert "spirv.mlir.selection -> !spirv.coopmatrix<16x16xf32, Subgroup, MatrixAcc>" in text
 
 
 @pytest.mark.parametrize("kwargs, reason", [
