@@ -47,6 +47,15 @@ tile instead of holding them in registers.  The kernel records the layout
 on its launch (`#vyre.accumulator`): the interpreter executes it, the
 Vulkan runtime checks the device's.
 
+With `pieces=2` or `3` the inputs and the output are f32: each f32 operand
+(Q's blocks once, K's and V's as they are staged, P's weights) is split
+into that many bf16 parts (`split`), and each product of matrices is the
+sum of the products of parts i and j with i + j < pieces, the smallest
+first, on bf16 matrices; three parts keep all of f32's 24 bits, two 16
+(SPLIT_TOLERANCE).  Each tile's P V is then summed from 0 and added to O
+on the lanes, rounding to nearest, where the matrix unit's running sums
+may not.  Splitting needs staged tiles and P and Q in registers.
+
 The fragments qualify as tile products (vyre_xdsl.tile_products: the
 builders' FlashAttention-2 without a mask, and with a score_mod only where
 it never returns -inf, a soft-cap: with a mask or a dropping score_mod the
@@ -70,14 +79,18 @@ runs the expansion with the tuning's tiling (vyre_xdsl.tuning).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from xdsl.context import Context
-from xdsl.dialects import gpu
+from xdsl.dialects import arith, gpu
 from xdsl.dialects.builtin import (
+    Float32Type,
     IntegerAttr,
     ModuleOp,
+    bf16,
     f32,
+    i32,
     i64,
 )
 from xdsl.ir import SSAValue
@@ -86,7 +99,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl import recurrence
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F32_MIN
+from vyre_xdsl.dialects.constants import F32_MIN, MIN_POSITIVE
 from vyre_xdsl.dialects.gpu_mma import (
     MMAMatrixType,
     MMAOperand,
@@ -117,6 +130,7 @@ from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
 
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
+BF16_DROPPED = -(1 << 16)  # 0xFFFF0000: an f32's bits that bf16 keeps
 
 
 @dataclass(frozen=True)
@@ -139,6 +153,9 @@ class Tiling:
     # O's rescale in a branch that the subgroup skips where none of its
     # rows moved its max (MatrixElements.rescaled)
     skip_rescale: bool = False
+    # f32 inputs as this many bf16 parts each, products of parts i and j
+    # with i + j < pieces (1: the inputs are f16 or bf16 themselves)
+    pieces: int = 1
 
     @property
     def buffers(self) -> int:
@@ -178,7 +195,13 @@ class Tiling:
                   if self.stage else 0)
         weights = 0 if self.registers else self.rows * self.keys
         queries = self.rows * head_dim if self.stage_q else 0
-        return HALF_BYTES * (weights + staged + queries)
+        return HALF_BYTES * (weights + staged * self.pieces + queries)
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        """The (part of A, part of B) of each product, smallest first."""
+        return [(i, order - i) for order in reversed(range(self.pieces))
+                for i in range(order + 1)]
 
 
 def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
@@ -205,7 +228,30 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
         fragments = qualify(op, TILE, TILE, tiling.keys, tiling.rows, tiling.sharing)
     except Unfit as unfit:
         return str(unfit)
-    return half_problem((op.q, *fragments.buffers, op.out), device.matrix_shapes)
+    buffers = (op.q, *fragments.buffers, op.out)
+    if tiling.pieces == 1:
+        reason = half_problem(buffers, device.matrix_shapes)
+        if reason and all(isinstance(b.type.element_type, Float32Type) for b in buffers):
+            reason += " (f32 ones run split into bf16 parts: pieces=2 or 3)"
+        return reason
+    return split_problem(buffers, tiling, device)
+
+
+def split_problem(buffers, tiling: Tiling, device: DeviceProfile) -> str | None:
+    """Why f32 `buffers` cannot be split into `tiling.pieces` bf16 parts
+    each; None if they can."""
+    listed = ", ".join(f"{b.name_hint} {b.type.element_type}" for b in buffers)
+    if any(not isinstance(b.type.element_type, Float32Type) for b in buffers):
+        return f"pieces={tiling.pieces} splits f32 operands, not {listed}"
+    if tiling.pieces not in (2, 3):
+        return f"f32 operands split into 2 or 3 bf16 parts, not {tiling.pieces}"
+    if not (tiling.stage and tiling.registers) or tiling.stage_q or tiling.skip_rescale:
+        return ("split f32 operands need staged K and V tiles and P and Q in registers "
+                "(stage, registers, no stage_q), and O rescaled in every tile (no "
+                "skip_rescale)")
+    if (TILE, TILE, TILE) not in device.matrix_shapes(bf16):
+        return "the device has no 16x16x16 bf16 cooperative matrices"
+    return None
 
 
 def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
@@ -225,7 +271,8 @@ class TensorCoreExpansion(MatrixElements):
         self.head_dim, self.v_dim = shape["head_dim"], op.v_dim
         self.exp2 = op.exp2 is not None
         self.count = shape["seq_len"] // self.keys  # tiles
-        half = self.half = op.q.type.element_type
+        half = self.half = bf16 if tiling.pieces > 1 else op.q.type.element_type
+        self.out_type = op.out.type.element_type
         # rows of the staged K and V tiles, read as B operands; the A
         # operands' arrays (weights, Q) keep theirs: padded rows of the
         # latent attention's A operands ran slower (docs/performance.md)
@@ -235,7 +282,7 @@ class TensorCoreExpansion(MatrixElements):
         if tiling.stage_q:  # the workgroup's rows of q
             scratch += [("tc_query_tile", tiling.rows * self.head_dim, half)]
         if tiling.stage:  # the workgroup's K and V tiles, copied once for its subgroups
-            scratch += [(name, tiling.buffers * self.keys * stride, half)
+            scratch += [(name, tiling.pieces * tiling.buffers * self.keys * stride, half)
                         for name, stride in zip(("tc_key_tile", "tc_value_tile"),
                                                 self.staged_strides, strict=True)]
         arrays = [b.emit(vyre.ScratchOp(name, count, element)).results[0]
@@ -272,8 +319,7 @@ class TensorCoreExpansion(MatrixElements):
             b.emit(gpu.BarrierOp())
             queries = None
         else:
-            queries = [[b.emit(SubgroupMmaLoadMatrixOp(op.q, [at], a16, head_dim)).results[0]
-                        for at in row] for row in at_q]
+            queries = [[self.operands(b, op.q, at, head_dim) for at in row] for row in at_q]
         c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
         rows, outs = self.layout.row_count, self.v_dim // TILE
         state = [b.f32(F32_MIN)] * rows + [b.f32(0.0)] * rows
@@ -294,20 +340,69 @@ class TensorCoreExpansion(MatrixElements):
                             for l in block.l]  # noqa: E741
             for c, o in enumerate(block.o):
                 out = self.map_elements(
-                    b, o, lambda b, value, slot: self.narrow(
-                        b, recurrence.final_value(b, value, denominators[slot])), c16)
+                    b, o, lambda b, value, slot: self.to_out(
+                        b, recurrence.final_value(b, value, denominators[slot])),
+                    _matrix(TILE, TILE, self.out_type, MMAOperand.C))
                 b.emit(SubgroupMmaStoreMatrixOp(
                     out, op.out, [b.addi(self.row_at(b, r, self.v_dim), b.index(c * TILE))],
                     self.v_dim))
 
-    def query(self, b: IRBuilder, queries, r: int, c: int) -> SSAValue:
-        """Row block r's Q for dims 16 c to 16 c + 15: held, or read from
-        tc_query_tile."""
+    def operands(self, b: IRBuilder, source: SSAValue, at: SSAValue,
+                 stride: int) -> list[SSAValue]:
+        """The 16x16 block at `at` of `source` as A operands: itself, or
+        its f32 elements' parts (`split`), each inserted where the layout's
+        A operands hold them."""
+        a16 = self.matrix(MMAOperand.A)
+        if self.tiling.pieces == 1:
+            return [b.emit(SubgroupMmaLoadMatrixOp(source, [at], a16, stride)).results[0]]
+        c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
+        block = b.emit(SubgroupMmaLoadMatrixOp(source, [at], c32, stride)).results[0]
+        return self.split_operands(b, self.elements(b, block), a16)
+
+    def split(self, b: IRBuilder, value: SSAValue) -> list[SSAValue]:
+        """`value` (f32) as `pieces` bf16 parts: each but the last its rest's
+        first 8 bits (toward zero), the last its rest rounded; their sum is
+        `value` to 2^-15 of it (two) or exactly (three, where the last
+        part stays in bf16's range).  Every part has the
+        value's sign, so an infinite operand times the parts sums to one
+        infinity, not NaN: the rest of an infinite or NaN part is 0, and a
+        later part that is 0 takes the smallest normal with the value's
+        sign (an error of at most 2^-126 times the other operand)."""
+        zero = b.f32(0.0)
+        sign = b.select(b.cmpf(value, zero, "olt"), b.f32(-MIN_POSITIVE), b.f32(MIN_POSITIVE))
+        parts = []
+        for piece in range(self.tiling.pieces):
+            if piece:
+                value = b.select(b.cmpf(value, zero, "oeq"), sign, value)
+            if piece + 1 == self.tiling.pieces:
+                parts.append(self.narrow(b, value))
+                break
+            head = _toward_bf16(b, value)
+            parts.append(self.narrow(b, head))  # exact
+            rest = b.subf(value, head)
+            value = b.select(b.cmpf(b.absf(rest), b.f32(math.inf), "olt"), rest, zero)
+        return parts
+
+    def split_operands(self, b: IRBuilder, values: list[SSAValue],
+                       matrix: MMAMatrixType) -> list[SSAValue]:
+        """`values` (a lane's accumulator elements, f32) split, as one A
+        operand a part."""
+        parts = [self.split(b, value) for value in values]
+        return [self.assemble(b, [parts[i][piece] for i in self.layout.operand_a], matrix)
+                for piece in range(self.tiling.pieces)]
+
+    def to_out(self, b: IRBuilder, value: SSAValue) -> SSAValue:
+        """`value` in the output's type."""
+        return value if isinstance(self.out_type, Float32Type) else self.narrow(b, value)
+
+    def query(self, b: IRBuilder, queries, r: int, c: int) -> list[SSAValue]:
+        """Row block r's Q for dims 16 c to 16 c + 15 (its parts): held,
+        or read from tc_query_tile."""
         if queries is not None:
             return queries[r][c]
         a16 = self.matrix(MMAOperand.A)
-        return b.emit(SubgroupMmaLoadMatrixOp(
-            self.query_tile, [self.query_at(b, r, c)], a16, self.head_dim)).results[0]
+        return [b.emit(SubgroupMmaLoadMatrixOp(
+            self.query_tile, [self.query_at(b, r, c)], a16, self.head_dim)).results[0]]
 
     def query_at(self, b: IRBuilder, r: int, c: int) -> SSAValue:
         """Where row block r's dims 16 c.. start in tc_query_tile."""
@@ -351,11 +446,14 @@ class TensorCoreExpansion(MatrixElements):
         for k in range(chunks):  # S's 16 x 16 blocks, each K block read once
             for c in range(head_dim // TILE):
                 at = b.addi(keys, b.index(k * TILE * k_stride + c * TILE))
-                key = b.emit(SubgroupMmaLoadMatrixOp(
-                    k_source, [at], b16, k_stride, transpose=True)).results[0]
+                key = [b.emit(SubgroupMmaLoadMatrixOp(
+                    k_source, [b.addi(at, b.index(piece * self.piece_size(k_stride)))], b16,
+                    k_stride, transpose=True)).results[0] for piece in self.pieces]
                 for r, block in enumerate(totals):
-                    block[k] = b.emit(SubgroupMmaComputeOp(
-                        self.query(b, queries, r, c), key, block[k])).results[0]
+                    query = self.query(b, queries, r, c)
+                    for i, j in self.tiling.pairs:
+                        block[k] = b.emit(SubgroupMmaComputeOp(
+                            query[i], key[j], block[k])).results[0]
         # P's 16 x 16 blocks, one per 16 keys, of each row block
         weights = [self.softmax(b, block, carried, r)
                    for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
@@ -363,25 +461,52 @@ class TensorCoreExpansion(MatrixElements):
             b.emit(gpu.BarrierOp())  # the subgroup's weights in place
             a16 = self.matrix(MMAOperand.A)
             weights = [[
-                b.emit(SubgroupMmaLoadMatrixOp(
+                [b.emit(SubgroupMmaLoadMatrixOp(
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
-                    self.keys)).results[0]
+                    self.keys)).results[0]]
                 for k in range(chunks)] for r in range(len(blocks))]
-        outs = [self.rescaled(b, carried.o, carried.rescale, self.tiling.skip_rescale)
+        split = self.tiling.pieces > 1
+        # split: this tile's P V summed from 0, then added to the rescaled O
+        # in the lanes, rounding to nearest: the matrix unit's sums may
+        # truncate, and O takes a sum from every tile
+        outs = [list(carried.o) if split else
+                self.rescaled(b, carried.o, carried.rescale, self.tiling.skip_rescale)
                 for carried in blocks]
         for c in range(v_dim // TILE):  # each V block read once
+            sums = [self.constant(b, 0.0, c32) if split else o[c] for o in outs]
             for k in range(chunks):
                 at = b.addi(values, b.index(k * TILE * v_stride + c * TILE))
-                value = b.emit(SubgroupMmaLoadMatrixOp(v_source, [at], b16,
-                                                       v_stride)).results[0]
-                for r, o in enumerate(outs):
-                    o[c] = b.emit(SubgroupMmaComputeOp(weights[r][k], value, o[c])).results[0]
+                value = [b.emit(SubgroupMmaLoadMatrixOp(
+                    v_source, [b.addi(at, b.index(piece * self.piece_size(v_stride)))], b16,
+                    v_stride)).results[0] for piece in self.pieces]
+                for r in range(len(outs)):
+                    for i, j in self.tiling.pairs:
+                        sums[r] = b.emit(SubgroupMmaComputeOp(
+                            weights[r][k][i], value[j], sums[r])).results[0]
+            for r, (o, carried) in enumerate(zip(outs, blocks, strict=True)):
+                o[c] = (self.rescaled_plus(b, o[c], carried.rescale, sums[r]) if split
+                        else sums[r])
         if pending:  # the next tile into the other buffer, which no lane reads now
             self.store_blocks(b, pending, b.remui(b.addi(index, b.index(1)), b.index(2)))
         if self.staged or not self.tiling.registers:
             b.emit(gpu.BarrierOp())  # every read of the weights (and tiles) done
         return [_Rows.of(block.m_new, block.l_new, o)
                 for block, o in zip(blocks, outs, strict=True)]
+
+    def rescaled_plus(self, b: IRBuilder, o: SSAValue, rescale: list[SSAValue],
+                      tile: SSAValue) -> SSAValue:
+        """O's matrix `o`, each row times its rescale, plus `tile`."""
+        values = [b.addf(b.mulf(rescale[slot], x), y) for x, y, slot in zip(
+            self.elements(b, o), self.elements(b, tile), self.layout.slots, strict=True)]
+        return self.assemble(b, values, o.type)
+
+    @property
+    def pieces(self) -> range:
+        return range(self.tiling.pieces)
+
+    def piece_size(self, stride: int) -> int:
+        """Elements from one part of a staged tile to the next."""
+        return self.tiling.buffers * self.keys * stride
 
     def weights_at(self, b: IRBuilder, r: int) -> SSAValue:
         """Where row block r's weights start in tc_weights."""
@@ -416,11 +541,15 @@ class TensorCoreExpansion(MatrixElements):
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
                                                  may_be_minus_inf(self.f.score))
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, self.at_least_smallest(
-                    b, weight, may_be_minus_inf(self.f.score))))
-            if self.tiling.registers:
-                operands.append(self.assemble(
-                    b, [weights[i] for i in layout.operand_a], a16))
+                if self.tiling.pieces == 1:
+                    weight = self.narrow(b, self.at_least_smallest(
+                        b, weight, may_be_minus_inf(self.f.score)))
+                weights.append(weight)
+            if self.tiling.pieces > 1:
+                operands.append(self.split_operands(b, weights, a16))
+            elif self.tiling.registers:
+                operands.append([self.assemble(
+                    b, [weights[i] for i in layout.operand_a], a16)])
             else:
                 b.emit(SubgroupMmaStoreMatrixOp(
                     self.assemble(b, weights, c16), self.weights,
@@ -458,21 +587,38 @@ class TensorCoreExpansion(MatrixElements):
         return blocks
 
     def store_blocks(self, b: IRBuilder, blocks: list[_Block], buffer) -> None:
-        """`load_blocks`' blocks into copy `buffer` of the staged tiles."""
+        """`load_blocks`' blocks into copy `buffer` of the staged tiles
+        (split, each part into its own)."""
+        def store(b: IRBuilder, block: _Block, matrix: SSAValue, offset: SSAValue) -> None:
+            if self.tiling.pieces == 1:
+                return block.store(b, matrix, offset)
+            c16 = self.matrix(MMAOperand.C)
+            parts = [self.split(b, value) for value in self.elements(b, matrix)]
+            for piece in self.pieces:
+                block.store(b, self.assemble(b, [p[piece] for p in parts], c16),
+                            b.addi(offset, b.index(piece * self.piece_size(block.stride))))
+
         for block in blocks:
             offset = b.muli(as_index(b, buffer), b.index(self.keys * block.stride))
             if block.guard is None:
-                block.store(b, block.matrix, offset)
+                store(b, block, block.matrix, offset)
             else:
                 b.if_then(block.guard,
-                          lambda b, block=block, offset=offset: block.store(
-                              b, block.load(b), offset))
+                          lambda b, block=block, offset=offset: store(
+                              b, block, block.load(b), offset))
 
     def score(self, b: IRBuilder, dot: SSAValue) -> SSAValue:
         """The scores fragment's value with its dot product replaced by S's
         element `dot` (Fragments.of: it depends on nothing else of the
         fragment)."""
         return clone_value(b, self.f.score, {self.f.dot.results[0]: dot})
+
+
+def _toward_bf16(b: IRBuilder, value: SSAValue) -> SSAValue:
+    """`value` cut to bf16's 8 significant bits (toward zero; NaN kept)."""
+    bits = b.emit(arith.BitcastOp(value, i32)).results[0]
+    cut = b.emit(arith.BitcastOp(b.andi(bits, b.i32(BF16_DROPPED)), f32)).results[0]
+    return b.select(b.cmpf(value, value, "uno"), value, cut)
 
 
 @dataclass
@@ -558,8 +704,9 @@ class TensorCoresPass(ModulePass):
     two buffers, the next tile's loaded while this one is computed;
     `registers`: P built in registers as P V's A operand; `stage_q`: Q
     read from workgroup memory in each tile; `skip_rescale`: O rescaled
-    only where a row of the subgroup's moved its max; `force`: an error
-    for a skeleton that does not qualify)."""
+    only where a row of the subgroup's moved its max; `pieces`: f32
+    operands split into 2 or 3 bf16 parts; `force`: an error for a
+    skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
@@ -571,6 +718,7 @@ class TensorCoresPass(ModulePass):
     registers: bool = False
     stage_q: bool = False
     skip_rescale: bool = False
+    pieces: int = 1
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -582,7 +730,7 @@ class TensorCoresPass(ModulePass):
                                  f"{self.row_tiles}")
         device = device_profile(self.device)
         tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch, self.registers,
-                        self.stage_q, self.skip_rescale)
+                        self.stage_q, self.skip_rescale, self.pieces)
         expand_skeletons(
             op, self.name, self.force, "vyre IR", lambda skeleton: tiling,
             lambda skeleton, tiling: problem(skeleton, device, tiling),

@@ -37,7 +37,7 @@ import numpy as np
 import vyre_xdsl as vx
 from vyre_xdsl.compiler import compile_module
 from vyre_xdsl.dtypes import numpy_dtype
-from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
+from vyre_xdsl.mma_elements import MATRIX_TOLERANCE, SPLIT_TOLERANCE
 from vyre_xdsl.run import prepare_buffers
 from vyre_xdsl.tools.mma_kernels import MATMUL_SHAPES, MatmulShape, matmul_kernel
 from vyre_xdsl.vulkan import device_report, execute, runtime
@@ -225,24 +225,25 @@ def mma_case(shape: MatmulShape) -> Case:
                 reference, tolerance=tolerance, cooperative_matrix=True)
 
 
-def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", **tiling) -> Case:
-    """FlashAttention-2 in f16 or bf16 through vyre-tensor-cores with the
-    options `tiling` of its Tiling (keys, row_tiles, stage, prefetch,
-    registers; its tolerance), for the Vulkan device's accumulator layout."""
+def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", nan_inf: bool = False,
+                **tiling) -> Case:
+    """FlashAttention-2 in f16 or bf16 (or f32 split into bf16 parts:
+    `pieces`) through vyre-tensor-cores with the options `tiling` of its
+    Tiling (keys, row_tiles, stage, prefetch, registers; its tolerance),
+    for the Vulkan device's accumulator layout."""
     from dataclasses import asdict
 
     from vyre_xdsl.passes.tensor_cores import Tiling
 
-    case = fa2_case(heads, n, d, dtype=dtype)
-    options = " ".join(f"{key}={str(value).lower()}"
-                       for key, value in asdict(Tiling(**tiling)).items())
+    case = fa2_case(heads, n, d, dtype=dtype, nan_inf=nan_inf)
+    tiling = Tiling(**tiling)
+    options = " ".join(f"{key}={str(value).lower()}" for key, value in asdict(tiling).items())
+    tolerance = SPLIT_TOLERANCE[tiling.pieces] if dtype == "f32" else MATRIX_TOLERANCE[dtype]
     pipeline = (f"vyre-tensor-cores{{device=vulkan force=true {options}}},"
                 f"vyre-to-gpu{{optimize=exact}}")
     name = f"tensor cores {case.name} {options}"
-    return Case(name, case.build, case.inputs,
-                case.reference, dtype, MATRIX_TOLERANCE[dtype],
-                cooperative_matrix=True,
-                optimize=pipeline)
+    return Case(name, case.build, case.inputs, case.reference, dtype, tolerance,
+                cooperative_matrix=True, optimize=pipeline)
 
 
 def latent_paged_case(batch: int, length: int, heads: int, page: int,
@@ -373,6 +374,14 @@ def cases(every: bool) -> list[Case]:
         latent_case(4096, 16, dtype="bf16"),
         latent_case(4096, 128, dtype="bf16"),
         latent_paged_case(8, 4096, 16, 64, dtype="bf16"),
+        # f32 split into bf16 parts on the matrix units
+        tensor_case(32, 4096, 64, dtype="f32", pieces=3, row_tiles=2, stage=True,
+                    registers=True),
+        tensor_case(32, 4096, 128, dtype="f32", pieces=3, stage=True, registers=True),
+        tensor_case(32, 4096, 64, dtype="f32", pieces=2, row_tiles=2, stage=True,
+                    prefetch=True, registers=True),
+        tensor_case(2, 128, 16, dtype="f32", nan_inf=True, pieces=3, stage=True,
+                    registers=True),
         # one head: the plan's register blocks
         fa2_case(1, 4096, 64),
         fa2_case(1, 4096, 128),

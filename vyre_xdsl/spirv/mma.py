@@ -195,9 +195,13 @@ def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
 def _insert_thread_local(e, op: SubgroupMmaInsertThreadLocalOp) -> None:
     narrowed = op.value.owner
     if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, HALF_TYPES)
-            and isinstance(narrowed.input.type, Float32Type)):
-        # an f32 rounded into a 16-bit matrix: the device's own conversion
-        # (one instruction; half.py's exact integer one stays for buffers)
+            and isinstance(narrowed.input.type, Float32Type)
+            and all(isinstance(use.operation, SubgroupMmaInsertThreadLocalOp)
+                    for use in op.value.uses)):
+        # an f32 rounded into 16-bit matrices only: the device's own
+        # conversion (one instruction; it may round another way than
+        # half.py's exact integer one, which stays for every other use, as
+        # where the rounded value is widened again to split an f32)
         value = e.fn.op(Op.FConvert, _component_type(e, op.value.type),
                         e.value(narrowed.input))
     else:

@@ -5,9 +5,12 @@
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{force=true}' 2>&1 | filecheck %s --check-prefix=GENERIC
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true prefetch=true}' 2>&1 | filecheck %s --check-prefix=PREFETCH
 // RUN: not vyre-opt %s -p 'vyre-to-gpu{optimize=none},vyre-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s --check-prefix=NOTHING
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true pieces=4 stage=true registers=true}' 2>&1 | filecheck %s --check-prefix=PIECES
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true pieces=3}' 2>&1 | filecheck %s --check-prefix=SPLIT
 
-// An f32 kernel: the matrix units take f16 inputs, so the pass refuses it
-// when forced and leaves it alone otherwise.
+// An f32 kernel: the matrix units take f16 or bf16 inputs, so the pass
+// refuses it when forced and leaves it alone otherwise, but split into bf16
+// parts (pieces=2 or 3) with staged tiles and P and Q in registers.
 builtin.module {
   vyre.kernel @flash_attention_2 items 64 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [64, 16] : memref<1024xf32>
@@ -84,7 +87,7 @@ builtin.module {
   }
 }
 
-// CHECK: tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the matrices' operands must be all f16 or all bf16, not q f32, k f32, v f32, out f32
+// CHECK: tensor_cores_errors.mlir:{{[0-9]+}}:5: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the matrices' operands must be all f16 or all bf16, not q f32, k f32, v f32, out f32 (f32 ones run split into bf16 parts: pieces=2 or 3)
 // LEFT:  vyre.tiled_online_softmax
 // KEYS:  error: vyre-tensor-cores: keys must be a positive multiple of 16, got 24
 // ROWS:  error: vyre-tensor-cores: row_tiles must be positive, got 0
@@ -94,3 +97,5 @@ builtin.module {
 // GENERIC: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: the device profile has no accumulator layout (no cooperative matrices)
 // Lowered first, the module holds no skeleton: force=true says so.
 // NOTHING: error: vyre-tensor-cores: force=true, but the module holds no vyre.tiled_online_softmax to expand
+// PIECES: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: f32 operands split into 2 or 3 bf16 parts, not 4
+// SPLIT: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: split f32 operands need staged K and V tiles and P and Q in registers (stage, registers, no stage_q), and O rescaled in every tile (no skip_rescale)
