@@ -51,7 +51,7 @@ With `pieces=2` or `3` the inputs and the output are f32: each f32 operand
 (Q's blocks once, K's and V's as they are staged, P's weights) is split
 into that many bf16 parts (`split`), and each product of matrices is the
 sum of the products of parts i and j with i + j < pieces, the smallest
-first, on bf16 matrices; three parts keep all of f32's 24 bits, two 16
+first, on bf16 matrices; three parts keep all of f32's 24 bits, two 15
 (SPLIT_TOLERANCE).  Each tile's P V is then summed from 0 and added to O
 on the lanes, rounding to nearest, where the matrix unit's running sums
 may not.  Splitting needs staged tiles and P and Q in registers.
@@ -496,7 +496,7 @@ class TensorCoreExpansion(MatrixElements):
     def rescaled_plus(self, b: IRBuilder, o: SSAValue, rescale: list[SSAValue],
                       tile: SSAValue) -> SSAValue:
         """O's matrix `o`, each row times its rescale, plus `tile`."""
-        values = [b.addf(b.mulf(rescale[slot], x), y) for x, y, slot in zip(
+        values = [recurrence.next_accumulator(b, rescale[slot], x, y) for x, y, slot in zip(
             self.elements(b, o), self.elements(b, tile), self.layout.slots, strict=True)]
         return self.assemble(b, values, o.type)
 

@@ -62,10 +62,17 @@ def score_weight(
     return b.select(keep, weight, b.f32(0.0))
 
 
+def next_accumulator(b: IRBuilder, rescale: SSAValue, acc: SSAValue, tile_sum: SSAValue,
+                     hint: str | None = None) -> SSAValue:
+    """A running sum (the denominator, an element of O) after a tile: its
+    value rescaled to the row's new max, plus the tile's sum."""
+    return b.addf(b.mulf(rescale, acc), tile_sum, hint)
+
+
 def next_denominator(
     b: IRBuilder, rescale: SSAValue, l: SSAValue, tile_sum: SSAValue  # noqa: E741
 ) -> SSAValue:
-    return b.addf(b.mulf(rescale, l), tile_sum, "l_new")
+    return next_accumulator(b, rescale, l, tile_sum, "l_new")
 
 
 def final_denominator(b: IRBuilder, l: SSAValue) -> SSAValue:  # noqa: E741
