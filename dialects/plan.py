@@ -3,7 +3,7 @@
 A skeleton that `default` runs on the device's matrix units gets
 `vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 4, stage =
 true, prefetch = true, registers = true, stage_q = false, skip_rescale =
-false>` instead:
+false, pieces = 1>` instead:
 vyre-tensor-cores' tiling (its options of the same names), and no
 `vyre.plan`; one that `default` expands into register blocks gets
 `vyre.block_product = #vyre.block_product<lanes = 128, key_lanes = 8, rows
@@ -202,6 +202,7 @@ class PlanAttr(ParametrizedAttribute):
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
 _TILING_INTS = ("keys", "row_tiles")
 _TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q", "skip_rescale")
+_TILING_LATER_INTS = ("pieces",)
 
 
 @irdl_attr_definition
@@ -217,15 +218,17 @@ class TensorCoresAttr(ParametrizedAttribute):
     registers_attr: IntAttr  # 0 or 1
     stage_q_attr: IntAttr  # 0 or 1
     skip_rescale_attr: IntAttr  # 0 or 1
+    pieces_attr: IntAttr  # bf16 parts of an f32 operand (1: 16-bit operands)
 
     def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool,
-                 registers: bool, stage_q: bool, skip_rescale: bool):
+                 registers: bool, stage_q: bool, skip_rescale: bool, pieces: int = 1):
         super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
                          IntAttr(int(prefetch)), IntAttr(int(registers)), IntAttr(int(stage_q)),
-                         IntAttr(int(skip_rescale)))
+                         IntAttr(int(skip_rescale)), IntAttr(pieces))
 
     keys = _data("keys_attr")
     row_tiles = _data("row_tiles_attr")
+    pieces = _data("pieces_attr")
 
     @property
     def stage(self) -> bool:
@@ -252,7 +255,7 @@ class TensorCoresAttr(ParametrizedAttribute):
             raise VerifyException(
                 f"#vyre.tensor_cores: keys must be a positive multiple of "
                 f"{TILE}, got {self.keys}")
-        _require_positive(self, ("row_tiles",))
+        _require_positive(self, ("row_tiles", "pieces"))
         if self.prefetch and not self.stage:
             raise VerifyException(
                 "#vyre.tensor_cores: prefetch double-buffers staged tiles, so it "
@@ -263,20 +266,21 @@ class TensorCoresAttr(ParametrizedAttribute):
         start = parser.pos
         values: list[Attribute] = []
         parser.parse_punctuation("<")
-        for i, key in enumerate((*_TILING_INTS, *_TILING_FLAGS)):
+        for i, key in enumerate((*_TILING_INTS, *_TILING_FLAGS, *_TILING_LATER_INTS)):
             if i:
                 parser.parse_punctuation(",")
             parser.parse_keyword(key)
             parser.parse_punctuation("=")
-            value = (parser.parse_integer(allow_boolean=False, allow_negative=True)
-                     if key in _TILING_INTS else int(parser.parse_boolean()))
+            value = (int(parser.parse_boolean()) if key in _TILING_FLAGS
+                     else parser.parse_integer(allow_boolean=False, allow_negative=True))
             values.append(IntAttr(value))
         parser.parse_punctuation(">")
         return _verified(cls, values, parser, start)
 
     def print_parameters(self, printer: Printer) -> None:
         flags = "".join(f", {key} = {str(getattr(self, key)).lower()}" for key in _TILING_FLAGS)
-        printer.print_string(f"<keys = {self.keys}, row_tiles = {self.row_tiles}{flags}>")
+        later = "".join(f", {key} = {getattr(self, key)}" for key in _TILING_LATER_INTS)
+        printer.print_string(f"<keys = {self.keys}, row_tiles = {self.row_tiles}{flags}{later}>")
 
 
 BLOCK_PRODUCT_ATTR = "vyre.block_product"  # on a vyre.tiled_online_softmax

@@ -22,20 +22,26 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from vyre_xdsl.device import GENERIC, device_profile
-from vyre_xdsl.tuning import record_plans
+from vyre_xdsl.errors import pass_error
+from vyre_xdsl.tuning import f32_parts_problem, record_plans
 
 
 @dataclass(frozen=True)
 class PlanPass(ModulePass):
     """Record on every skeleton the plan that `optimize=default` follows on
     `device` (without its matrix units where `matrix_units=false`, as
-    vyre-to-gpu's option of that name)."""
+    vyre-to-gpu's option of that name; f32 on them split into `f32_parts`
+    bf16 parts, as vyre-to-gpu's)."""
 
     name = "vyre-plan"
 
     device: str = GENERIC.name
     matrix_units: bool = True
+    f32_parts: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if reason := f32_parts_problem(self.f32_parts):
+            raise pass_error(op, f"{self.name}: {reason}")
         device = device_profile(self.device)
-        record_plans(op, device if self.matrix_units else device.without_matrices())
+        record_plans(op, device if self.matrix_units else device.without_matrices(),
+                     self.f32_parts)

@@ -115,6 +115,7 @@ from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_elements import (
     HALF_BYTES,
     LANES,
+    SPLIT_TOLERANCE,
     SUBGROUP,
     SUBGROUPS,
     MatrixElements,
@@ -180,11 +181,11 @@ class Tiling:
     def of(attr: TensorCoresAttr) -> Tiling:
         """The tiling a plan records (`#vyre.tensor_cores`)."""
         return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers,
-                      attr.stage_q, attr.skip_rescale)
+                      attr.stage_q, attr.skip_rescale, attr.pieces)
 
     def attr(self) -> TensorCoresAttr:
         return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch,
-                               self.registers, self.stage_q, self.skip_rescale)
+                               self.registers, self.stage_q, self.skip_rescale, self.pieces)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the 16-bit weights of its
@@ -243,7 +244,7 @@ def split_problem(buffers, tiling: Tiling, device: DeviceProfile) -> str | None:
     listed = ", ".join(f"{b.name_hint} {b.type.element_type}" for b in buffers)
     if any(not isinstance(b.type.element_type, Float32Type) for b in buffers):
         return f"pieces={tiling.pieces} splits f32 operands, not {listed}"
-    if tiling.pieces not in (2, 3):
+    if tiling.pieces not in SPLIT_TOLERANCE:
         return f"f32 operands split into 2 or 3 bf16 parts, not {tiling.pieces}"
     if not (tiling.stage and tiling.registers) or tiling.stage_q or tiling.skip_rescale:
         return ("split f32 operands need staged K and V tiles and P and Q in registers "
@@ -306,7 +307,6 @@ class TensorCoreExpansion(MatrixElements):
 
     def emit(self, b: IRBuilder) -> None:
         op, head_dim, tiles = self.op, self.head_dim, range(self.tiling.row_tiles)
-        a16 = self.matrix(MMAOperand.A)
         c16 = self.matrix(MMAOperand.C)
         at_q = [[b.addi(self.row_at(b, r, head_dim), b.index(c * TILE))
                  for c in range(head_dim // TILE)] for r in tiles]

@@ -26,7 +26,10 @@
            plan's unroll depth and vyre-interleave-scratch; a masked kernel's
            heaviest query blocks start first (vyre-inline-fragments{heavy_first});
            with `matrix_units=false` the plan is that of `device` without
-           matrix units, every kernel on the lanes
+           matrix units, every kernel on the lanes; with `f32_parts=2` or
+           `3` an f32 FlashAttention-2 may run on bf16 matrix units, its
+           operands split into that many bf16 parts (within
+           SPLIT_TOLERANCE, not bit-exact; vyre-tensor-cores{pieces})
 
 The passes are taken by name from the registry (`ALL_PASSES` of
 vyre_xdsl.passes), with the options the plan gives them.
@@ -108,19 +111,23 @@ class VyreToGpuPass(ModulePass):
     around them; `default` chooses within the limits of `device` (a
     profile of vyre_xdsl.device: generic, h200, lavapipe, or vulkan for the
     device vx.run would use), on its matrix units where the plan takes
-    them unless `matrix_units=false`."""
+    them unless `matrix_units=false`, for f32 split into `f32_parts` bf16
+    parts (0: f32 stays on the lanes)."""
 
     name = "vyre-to-gpu"
 
     optimize: str = "default"
     device: str = GENERIC.name
     matrix_units: bool = True
+    f32_parts: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         device = device_profile(self.device)
         if not self.matrix_units:
             device = device.without_matrices()
         _check_level(self.optimize)
+        if reason := tuning.f32_parts_problem(self.f32_parts):
+            raise pass_error(op, f"{self.name}: {reason}")
         nested = [m for m in op.walk() if isinstance(m, ModuleOp) and m is not op]
         if nested:  # the passes it runs take a program's kernels from one module
             raise pass_error(
@@ -131,7 +138,7 @@ class VyreToGpuPass(ModulePass):
         unroll, interleave = tuning.UNROLL, ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)
-            plans = list(tuning.record_plans(op, device).values())
+            plans = list(tuning.record_plans(op, device, self.f32_parts).values())
             for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
                 if isinstance(on_matrices := skeleton.attributes.get(TENSOR_CORES_ATTR),
                               TensorCoresAttr):

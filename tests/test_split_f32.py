@@ -182,3 +182,64 @@ def test_spirv_of_the_split_kernel_verifies_in_mlir(tmp_path):
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     assert "!spirv.coopmatrix<16x16xbf16, Subgroup, MatrixA>" in text
     assert "!spirv.coopmatrix<16x16xf32, Subgroup, MatrixAcc>" in text
+
+
+def _plan(parts: int, **shape):
+    from vyre_xdsl.dialects.plan import TENSOR_CORES_ATTR
+    from vyre_xdsl.tuning import record_plans
+
+    module = vx.flash_attention_2(**shape)
+    record_plans(module, H200, parts)
+    (skeleton,) = [op for op in module.walk() if op.name == "vyre.tiled_online_softmax"]
+    attr = skeleton.attributes.get(TENSOR_CORES_ATTR)
+    return None if attr is None else Tiling.of(attr)
+
+
+@pytest.mark.parametrize("parts, shape, pieces", [
+    (0, dict(seq_len=4096, head_dim=64, num_heads=32), None),
+    (3, dict(seq_len=4096, head_dim=64, num_heads=32), 3),
+    (2, dict(seq_len=4096, head_dim=64, num_heads=32), 2),
+    (3, dict(seq_len=1024, head_dim=64, num_heads=32, batch=4), 3),
+    # slower than the lanes there (docs/performance.md, "Sixteenth session")
+    (3, dict(seq_len=4096, head_dim=128, num_heads=32), None),
+    (2, dict(seq_len=4096, head_dim=128, num_heads=32), 2),
+    (3, dict(seq_len=4096, head_dim=64, num_heads=1), None),
+    # a mask keeps it on the lanes
+    (3, dict(seq_len=4096, head_dim=64, num_heads=32, mask_mod=lambda q, k: k <= q), None),
+])
+def test_the_plan_splits_f32_only_when_asked_and_where_it_was_faster(parts, shape, pieces):
+    tiling = _plan(parts, **shape)
+    assert (tiling and tiling.pieces) == pieces
+    if tiling:
+        assert (tiling.keys, tiling.row_tiles, tiling.stage, tiling.registers) == (16, 2, True,
+                                                                                   True)
+        assert tiling.prefetch == (pieces == 2)
+
+
+def test_the_recorded_tiling_keeps_its_parts_through_the_printed_plan():
+    from xdsl.parser import Parser
+
+    from vyre_xdsl.passes.plan import PlanPass
+
+    module = vx.flash_attention_2(seq_len=4096, head_dim=64, num_heads=32)
+    ctx = vx.make_context()
+    PlanPass(device="h200", f32_parts=3).apply(ctx, module)
+    text = str(module)
+    assert "skip_rescale = false, pieces = 3>" in text
+    assert str(Parser(ctx, text).parse_module()) == text
+
+
+@pytest.mark.parametrize("pipeline", ["vyre-to-gpu{device=h200 f32_parts=1}",
+                                      "vyre-plan{device=h200 f32_parts=4}"])
+def test_other_part_counts_are_refused(pipeline):
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16)
+    with pytest.raises(VyreError, match="f32_parts must be 0 .f32 on the lanes., 2 or 3"):
+        vx.lower_to_gpu(module, optimize=pipeline)
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_the_default_plan_with_split_f32():
+    module = vx.flash_attention_2(seq_len=4096, head_dim=64, num_heads=32)
+    printed = assert_mlir_opt_accepts(vx.lower_to_gpu(
+        module, optimize="vyre-to-gpu{device=h200 f32_parts=3}"))
+    assert printed.count("gpu.subgroup_mma_compute") == 96

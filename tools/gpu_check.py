@@ -246,6 +246,16 @@ def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", nan_inf: bool = 
                 cooperative_matrix=True, optimize=pipeline)
 
 
+def split_plan_case(heads: int, n: int, d: int, parts: int, batch: int = 1) -> Case:
+    """FlashAttention-2 in f32 through the default plan with `f32_parts`
+    (its operands split into bf16 parts on the matrix units where the plan
+    takes them; that tolerance)."""
+    case = fa2_case(batch * heads, n, d)
+    return Case(f"{case.name} f32_parts={parts}", case.build, case.inputs, case.reference,
+                "f32", SPLIT_TOLERANCE[parts], cooperative_matrix=True,
+                optimize=f"vyre-to-gpu{{device=vulkan f32_parts={parts}}}")
+
+
 def latent_paged_case(batch: int, length: int, heads: int, page: int,
                       dtype: str = "f16") -> Case:
     """MLA decode in f16 or bf16 over a paged latent cache of ragged
@@ -382,6 +392,9 @@ def cases(every: bool) -> list[Case]:
                     prefetch=True, registers=True),
         tensor_case(2, 128, 16, dtype="f32", nan_inf=True, pieces=3, stage=True,
                     registers=True),
+        split_plan_case(32, 4096, 64, 3),
+        split_plan_case(32, 1024, 64, 3, batch=4),
+        split_plan_case(32, 4096, 128, 2),
         # one head: the plan's register blocks
         fa2_case(1, 4096, 64),
         fa2_case(1, 4096, 128),

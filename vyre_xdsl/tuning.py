@@ -36,7 +36,7 @@ from vyre_xdsl.dialects.plan import (
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.dtypes import HALF_DTYPES, INT_DTYPES, dtype_name
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
-from vyre_xdsl.mma_elements import HALF_TYPES
+from vyre_xdsl.mma_elements import HALF_TYPES, SPLIT_TOLERANCE
 from vyre_xdsl.row_widening import loads_shared
 
 # Rows of at most SHORT_ROWS dims fit an invocation's registers with their
@@ -165,26 +165,57 @@ def latent_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     return None
 
 
-def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
+def f32_parts_problem(parts: int) -> str | None:
+    """Why `parts` is not a choice of the plan's f32_parts; None if it is."""
+    if parts == 0 or parts in SPLIT_TOLERANCE:
+        return None
+    return (f"f32_parts must be 0 (f32 on the lanes), 2 or 3 (bf16 parts of an f32 on "
+            f"the matrix units), got {parts}")
+
+
+def split_tilings(row_dims: int, parts: int):
+    """vyre-tensor-cores' tilings for f32 operands split into `parts` bf16
+    parts, for rows of `row_dims` dims, as measured (docs/performance.md,
+    "Sixteenth session"): 16 keys and 2 row blocks, staged, P and Q in
+    registers, prefetched with two parts; with three, none at more than 64
+    dims, where the lanes were faster."""
+    from vyre_xdsl.passes.tensor_cores import Tiling
+
+    if parts == 3 and row_dims > SHORT_ROWS:
+        return ()
+    return (Tiling(keys=16, row_tiles=2, stage=True, prefetch=parts == 2, registers=True,
+                   pieces=parts),)
+
+
+def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
+                       f32_parts: int = 0):
     """How `op` runs on `device`'s matrix units (a vyre-tensor-cores
-    Tiling), or None where it does not: its inputs are not f16 or bf16,
-    the device lacks 16x16x16 matrices of them or their layout, or no
-    tiling qualifies and fits.  The first tiling that gives every SM a
+    Tiling), or None where it does not: its inputs are not f16 or bf16
+    (nor f32 with `f32_parts`, which splits them into that many bf16
+    parts), the device lacks 16x16x16 matrices of them or their layout, or
+    no tiling qualifies and fits.  The first tiling that gives every SM a
     workgroup, else the one with the most workgroups (larger row blocks on
-    too small a grid were slower: docs/performance.md).  bf16 takes f16's
-    tilings: on the H200 they ran as fast (docs/performance.md, "bf16 on
-    the matrix units")."""
+    too small a grid were slower: docs/performance.md); split f32 only on
+    grids that fill the SMs (on smaller ones the lanes were faster).  bf16
+    takes f16's tilings: on the H200 they ran as fast (docs/performance.md,
+    "bf16 on the matrix units")."""
     from vyre_xdsl.passes.tensor_cores import problem
 
-    if not isinstance(op.q.type.element_type, HALF_TYPES):
-        return None
     shape = op.shape()
     head_dim, items = shape["head_dim"], shape["item_count"]
-    usable = [t for t in tensor_core_tilings(max(head_dim, op.v_dim))
+    row_dims = max(head_dim, op.v_dim)
+    half = isinstance(op.q.type.element_type, HALF_TYPES)
+    if half:
+        tilings = tensor_core_tilings(row_dims)
+    elif f32_parts:
+        tilings = split_tilings(row_dims, f32_parts)
+    else:
+        return None
+    usable = [t for t in tilings
               if t.workgroup_bytes(head_dim, op.v_dim) <= device.shared_memory_bytes
               and problem(op, device, t) is None]
     filling = [t for t in usable if items // t.rows >= SMS]
-    if filling or not usable:
+    if filling or not usable or not half:
         return filling[0] if filling else None
     return max(usable, key=lambda t: items // t.rows)  # the first of the most
 
@@ -650,17 +681,19 @@ def _kernel(op: vyre.TiledOnlineSoftmaxOp) -> vyre.KernelOp:
     return kernel
 
 
-def record_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
+def record_plans(module: ModuleOp, device: DeviceProfile,
+                 f32_parts: int = 0) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
     """Compute the plans of `module`'s skeletons and record each on its
     skeleton: `vyre.tensor_cores` for those that run on `device`'s matrix
-    units (tensor_core_tiling), `vyre.latent_tensor_cores` for MLA's latent
+    units (tensor_core_tiling; f32 ones only with `f32_parts`, split into
+    that many bf16 parts), `vyre.latent_tensor_cores` for MLA's latent
     attention there (latent_tiling), `vyre.block_product` for those that
     run as register blocks (block_blocking), `vyre.plan` for the others,
     where the passes given `0` read it; returns the latter."""
     for skeleton in _skeletons(module):
         for name in EXPANSION_ATTRS:
             skeleton.attributes.pop(name, None)
-        expansion, name = tensor_core_tiling(skeleton, device), TENSOR_CORES_ATTR
+        expansion, name = tensor_core_tiling(skeleton, device, f32_parts), TENSOR_CORES_ATTR
         if expansion is None:
             expansion, name = latent_tiling(skeleton, device), LATENT_TENSOR_CORES_ATTR
         if expansion is None:

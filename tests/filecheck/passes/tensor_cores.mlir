@@ -241,7 +241,7 @@ builtin.module {
 // (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
 // plan; vyre-to-gpu's default follows it.
 // PLAN:       vyre.tiled_online_softmax
-// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false>}
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, pieces = 1>}
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32

@@ -2,6 +2,9 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true registers=true pieces=2}' | filecheck %s --check-prefix=TWO
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage=true registers=true pieces=3},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s --check-prefix=LEFT
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200 f32_parts=3}' | filecheck %s --check-prefix=SMALL
+// RUN: not vyre-opt %s -p 'vyre-to-gpu{device=h200 f32_parts=1}' 2>&1 | filecheck %s --check-prefix=PARTS
+// RUN: not vyre-opt %s -p 'vyre-plan{device=h200 f32_parts=4}' 2>&1 | filecheck %s --check-prefix=PLAN-PARTS
 
 // FlashAttention-2 in f32 (vx.flash_attention_2(seq_len=64, head_dim=16,
 // tile_size=16)) on bf16 matrices: each operand split into `pieces` bf16
@@ -9,6 +12,8 @@
 // the smallest normal with the value's sign; the products of parts i and j
 // with i + j < pieces, the smallest first; each tile's P V summed from 0 and
 // added to the rescaled O on the lanes.  Without pieces it stays as it is.
+// The default plan splits f32 only with f32_parts (2 or 3) and on grids that
+// fill the device's SMs: these 64 rows stay on the lanes.
 builtin.module {
   vyre.kernel @flash_attention_2 items 64 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [64, 16] : memref<1024xf32>
@@ -132,3 +137,9 @@ builtin.module {
 
 // LEFT:     vyre.tiled_online_softmax
 // LEFT-NOT: gpu.subgroup_mma_compute
+
+// SMALL:     vyre.plan = #vyre.plan
+// SMALL-NOT: vyre.tensor_cores
+
+// PARTS: tensor_cores_f32.mlir:{{[0-9]+}}:1: error: vyre-to-gpu: f32_parts must be 0 (f32 on the lanes), 2 or 3 (bf16 parts of an f32 on the matrix units), got 1
+// PLAN-PARTS: error: vyre-plan: f32_parts must be 0 (f32 on the lanes), 2 or 3 (bf16 parts of an f32 on the matrix units), got 4
