@@ -243,3 +243,21 @@ def test_mlir_opt_accepts_the_default_plan_with_split_f32():
     printed = assert_mlir_opt_accepts(vx.lower_to_gpu(
         module, optimize="vyre-to-gpu{device=h200 f32_parts=3}"))
     assert printed.count("gpu.subgroup_mma_compute") == 96
+
+
+def test_a_soft_cap_runs_split_within_the_tolerance():
+    """A score_mod that never drops a key (a soft-cap) qualifies: it runs on
+    each lane's elements of S, as with 16-bit operands."""
+    def cap(score, q, k):
+        return 20.0 * vx.tanh(score / 20.0)
+
+    module = vx.flash_attention_2(tile_size=16, score_mod=cap, **SHAPE)
+    lowered = vx.lower_to_gpu(module, optimize=_pipeline("pieces=3 row_tiles=2"))
+    assert "gpu.subgroup_mma_compute" in str(lowered) and "math.tanh" in str(lowered)
+    rng = np.random.default_rng(2)
+    inputs = {b.name: 3 * rng.standard_normal(b.shape).astype(np.float32)
+              for b in program_info(lowered).inputs}
+    got = vx.run(lowered, inputs)["out"]
+    want = np.asarray(vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"],
+                                                     tile_size=16, score_mod=cap))
+    assert _error(got, want.astype(np.float64)) <= SPLIT_TOLERANCE[3]
