@@ -51,8 +51,8 @@ With `pieces=2` or `3` the inputs and the output are f32: each f32 operand
 (Q's blocks once, K's and V's as they are staged, P's weights) is split
 into that many bf16 parts (`split`), and each product of matrices is the
 sum of the products of parts i and j with i + j < pieces, the smallest
-first, on bf16 matrices; three parts keep all of f32's 24 bits, two 15
-(SPLIT_TOLERANCE).  Each tile's P V is then summed from 0 and added to O
+first, on bf16 matrices; three parts keep all of f32's 24 bits, two keep
+it to 2^-15 (SPLIT_TOLERANCE).  Each tile's P V is then summed from 0 and added to O
 on the lanes, rounding to nearest, where the matrix unit's running sums
 may not.  Splitting needs staged tiles and P and Q in registers.
 

@@ -34,8 +34,8 @@ HALF_TYPES = (Float16Type, BFloat16Type)  # what the matrices multiply
 # each; bf16 keeps 8 bits, 2^-9) and the matrix unit's order of sums
 MATRIX_TOLERANCE = {"f16": 4e-3, "bf16": 1.6e-2}
 # the same for f32 operands split into bf16 parts, by number of parts
-# (vyre-tensor-cores' `pieces`): two keep 15 of f32's 24 bits, three all
-# of them, and the products of the smallest parts are left out
+# (vyre-tensor-cores' `pieces`): two keep an f32 to 2^-15 of it, three
+# exactly, and the products of the smallest parts are left out
 SPLIT_TOLERANCE = {2: 3e-4, 3: 1e-5}
 # a matrix load from workgroup memory reads eight rows of 16 bytes at once;
 # they fall into distinct banks where the rows are an odd number of 16
