@@ -261,3 +261,38 @@ def test_a_soft_cap_runs_split_within_the_tolerance():
     want = np.asarray(vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"],
                                                      tile_size=16, score_mod=cap))
     assert _error(got, want.astype(np.float64)) <= SPLIT_TOLERANCE[3]
+
+
+def test_lower_to_gpu_and_compile_take_f32_parts():
+    """The keyword is the pipeline option: the same lowered IR."""
+    module = vx.flash_attention_2(seq_len=4096, head_dim=64, num_heads=32)
+    by_keyword = vx.lower_to_gpu(module, device="h200", f32_parts=3)
+    by_pipeline = vx.lower_to_gpu(module, optimize="vyre-to-gpu{device=h200 f32_parts=3}")
+    assert str(by_keyword) == str(by_pipeline)
+    assert "gpu.subgroup_mma_compute" in str(by_keyword)
+    # a grid too small to split stays on the lanes: the plan's bits without it
+    small = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16)
+    rng = np.random.default_rng(3)
+    inputs = {n: rng.standard_normal((64, 16)).astype(np.float32) for n in "qkv"}
+    got = vx.compile(small, device="h200", f32_parts=3)(inputs)["out"]
+    np.testing.assert_array_equal(got, vx.compile(small, device="h200")(inputs)["out"])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(f32_parts=1), "f32_parts must be 0 (f32 on the lanes), 2 or 3"),
+    (dict(f32_parts=True), "f32_parts must be an int (0, 2 or 3), got bool"),
+    (dict(f32_parts="3"), "f32_parts must be an int (0, 2 or 3), got str"),
+    (dict(f32_parts=3, optimize="exact"), "f32_parts=3 applies to optimize='default'"),
+    (dict(f32_parts=2, optimize="vyre-to-gpu{device=h200}"),
+     "name it there: 'vyre-to-gpu{f32_parts=2}'"),
+])
+def test_bad_f32_parts_are_refused_with_the_fix(kwargs, message):
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16)
+    with pytest.raises(VyreError, match=re.escape(message)):
+        vx.lower_to_gpu(module, **kwargs)
+
+
+def test_a_lowered_module_refuses_f32_parts():
+    lowered = vx.lower_to_gpu(vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16))
+    with pytest.raises(VyreError, match="f32_parts=3 applies to vyre IR"):
+        vx.compile(lowered, f32_parts=3)

@@ -215,7 +215,8 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
 
 
 def lower_to_gpu(
-    module: ModuleOp, optimize: str = "default", device: str | None = None
+    module: ModuleOp, optimize: str = "default", device: str | None = None,
+    f32_parts: int = 0,
 ) -> ModuleOp:
     """A lowered copy of a vyre module: gpu/arith/scf/math/memref IR that
     verifies in xDSL and in upstream MLIR (docs/lowered-ir.md).
@@ -231,7 +232,13 @@ def lower_to_gpu(
 
     `device` names the profile whose limits "default" fits (vyre_xdsl.device:
     "generic", the default, runs on any Vulkan 1.1 device; "h200",
-    "lavapipe", or "vulkan" for the device vx.run(backend="vulkan") uses)."""
+    "lavapipe", or "vulkan" for the device vx.run(backend="vulkan") uses).
+
+    `f32_parts` (2 or 3; "default" only) lets the plan run an f32
+    FlashAttention-2 on the device's bf16 matrix units where that was
+    faster, each f32 operand split into that many bf16 parts: not
+    bit-exact, within 1e-5 of the oracle with three parts and 3e-4 with two
+    (docs/performance.md); 0 keeps f32 on the lanes."""
     from vyre_xdsl.device import DEVICE_NAMES, GENERIC, device_profile
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
@@ -248,9 +255,11 @@ def lower_to_gpu(
                 f"device={device!r} applies to an optimisation level; with a pass "
                 f"pipeline name it in the pipeline: 'vyre-to-gpu{{device={device}}}'"
             )
+    _check_f32_parts(f32_parts, optimize)
     if optimize in OPTIMISATION_LEVELS:
         chosen = device or GENERIC.name
-        pipeline = f"vyre-to-gpu{{optimize={optimize} device={chosen}}}"
+        split = f" f32_parts={f32_parts}" if f32_parts else ""
+        pipeline = f"vyre-to-gpu{{optimize={optimize} device={chosen}{split}}}"
     elif "vyre-to-gpu" in _pass_names(optimize):
         pipeline = optimize  # the whole pipeline, vyre-level passes first
     else:
@@ -272,6 +281,21 @@ def lower_to_gpu(
         ) from None
 
 
+def _check_f32_parts(parts: object, optimize: str) -> None:
+    """A VyreError unless `parts` is a choice of f32_parts for `optimize`."""
+    from vyre_xdsl.tuning import f32_parts_problem
+
+    if not isinstance(parts, int) or isinstance(parts, bool):
+        raise VyreError(f"f32_parts must be an int (0, 2 or 3), got {type(parts).__name__}")
+    if reason := f32_parts_problem(parts):
+        raise VyreError(reason)
+    if parts and optimize != "default":
+        raise VyreError(
+            f"f32_parts={parts} applies to optimize='default' (the plan decides where to "
+            f"split); with a pass pipeline name it there: 'vyre-to-gpu{{f32_parts={parts}}}'"
+        )
+
+
 @dataclass(frozen=True)
 class Compiled:
     """A module compiled once: its lowered IR, the host-side description of
@@ -288,19 +312,20 @@ class Compiled:
 
 def compile_module(
     module: ModuleOp | Compiled, device: str | None = None, optimize: str = "default",
-    *, spirv: bool = False,
+    *, spirv: bool = False, f32_parts: int = 0,
 ) -> Compiled:
-    """`module` lowered for `device` at `optimize` (vx.lower_to_gpu; lowered
-    IR is taken as it is) and its kernels read; with `spirv`, their SPIR-V
-    emitted too.  A `Compiled` is completed, not compiled again."""
+    """`module` lowered for `device` at `optimize` with `f32_parts`
+    (vx.lower_to_gpu; lowered IR is taken as it is) and its kernels read;
+    with `spirv`, their SPIR-V emitted too.  A `Compiled` is completed, not
+    compiled again."""
     from vyre_xdsl.kernel_info import program_info
     from vyre_xdsl.run import ensure_lowered
 
     if isinstance(module, Compiled):
-        ensure_lowered(module.lowered, device, optimize)  # refuses optimize=
+        ensure_lowered(module.lowered, device, optimize, f32_parts)  # refuses options
         compiled = module
     else:
-        lowered = ensure_lowered(module, device, optimize)
+        lowered = ensure_lowered(module, device, optimize, f32_parts)
         compiled = Compiled(lowered, program_info(lowered))
     if spirv and compiled.spirv is None:
         from vyre_xdsl.spirv import emit_spirv_module

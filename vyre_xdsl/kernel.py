@@ -36,8 +36,10 @@ def compile(
     device: str | None = None,
     *,
     staging: bool | None = None,
+    f32_parts: int = 0,
 ) -> Kernel:
-    """Lower `module` once (vx.lower_to_gpu with `optimize` and `device`;
+    """Lower `module` once (vx.lower_to_gpu with `optimize`, `device` and
+    `f32_parts`;
     a lowered module, or a vyre_xdsl.compiler.Compiled, is taken as it
     is) and make it ready to run on
     `backend` ("interpreter" or "vulkan", as vx.run). Returns a `Kernel`:
@@ -63,7 +65,8 @@ def compile(
         from vyre_xdsl.device import LIVE
 
         device = LIVE
-    compiled = compile_module(module, device, optimize, spirv=backend == "vulkan")
+    compiled = compile_module(module, device, optimize, spirv=backend == "vulkan",
+                              f32_parts=f32_parts)
     if backend == "interpreter":
         impl = _Interpreter(compiled.lowered, compiled.info)
     else:

@@ -19,10 +19,11 @@ BACKENDS = ("interpreter", "vulkan")
 
 
 def ensure_lowered(
-    module: ModuleOp, device: str | None = None, optimize: str = "default"
+    module: ModuleOp, device: str | None = None, optimize: str = "default",
+    f32_parts: int = 0,
 ) -> ModuleOp:
     """`module` itself if it is already lowered, else a copy lowered for
-    `device` at `optimize` (vx.lower_to_gpu)."""
+    `device` at `optimize` with `f32_parts` (vx.lower_to_gpu)."""
     from vyre_xdsl.compiler import is_vyre_module, lower_to_gpu
 
     if not isinstance(module, ModuleOp):
@@ -31,7 +32,12 @@ def ensure_lowered(
             f"or vx.parse_module), got {type(module).__name__}"
         )
     if is_vyre_module(module):
-        return lower_to_gpu(module, optimize=optimize, device=device)
+        return lower_to_gpu(module, optimize=optimize, device=device, f32_parts=f32_parts)
+    if f32_parts:
+        raise VyreError(
+            f"f32_parts={f32_parts} applies to vyre IR; this module is already lowered "
+            f"(lower the vyre module with vx.lower_to_gpu(m, f32_parts=...))"
+        )
     if optimize != "default":
         raise VyreError(
             f"optimize={optimize!r} applies to vyre IR; this module is already "
