@@ -67,6 +67,7 @@ from vyre_xdsl.index_forms import known_multiple
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.query_blocks import BlockRange, block_bounds, block_ranges, period_of
 from vyre_xdsl.recurrence import (
     final_denominator,
     final_value,
@@ -80,23 +81,6 @@ from vyre_xdsl.row_widening import RowOffsets, discard, widen_rows
 from vyre_xdsl.value_range import scores_may_be_minus_inf
 from vyre_xdsl.walk import walk_once
 from vyre_xdsl.workgroup_order import heavy_first_order
-
-
-def splice_copy(b: IRBuilder, region: Region, args: list[SSAValue]) -> list[SSAValue]:
-    """Insert a copy of the single-block `region` at `b`, its arguments
-    replaced by `args`; return the values its `vyre.yield` yields."""
-    block = region.clone().block
-    terminator = block.last_op
-    assert isinstance(terminator, vyre.YieldOp)
-    values = list(terminator.values)
-    terminator.detach()
-    terminator.erase()
-    for arg, value in zip(block.args, args, strict=True):
-        arg.replace_all_uses_with(value)
-    for inner in list(block.ops):
-        inner.detach()
-        b.emit(inner)
-    return values
 
 
 def tile_weight(
@@ -160,7 +144,7 @@ def expand_tile_weights(
         elif masked:
             assert op.mask is not None
             kv_idx = b.addi(args["tile_start"], weight_op.j, "kv_idx")
-            (keep,) = splice_copy(b, op.mask, [args["item"], args["lane"], kv_idx])
+            (keep,) = b.splice(op.mask, [args["item"], args["lane"], kv_idx])
         if not stored:
             weight = tile_weight(
                 b, args["score_tile"], args["lane"], weight_op.j, args["m_new"],
@@ -170,45 +154,6 @@ def expand_tile_weights(
         weight_op.result.replace_all_uses_with(weight)
         weight_op.detach()
         weight_op.erase()
-
-
-@dataclass(frozen=True)
-class BlockRange:
-    """The tiles a query block computes: [lo, hi) are not skipped, [flo, fhi)
-    of them run without mask code; the others in [lo, hi) are masked."""
-
-    lo: int
-    hi: int
-    flo: int
-    fhi: int
-
-
-def block_ranges(table: list[list[int]]) -> list[BlockRange]:
-    """Per query block: the span of non-empty tiles and the longest run of
-    full tiles.  An empty tile inside the span is computed with the mask
-    (every key masked: exactly the same result as skipping it)."""
-    ranges = []
-    for row in table:
-        computed = [t for t, c in enumerate(row) if c != vyre.TILE_EMPTY]
-        lo, hi = (computed[0], computed[-1] + 1) if computed else (0, 0)
-        best, start = (0, 0), None
-        for t, c in enumerate([*row, vyre.TILE_EMPTY]):
-            if c == vyre.TILE_FULL and start is None:
-                start = t
-            elif c != vyre.TILE_FULL and start is not None:
-                if t - start > best[1] - best[0]:
-                    best = (start, t)
-                start = None
-        ranges.append(BlockRange(lo, hi, *best))
-    return ranges
-
-
-def period_of(rows: list) -> int:
-    """The smallest p with rows[b] == rows[b % p] for every b."""
-    for p in range(1, len(rows)):
-        if all(rows[b] == rows[b % p] for b in range(p, len(rows))):
-            return p
-    return max(len(rows), 1)
 
 
 @dataclass(frozen=True)
@@ -473,14 +418,8 @@ class SkeletonExpansion:
                                   self.op.lanes_per_item, self.lanes)
         if order is None:
             return invocation
-        lanes, repeats = b.index(self.lanes), b.index(order.repeats)
-        workgroup = b.divui(invocation, lanes, "workgroup")
-        rank = b.divui(workgroup, repeats, "rank")
-        repeat = b.remui(workgroup, repeats, "repeat")
-        block = b.index(order.order[0])
-        for r, w in enumerate(order.order[1:], start=1):
-            block = b.select(b.cmpi(rank, b.index(r), "eq"), b.index(w), block)
-        heavy = b.addi(b.muli(repeat, b.index(order.period)), block, "heavy_first")
+        lanes = b.index(self.lanes)
+        heavy = order.emit(b, b.divui(invocation, lanes, "workgroup"))
         return b.addi(b.muli(heavy, lanes), b.remui(invocation, lanes), "invocation")
 
     def emit(self, b: IRBuilder) -> None:
@@ -520,30 +459,12 @@ class SkeletonExpansion:
     def keep(self, b: IRBuilder, tile_start: SSAValue, j: SSAValue) -> SSAValue:
         assert self.op.mask is not None
         kv_idx = b.addi(tile_start, j, "kv_idx")
-        return splice_copy(b, self.op.mask, [self.item, self.lane, kv_idx])[0]
+        return b.splice(self.op.mask, [self.item, self.lane, kv_idx])[0]
 
     def block_bounds(self, b: IRBuilder) -> dict[str, SSAValue]:
-        """lo/hi/flo/fhi of this lane's query block, from compile-time
-        tables (select chains keyed by the block, or its period)."""
-        ranges = self.ranges
-        period = period_of(ranges)
+        """lo/hi/flo/fhi of this lane's query block."""
         key = b.divui(self.item, b.index(self.op.block_items), "query_block")
-        if period < len(ranges):
-            key = b.remui(key, b.index(period))
-        bounds: dict[str, SSAValue] = {}
-        is_block: dict[int, SSAValue] = {}
-        for field in ("lo", "hi", "flo", "fhi"):
-            column = [getattr(r, field) for r in ranges[:period]]
-            default = max(set(column), key=column.count)
-            value = b.index(default)
-            for block_id, x in enumerate(column):
-                if x != default:
-                    if block_id not in is_block:
-                        is_block[block_id] = b.cmpi(key, b.index(block_id), "eq")
-                    value = b.select(is_block[block_id], b.index(x), value)
-            value.name_hint = f"tiles_{field}"
-            bounds[field] = value
-        return bounds
+        return block_bounds(b, self.ranges, key)
 
     def read_length(self, b: IRBuilder) -> None:
         op, tile_size = self.op, self.shape["tile_size"]
@@ -578,7 +499,7 @@ class SkeletonExpansion:
             return []
 
         b.loop(0, self.lane_v_dims, zero_accumulator, hint="zero_d")
-        splice_copy(b, op.prologue, [item, lane, op.q_scratch, op.o_acc])
+        b.splice(op.prologue, [item, lane, op.q_scratch, op.o_acc])
         if op.has_mask:
             bounds = self.block_bounds(b)
             body = lambda b, t, carried: self.masked_tile(b, t, carried, bounds)  # noqa: E731
@@ -586,7 +507,7 @@ class SkeletonExpansion:
             body = self.one_tile
         if self.splits > 1:
             m_part, l_part = self.split_tiles(b, body, [m0, l0])
-            splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+            b.splice(op.epilogue, [item, lane, op.o_acc])
             if op.merges_in_kernel:
                 split_row = self.invocation
                 if op.rows > 1:  # the invocation has rows; each row its split row
@@ -603,7 +524,7 @@ class SkeletonExpansion:
         (m_final, l_final) = b.loop(
             0, self.tiles_bound(b), body, [m0, l0], hint="tile_idx", attributes=attributes
         )
-        splice_copy(b, op.epilogue, [item, lane, op.o_acc])
+        b.splice(op.epilogue, [item, lane, op.o_acc])
         denom = final_denominator(b, l_final)
 
         def write_output(b: IRBuilder, d, slot, _):
@@ -706,7 +627,7 @@ class SkeletonExpansion:
     def tile_body(self, b: IRBuilder, tile_start, tile_len, m, l, masked):  # noqa: E741
         op, item, lane = self.op, self.item, self.lane
         scores_args = [item, lane, tile_start, tile_len, op.q_scratch, op.score_tile]
-        splice_copy(b, op.scores, scores_args)
+        b.splice(op.scores, scores_args)
 
         def tile_max_step(b: IRBuilder, j, acc):
             tile_max = acc[0]
@@ -737,7 +658,7 @@ class SkeletonExpansion:
         update_args = [item, lane, tile_start, tile_len, m_new, rescale, op.score_tile, op.o_acc]
         update = op.update.clone()
         expand_tile_weights(op, update, masked, self.store_weights)
-        splice_copy(b, update, update_args)
+        b.splice(update, update_args)
         update.drop_all_references()  # its ops must not stay users of the kernel's values
         mark_tile_loops(tile_len, self.shape["tile_size"])
         return [m_new, l_new]

@@ -29,28 +29,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i8, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 
 from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.plan import plan_of
 from vyre_xdsl.errors import pass_error
+from vyre_xdsl.query_blocks import retiled_classes, set_classes
 
 
 def retile(op: vyre.TiledOnlineSoftmaxOp, tile_size: int) -> None:
     """Set `op`'s tile size to `tile_size`, a divisor of its own."""
     shape = op.shape()
-    parts = shape["tile_size"] // tile_size
     tile_count = vyre.tile_count_for(shape["seq_len"], tile_size)
     if op.tile_classes is not None:
-        rows = [
-            [cls for cls in row for _ in range(parts)][:tile_count]
-            for row in op.tile_class_table()
-        ]
-        op.properties["tile_classes"] = DenseArrayBase.from_list(
-            i8, [cls for row in rows for cls in row]
-        )
+        rows = retiled_classes(op.tile_class_table(), shape["tile_size"], tile_size,
+                               shape["seq_len"])
+        assert rows is not None  # tile_size divides the built size
+        set_classes(op, rows)
     op.properties["tile_size"] = IntegerAttr(tile_size, i64)
     op.properties["tile_count"] = IntegerAttr(tile_count, i64)
 

@@ -88,6 +88,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     IntegerAttr,
     ModuleOp,
+    UnitAttr,
     bf16,
     f32,
     i32,
@@ -128,7 +129,16 @@ from vyre_xdsl.mma_elements import (
     may_be_minus_inf,
 )
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
+from vyre_xdsl.query_blocks import (
+    block_bounds,
+    block_ranges,
+    period_of,
+    resized_classes,
+    retiled_classes,
+)
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
+from vyre_xdsl.unrolling import ROLLED_ATTR
+from vyre_xdsl.workgroup_order import heavy_first_order
 
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
 BF16_DROPPED = -(1 << 16)  # 0xFFFF0000: an f32's bits that bf16 keeps
@@ -226,9 +236,12 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
         return (f"prefetching needs staged tiles whose 16x16 blocks ({blocks[0]} of K, "
                 f"{blocks[1]} of V) the {SUBGROUPS} subgroups share evenly")
     try:
-        fragments = qualify(op, TILE, TILE, tiling.keys, tiling.rows, tiling.sharing)
+        fragments = qualify(op, TILE, TILE, tiling.keys, tiling.rows, tiling.sharing,
+                            masks=True)
     except Unfit as unfit:
         return str(unfit)
+    if op.has_mask and (reason := mask_problem(op, layout, tiling, fragments.score)):
+        return reason
     buffers = (op.q, *fragments.buffers, op.out)
     if tiling.pieces == 1:
         reason = half_problem(buffers, device.matrix_shapes)
@@ -236,6 +249,24 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
             reason += " (f32 ones run split into bf16 parts: pieces=2 or 3)"
         return reason
     return split_problem(buffers, tiling, device)
+
+
+def mask_problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
+                 tiling: Tiling, score: SSAValue) -> str | None:
+    """Why `op`'s mask cannot be applied to S's elements; None if it can."""
+    if not tiling.stage:
+        return ("a mask needs staged tiles (stage=true): a partial tile whose values "
+                "hold an infinity or NaN has them cleared in workgroup memory")
+    if layout.lane_bits is None:
+        return ("the device's accumulator layout does not place a lane's elements by "
+                "the bits of its index, so a lane cannot tell its elements' rows and keys")
+    assert op.mask is not None
+    if op.mask.block.args[1].uses:
+        return "the mask reads its lane argument; a mask of the item and the key only"
+    if may_be_minus_inf(score):
+        return ("a mask with scores that may be -inf (a score_mod that drops keys): "
+                "only the mask's dropped keys are kept out of P V")
+    return None
 
 
 def split_problem(buffers, tiling: Tiling, device: DeviceProfile) -> str | None:
@@ -294,12 +325,53 @@ class TensorCoreExpansion(MatrixElements):
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         self.group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
-        first = b.muli(b.divui(invocation, b.index(LANES)), b.index(tiling.rows))
+        workgroup = b.divui(invocation, b.index(LANES), "workgroup")
+        self.bounds: dict[str, SSAValue] = {}
+        self.any_partial = False
+        if op.has_mask:
+            workgroup = self.mask_bounds(b, workgroup)
+        first = b.muli(workgroup, b.index(tiling.rows))
         self.first = b.addi(first, b.muli(self.group, b.index(tiling.subgroup_rows)),
                             "first_row")
         # the subgroup's rows of tc_weights
         self.tile_base = b.muli(self.group, b.index(tiling.subgroup_rows * self.keys))
         self.width = b.subgroup_width()
+
+    def mask_bounds(self, b: IRBuilder, workgroup: SSAValue) -> SSAValue:
+        """The tiles the workgroup computes (`bounds`: its BlockRange, from
+        the mask's classes for its rows and this tiling's tiles) and where
+        its elements are (`element_rows`, `element_keys`: the row and the
+        key of element i of a 16x16 block, offsets of its first); returns
+        the workgroup whose rows it computes, the heaviest first
+        (vyre_xdsl.workgroup_order), which changes no result."""
+        op, tiling = self.op, self.tiling
+        shape = op.shape()
+        table = resized_classes(op.tile_class_table(), op.block_items, tiling.rows,
+                                shape["item_count"])
+        table = retiled_classes(table, shape["tile_size"], self.keys, shape["seq_len"]) or [
+            [vyre.TILE_PARTIAL] * self.count for _ in table]
+        ranges = block_ranges(table)
+        self.any_partial = any(r.hi - r.lo > r.fhi - r.flo for r in ranges)
+        order = heavy_first_order(ranges[:period_of(ranges)], 1, len(ranges), 1, 1)
+        if order is not None:
+            workgroup = order.emit(b, workgroup)
+        self.bounds = block_bounds(b, ranges, workgroup)
+        lane_bits = self.layout.lane_bits
+        assert lane_bits is not None  # mask_problem
+        within = b.remui(self.lane, b.index(SUBGROUP))
+        bits = [b.remui(b.divui(within, b.index(1 << k)), b.index(2))
+                for k in range(len(lane_bits[0]))]
+
+        def offset(weights, first: tuple[int, ...]) -> list[SSAValue]:
+            base = b.index(0)
+            for bit, weight in zip(bits, weights, strict=True):
+                if weight:
+                    base = b.addi(base, b.muli(bit, b.index(weight)))
+            return [b.addi(base, b.index(x)) for x in first]
+
+        self.element_rows = offset(lane_bits[0], self.layout.rows[0])
+        self.element_keys = offset(lane_bits[1], self.layout.cols[0])
+        return workgroup
 
     def matrix(self, use: MMAOperand) -> MMAMatrixType:
         """A 16x16 matrix of the inputs' 16-bit type."""
@@ -330,10 +402,12 @@ class TensorCoreExpansion(MatrixElements):
             blocks = [_Rows(carried[r * per_tile:(r + 1) * per_tile], rows) for r in tiles]
             return [v for block in self.tile(b, queries, index, blocks) for v in block.values]
 
-        if self.tiling.prefetch:  # the first tile in buffer 0
-            self.store_blocks(b, self.load_blocks(b, b.index(0)), 0)
+        lo, hi = (self.bounds["lo"], self.bounds["hi"]) if self.bounds else (0, self.count)
+        if self.tiling.prefetch:  # the first tile in buffer lo % 2
+            self.store_blocks(b, self.load_blocks(b, as_index(b, lo)),
+                              b.remui(lo, b.index(2)) if self.bounds else 0)
             b.emit(gpu.BarrierOp())
-        carried = b.loop(0, self.count, tile, state * self.tiling.row_tiles, hint="tile_idx")
+        carried = b.loop(lo, hi, tile, state * self.tiling.row_tiles, hint="tile_idx")
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
             denominators = [recurrence.final_denominator(b, self.row_total(b, l, add))
@@ -431,7 +505,7 @@ class TensorCoreExpansion(MatrixElements):
             (k_source, v_source), parity = self.staged, b.remui(index, b.index(2))
             keys = b.muli(parity, b.index(self.keys * k_stride))
             values = b.muli(parity, b.index(self.keys * v_stride))
-            last = b.index(self.count - 1)
+            last = b.subi(self.bounds["hi"], b.index(1)) if self.bounds else b.index(self.count - 1)
             pending = self.load_blocks(b, b.minui(b.addi(index, b.index(1)), last))
         elif self.staged:
             (k_source, v_source), keys, values = self.staged, b.index(0), b.index(0)
@@ -442,6 +516,11 @@ class TensorCoreExpansion(MatrixElements):
             tile_start = b.muli(index, b.index(self.keys), "tile_start")
             keys = self.row_start(b, f.k, "scores", tile_start)
             values = self.row_start(b, f.v, "update", tile_start)
+        partial = None  # whether this tile is masked
+        if self.any_partial:
+            partial = b.ori(b.cmpi(index, self.bounds["flo"], "ult"),
+                            b.cmpi(index, self.bounds["fhi"], "uge"))
+        tile_start = b.muli(index, b.index(self.keys), "tile_start")
         totals = [[self.constant(b, 0.0, c32) for _ in range(chunks)] for _ in blocks]
         for k in range(chunks):  # S's 16 x 16 blocks, each K block read once
             for c in range(head_dim // TILE):
@@ -455,7 +534,7 @@ class TensorCoreExpansion(MatrixElements):
                         block[k] = b.emit(SubgroupMmaComputeOp(
                             query[i], key[j], block[k])).results[0]
         # P's 16 x 16 blocks, one per 16 keys, of each row block
-        weights = [self.softmax(b, block, carried, r)
+        weights = [self.softmax(b, block, carried, r, partial, tile_start)
                    for r, (block, carried) in enumerate(zip(totals, blocks, strict=True))]
         if not self.tiling.registers:
             b.emit(gpu.BarrierOp())  # the subgroup's weights in place
@@ -465,6 +544,12 @@ class TensorCoreExpansion(MatrixElements):
                     self.weights, [b.addi(self.weights_at(b, r), b.index(k * TILE))], a16,
                     self.keys)).results[0]]
                 for k in range(chunks)] for r in range(len(blocks))]
+        cleared = None  # whether this tile's values had infinities or NaNs cleared
+        if partial is not None:
+            found = b.if_else(partial, lambda b: [self.non_finite(b, v_source, values)],
+                              lambda b: [b.i32(0)])[0]
+            cleared = b.cmpi(found, b.i32(0), "ne")
+            b.if_then(cleared, lambda b: self.clear_non_finite(b, v_source, values))
         split = self.tiling.pieces > 1
         # split: this tile's P V summed from 0, then added to the rescaled O
         # in the lanes, rounding to nearest: the matrix unit's sums may
@@ -486,6 +571,11 @@ class TensorCoreExpansion(MatrixElements):
             for r, (o, carried) in enumerate(zip(outs, blocks, strict=True)):
                 o[c] = (self.rescaled_plus(b, o[c], carried.rescale, sums[r]) if split
                         else sums[r])
+        if cleared is not None:  # the cleared values' infinities and NaNs added back
+            flat = [o for row in outs for o in row]
+            flat = b.if_else(cleared, lambda b: self.with_non_finite(b, flat, tile_start),
+                             lambda b: flat)
+            outs = [flat[r * len(row):(r + 1) * len(row)] for r, row in enumerate(outs)]
         if pending:  # the next tile into the other buffer, which no lane reads now
             self.store_blocks(b, pending, b.remui(b.addi(index, b.index(1)), b.index(2)))
         if self.staged or not self.tiling.registers:
@@ -513,14 +603,22 @@ class TensorCoreExpansion(MatrixElements):
         return b.addi(self.tile_base, b.index(r * TILE * self.keys))
 
     def softmax(self, b: IRBuilder, scores_blocks: list[SSAValue], carried: _Rows,
-                r: int) -> list[SSAValue]:
+                r: int, partial: SSAValue | None, tile_start: SSAValue) -> list[SSAValue]:
         """Row block r's tile: its new running max, denominator and each row
         slot's rescale of O set on `carried` (m_new, l_new, rescale); returns
         its weights as f16 A operands, one for each 16 keys (with
-        `registers`), else stores them to tc_weights and returns []."""
+        `registers`), else stores them to tc_weights and returns [].  Where
+        the tile is `partial`, a key the mask drops scores -inf, which
+        drops it (recurrence.score_weight)."""
         layout, rows = self.layout, self.layout.row_count
         scores = [[self.score(b, dot) for dot in self.elements(b, total)]
                   for total in scores_blocks]
+        if partial is not None:
+            flat = b.if_else(partial, lambda b: self.masked(b, scores, r, tile_start),
+                             lambda b: [s for block in scores for s in block])
+            scores = [flat[k * layout.length:(k + 1) * layout.length]
+                      for k in range(len(scores))]
+        may_drop = partial is not None or may_be_minus_inf(self.f.score)
         tile_max = [b.f32(F32_MIN)] * rows
         for block in scores:
             for s, slot in zip(block, layout.slots, strict=True):
@@ -538,12 +636,10 @@ class TensorCoreExpansion(MatrixElements):
         for k, block in enumerate(scores):
             weights = []
             for s, slot in zip(block, layout.slots, strict=True):
-                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2,
-                                                 may_be_minus_inf(self.f.score))
+                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop)
                 tile_sum[slot] = b.addf(tile_sum[slot], weight)
                 if self.tiling.pieces == 1:
-                    weight = self.narrow(b, self.at_least_smallest(
-                        b, weight, may_be_minus_inf(self.f.score)))
+                    weight = self.narrow(b, self.at_least_smallest(b, weight, may_drop))
                 weights.append(weight)
             if self.tiling.pieces > 1:
                 operands.append(self.split_operands(b, weights, a16))
@@ -558,6 +654,119 @@ class TensorCoreExpansion(MatrixElements):
         carried.l_new = [recurrence.next_denominator(b, scale, old, t)
                          for scale, old, t in zip(rescale, carried.l, tile_sum, strict=True)]
         return operands
+
+    def keep(self, b: IRBuilder, r: int, i: int, key: SSAValue) -> SSAValue:
+        """Whether the mask keeps, for the row of row block r that holds
+        this lane's element i, the key `key`."""
+        item = b.addi(self.first, b.addi(b.index(r * TILE), self.element_rows[i]))
+        assert self.op.mask is not None
+        return b.splice(self.op.mask, [item, self.lane, key])[0]
+
+    def masked(self, b: IRBuilder, scores: list[list[SSAValue]], r: int,
+               tile_start: SSAValue) -> list[SSAValue]:
+        """Row block r's `scores` (each 16 keys' elements), -inf where the
+        mask drops the key."""
+        minus_inf = b.f32(-math.inf)
+        return [b.select(self.keep(b, r, i, b.addi(tile_start, b.addi(
+                    b.index(k * TILE), self.element_keys[i]))), s, minus_inf)
+                for k, block in enumerate(scores) for i, s in enumerate(block)]
+
+    def value_blocks(self, b: IRBuilder, at: SSAValue):
+        """(n, where it starts) of each 16x16 block n of the staged value
+        tile at `at`, numbered as load_blocks spreads them."""
+        across = self.v_dim // TILE
+        stride = self.staged_strides[1]
+        for n in range(self.keys // TILE * across):
+            row, column = divmod(n, across)
+            where = b.addi(at, b.index(row * TILE * stride + column * TILE))
+            yield n, where
+
+    def non_finite(self, b: IRBuilder, source: SSAValue, at: SSAValue) -> SSAValue:
+        """1 (i32) where the staged value tile at `at` (its first part) has
+        an infinity or NaN, else 0, the same in every lane of the
+        workgroup: every subgroup reads the whole tile."""
+        c16 = self.matrix(MMAOperand.C)
+        stride = self.staged_strides[1]
+        found = None
+        for _, where in self.value_blocks(b, at):
+            block = b.emit(SubgroupMmaLoadMatrixOp(source, [where], c16, stride)).results[0]
+            for value in self.elements(b, block):
+                wide = b.emit(arith.ExtFOp(value, f32)).results[0]
+                bad = b.cmpf(b.absf(wide), b.f32(math.inf), "uge")
+                found = bad if found is None else b.ori(found, bad)
+        assert found is not None
+        return self.any_lane(b, b.select(found, b.i32(1), b.i32(0)))
+
+    def clear_non_finite(self, b: IRBuilder, source: SSAValue, at: SSAValue) -> None:
+        """Set the infinite and NaN values of the staged tile at `at` (each
+        of their parts) to 0, each subgroup its share of the blocks, so
+        that P V, whose dropped keys weigh exactly 0, stays finite there;
+        `with_non_finite` adds them back for the keys the mask keeps."""
+        c16 = self.matrix(MMAOperand.C)
+        stride = self.staged_strides[1]
+        b.emit(gpu.BarrierOp())  # every subgroup has read the tile's flag
+
+        def clear(b: IRBuilder, where: SSAValue) -> None:
+            parts = [b.addi(where, b.index(piece * self.piece_size(stride)))
+                     for piece in self.pieces]
+            blocks = [[b.emit(arith.ExtFOp(x, f32)).results[0] for x in self.elements(
+                b, b.emit(SubgroupMmaLoadMatrixOp(source, [p], c16, stride)).results[0])]
+                for p in parts]
+            finite = [b.cmpf(b.absf(x), b.f32(math.inf), "olt") for x in blocks[0]]
+            zero = b.f32(0.0)
+            for p, values in zip(parts, blocks, strict=True):  # 16-bit values, exact
+                cleared = [self.narrow(b, b.select(ok, x, zero))
+                           for ok, x in zip(finite, values, strict=True)]
+                b.emit(SubgroupMmaStoreMatrixOp(self.assemble(b, cleared, c16), source, [p],
+                                                stride))
+
+        for n, where in self.value_blocks(b, at):
+            mine = b.cmpi(self.group, b.index(n % SUBGROUPS), "eq")
+            b.if_then(mine, lambda b, where=where: clear(b, where))
+        b.emit(gpu.BarrierOp())  # the tile cleared
+
+    def with_non_finite(self, b: IRBuilder, outs: list[SSAValue],
+                        tile_start: SSAValue) -> list[SSAValue]:
+        """O's matrices `outs` (row block by row block) plus, in each
+        element, what the tile's infinite and NaN values add to it: the sum
+        of weight x value over the keys the mask keeps (each weighs more
+        than 0) is +inf, -inf or NaN (both, or a NaN) where one of their
+        values is, read from the value buffer."""
+        f, blocks = self.f, self.v_dim // TILE
+        source = f.v.load.memref
+        first = self.row_start(b, f.v, "update", tile_start)
+        inf = b.f32(math.inf)
+        result = []
+        for r in range(self.tiling.row_tiles):
+            mine = outs[r * blocks:(r + 1) * blocks]
+            elements = [self.elements(b, o) for o in mine]
+            for i in range(self.layout.length):
+                def key(b: IRBuilder, j, flags, i=i):
+                    keep = self.keep(b, r, i, b.addi(tile_start, j))
+                    row = b.addi(first, b.muli(j, b.index(self.v_dim)))
+                    flags = list(flags)
+                    for c in range(blocks):
+                        value = b.load(source, b.addi(row, b.addi(
+                            b.index(c * TILE), self.element_keys[i])))
+                        nan = b.cmpf(value, value, "uno")
+                        up = b.andi(keep, b.ori(nan, b.cmpf(value, inf, "oeq")))
+                        down = b.andi(keep, b.ori(nan, b.cmpf(value, b.f32(-math.inf), "oeq")))
+                        flags[2 * c] = b.ori(flags[2 * c], b.select(up, b.i32(1), b.i32(0)))
+                        flags[2 * c + 1] = b.ori(flags[2 * c + 1],
+                                                 b.select(down, b.i32(1), b.i32(0)))
+                    return flags
+
+                flags = b.loop(0, self.keys, key, [b.i32(0)] * (2 * blocks), hint="key",
+                               attributes={ROLLED_ATTR: UnitAttr()})
+                for c in range(blocks):
+                    up = b.cmpi(flags[2 * c], b.i32(0), "ne")
+                    down = b.cmpi(flags[2 * c + 1], b.i32(0), "ne")
+                    added = b.select(up, b.select(down, b.f32(math.nan), inf),
+                                     b.select(down, b.f32(-math.inf), b.f32(0.0)))
+                    elements[c][i] = b.addf(elements[c][i], added)
+            result += [self.assemble(b, values, o.type)
+                       for values, o in zip(elements, mine, strict=True)]
+        return result
 
     def load_blocks(self, b: IRBuilder, index) -> list[_Block]:
         """Tile `index`'s K and V rows in 16x16 blocks spread over the

@@ -47,6 +47,7 @@ from vyre_xdsl.dim_split import CHUNK_LOOP_ATTR
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR, constant_index, fragment_tile_length
 from vyre_xdsl.unrolling import (
+    ROLLED_ATTR,
     UNROLLED_ATTR,
     Copier,
     new_body_block,
@@ -207,6 +208,7 @@ def _eligible(loop: scf.ForOp) -> bool:
         constant_index(loop.step) == 1
         and constant_index(loop.lb) is not None
         and UNROLLED_ATTR not in loop.attributes
+        and ROLLED_ATTR not in loop.attributes
         # a loop of subgroup matrix products (vyre-tensor-cores) already
         # gives the device independent work: copies would only take registers
         and not any(isinstance(o, SubgroupMmaComputeOp) for o in loop.body.walk())

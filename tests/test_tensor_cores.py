@@ -334,8 +334,9 @@ def test_spirv_of_the_skipped_rescale_verifies_in_mlir(tmp_path):
     (dict(seq_len=64, head_dim=16), "must be all f16 or all bf16, not q f32"),
     (dict(seq_len=64, head_dim=24, dtype="f16"), "head_dim (24) is not a multiple of 16"),
     (dict(seq_len=40, head_dim=16, dtype="f16"), "is not a multiple of 16"),
+    # a mask runs on staged tiles only (tests/test_tensor_core_masks.py)
     (dict(seq_len=64, head_dim=16, dtype="f16", mask_mod=lambda q, k: q >= k),
-     "it has a mask"),
+     "a mask needs staged tiles (stage=true)"),
     # a score_mod that may drop a key (-inf): its weight must then add
     # exactly 0 even to an infinite value, which a matrix product cannot
     # promise (a soft-cap, which never drops one, qualifies: CASES)

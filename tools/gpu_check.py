@@ -127,13 +127,17 @@ def fa2_case(heads, n, d, causal=False, kv_heads=None, nan_inf=False, dtype="f32
             q[0, 7 % n, 0] = np.nan
             k[0, 3 % n, 0] = np.inf
             k[-1, 9 % n, d // 2] = -np.inf
+            if causal:  # values that earlier rows drop and later ones keep
+                v[0, 5 % n, 1] = np.inf
+                v[-1, n // 2, 2] = -np.inf
+                v[-1, n // 2 + 1, 2] = np.nan
         return {"q": q, "k": k, "v": v}
 
     def reference(ins):
         if nan_inf:  # only the oracle defines NaN and inf (SEMANTICS.md)
             mask = (lambda q, kv: kv <= q) if causal else None
             return vx.reference.flash_attention_2(
-                ins["q"], ins["k"], ins["v"], mask_mod=mask,
+                ins["q"], ins["k"], ins["v"], mask_mod=mask, dtype=dtype,
                 score_mod=score_mod if soft_cap is not None else None)
         return dense_attention(ins["q"], ins["k"], ins["v"], causal, soft_cap)
 
@@ -226,7 +230,7 @@ def mma_case(shape: MatmulShape) -> Case:
 
 
 def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", nan_inf: bool = False,
-                **tiling) -> Case:
+                causal: bool = False, **tiling) -> Case:
     """FlashAttention-2 in f16 or bf16 (or f32 split into bf16 parts:
     `pieces`) through vyre-tensor-cores with the options `tiling` of its
     Tiling (keys, row_tiles, stage, prefetch, registers; its tolerance),
@@ -235,7 +239,7 @@ def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", nan_inf: bool = 
 
     from vyre_xdsl.passes.tensor_cores import Tiling
 
-    case = fa2_case(heads, n, d, dtype=dtype, nan_inf=nan_inf)
+    case = fa2_case(heads, n, d, dtype=dtype, nan_inf=nan_inf, causal=causal)
     tiling = Tiling(**tiling)
     options = " ".join(f"{key}={str(value).lower()}" for key, value in asdict(tiling).items())
     tolerance = SPLIT_TOLERANCE[tiling.pieces] if dtype == "f32" else MATRIX_TOLERANCE[dtype]
@@ -246,11 +250,12 @@ def tensor_case(heads: int, n: int, d: int, dtype: str = "f16", nan_inf: bool = 
                 cooperative_matrix=True, optimize=pipeline)
 
 
-def split_plan_case(heads: int, n: int, d: int, parts: int, batch: int = 1) -> Case:
+def split_plan_case(heads: int, n: int, d: int, parts: int, batch: int = 1,
+                    causal: bool = False) -> Case:
     """FlashAttention-2 in f32 through the default plan with `f32_parts`
     (its operands split into bf16 parts on the matrix units where the plan
     takes them; that tolerance)."""
-    case = fa2_case(batch * heads, n, d)
+    case = fa2_case(batch * heads, n, d, causal=causal)
     return Case(f"{case.name} f32_parts={parts}", case.build, case.inputs, case.reference,
                 "f32", SPLIT_TOLERANCE[parts], cooperative_matrix=True,
                 optimize=f"vyre-to-gpu{{device=vulkan f32_parts={parts}}}")
@@ -395,6 +400,21 @@ def cases(every: bool) -> list[Case]:
         split_plan_case(32, 4096, 64, 3),
         split_plan_case(32, 1024, 64, 3, batch=4),
         split_plan_case(32, 4096, 128, 2),
+        # masks on the matrix units: partial tiles masked, values with
+        # infinities cleared for the keys the mask drops
+        tensor_case(32, 4096, 64, dtype="bf16", causal=True, keys=32, row_tiles=4, stage=True,
+                    prefetch=True, registers=True),
+        tensor_case(16, 8192, 128, dtype="bf16", causal=True, row_tiles=2, stage=True,
+                    prefetch=True, registers=True, skip_rescale=True),
+        tensor_case(2, 256, 32, dtype="f16", causal=True, nan_inf=True, keys=32, stage=True,
+                    prefetch=True, registers=True),
+        tensor_case(2, 256, 32, dtype="f32", causal=True, nan_inf=True, pieces=3, stage=True,
+                    registers=True),
+        tensor_case(32, 4096, 64, dtype="f32", causal=True, pieces=3, row_tiles=2, stage=True,
+                    registers=True),
+        split_plan_case(32, 4096, 64, 3, causal=True),
+        split_plan_case(16, 8192, 128, 2, causal=True),
+        fa2_case(32, 4096, 64, causal=True, dtype="bf16"),
         # one head: the plan's register blocks
         fa2_case(1, 4096, 64),
         fa2_case(1, 4096, 128),

@@ -320,6 +320,23 @@ class IRBuilder:
         self.emit(op)
         return list(op.results)
 
+    def splice(self, region: Region, args: Sequence[SSAValue]) -> list[SSAValue]:
+        """Insert a copy of the single-block `region` (a fragment, a mask),
+        its arguments replaced by `args`; return what its `vyre.yield`
+        yields."""
+        block = region.clone().block
+        terminator = block.last_op
+        assert isinstance(terminator, vyre.YieldOp)
+        values = list(terminator.values)
+        terminator.detach()
+        terminator.erase()
+        for arg, value in zip(block.args, args, strict=True):
+            arg.replace_all_uses_with(value)
+        for inner in list(block.ops):
+            inner.detach()
+            self.emit(inner)
+        return values
+
     def if_then(self, cond: Value, then: Callable[[IRBuilder], None]) -> None:
         """`scf.if %cond { then }` with no results."""
         block = Block()

@@ -22,7 +22,7 @@ from vyre_xdsl.dialects.gpu_mma import (
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
-from vyre_xdsl.value_range import bounds
+from vyre_xdsl.value_range import bounds, is_zero_constant
 
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
@@ -131,7 +131,11 @@ class MatrixElements:
         may make this a max), but the row's denominator, summed from the
         weight itself, carries it to the row's outputs."""
         value = F16_SMALLEST if isinstance(self.half, Float16Type) else MIN_POSITIVE
-        if bounds(weight)[0] >= value:  # exp(-80) and more: never below it
+        kept = weight
+        if may_be_zero and isinstance(weight.owner, arith.SelectOp) \
+                and is_zero_constant(weight.owner.lhs):  # a dropped key's 0, else this
+            kept = weight.owner.rhs
+        if bounds(kept)[0] >= value:  # exp(-80) and more: never below it
             return weight
         smallest = b.f32(value)
         tiny = b.cmpf(weight, smallest, "olt")
@@ -179,12 +183,17 @@ class MatrixElements:
         for scale in rescale:  # une: a NaN rescale moved too
             flag = b.cmpf(scale, one, "une")
             moved = flag if moved is None else b.ori(moved, flag)
-        moved = b.select(moved, b.i32(1), b.i32(0))
         # any lane's, so the branch is uniform; lanes that share rows agree
-        for lanes in _powers_of_two_below(SUBGROUP):
-            if lanes not in self.layout.masks:
-                moved = b.ori(moved, b.shuffle_xor(moved, lanes, self.width))
+        moved = self.any_lane(b, b.select(moved, b.i32(1), b.i32(0)), self.layout.masks)
         return b.if_else(b.cmpi(moved, b.i32(0), "ne"), scaled, lambda b: matrices)
+
+    def any_lane(self, b: IRBuilder, flag: SSAValue, agreed: tuple[int, ...] = ()) -> SSAValue:
+        """The i32 `flag` or-ed over the subgroup's lanes (but over the xor
+        masks in `agreed`, whose partners hold the same flag)."""
+        for lanes in _powers_of_two_below(SUBGROUP):
+            if lanes not in agreed:
+                flag = b.ori(flag, b.shuffle_xor(flag, lanes, self.width))
+        return flag
 
     def row_total(self, b: IRBuilder, value: SSAValue,
                   combine: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]) -> SSAValue:

@@ -116,6 +116,23 @@ class AccumulatorLayout:
         return tuple(1 << bit for bit in range(self.lanes.bit_length() - 1)
                      if (1 << bit) in sharing)
 
+    @cached_property
+    def lane_bits(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """What each bit of a lane's index adds to the row and to the
+        column of every one of its elements (rows[l][i] = rows[0][i] + the
+        sum of row weights of l's set bits, columns likewise), so that a
+        lane computes where its elements are; None for a layout not of
+        that form."""
+        weights = []
+        for table in (self.rows, self.cols):
+            bits = tuple(table[1 << k][0] - table[0][0] for k in range(self.lanes.bit_length() - 1))
+            for lane in range(self.lanes):
+                base = sum(w for k, w in enumerate(bits) if lane >> k & 1)
+                if any(x != x0 + base for x, x0 in zip(table[lane], table[0], strict=True)):
+                    return None
+            weights.append(bits)
+        return weights[0], weights[1]
+
     def problem(self) -> str | None:
         """Why kernels cannot compute on this layout's elements; None if
         they can."""

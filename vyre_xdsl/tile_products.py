@@ -27,6 +27,7 @@ from vyre_xdsl.dim_split import is_dot_product
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.value_range import is_zero_constant
 
 
 class Unfit(Exception):
@@ -142,12 +143,15 @@ def _widened(value: SSAValue) -> SSAValue:
     return value.owner.operands[0] if isinstance(value.owner, arith.ExtFOp) else value
 
 
-def _product_sum(loop: scf.ForOp, what: str, from_zero: bool = True) -> tuple[SSAValue, SSAValue]:
+def _product_sum(loop: scf.ForOp, what: str, from_zero: bool = True,
+                 zero_weights: bool = False) -> tuple[SSAValue, SSAValue]:
     """The factors of the term `a * b` that a sum of products adds to its
     one carried f32 each iteration, nothing stored: from +0.0
     (dim_split.is_dot_product), the multiply-add both fragments' sums must
     be, or, with `from_zero=False`, on from whatever it starts with (a
-    chained dot product)."""
+    chained dot product).  With `zero_weights` the term may be
+    `a == 0 ? 0 : a * b` (a masked update's: a dropped key adds exactly 0,
+    even times an infinite value)."""
     (total,) = loop.body.block.last_op.operands
     add, carried = total.owner, loop.body.block.args[-1]
     if from_zero:
@@ -157,9 +161,25 @@ def _product_sum(loop: scf.ForOp, what: str, from_zero: bool = True) -> tuple[SS
                   and len(list(carried.uses)) == 1
                   and not any(isinstance(o, memref.StoreOp) for o in loop.body.walk()))
     term = add.rhs if summed and add.lhs is carried else None
+    if zero_weights and term is not None and (guarded := _zero_guarded(term)) is not None:
+        term = guarded
     if term is None or not isinstance(term.owner, arith.MulfOp):
         raise Unfit(f"{what} is not a sum of products" + (" from 0" if from_zero else ""))
     return term.owner.lhs, term.owner.rhs
+
+
+def _zero_guarded(term: SSAValue) -> SSAValue | None:
+    """The product `a * b` of a term `select(a == 0, 0, a * b)`, else None."""
+    select = term.owner
+    if not isinstance(select, arith.SelectOp):
+        return None
+    test, product = select.cond.owner, select.rhs
+    if not (isinstance(test, arith.CmpfOp) and test.predicate.value.data == 1  # oeq
+            and isinstance(product.owner, arith.MulfOp)
+            and test.lhs is product.owner.lhs
+            and is_zero_constant(test.rhs) and is_zero_constant(select.lhs)):
+        return None
+    return product
 
 
 def _check_bounds(loop: scf.ForOp, upper, what: str) -> None:
@@ -225,7 +245,8 @@ def weighted_rows(op: vyre.TiledOnlineSoftmaxOp, block: int, run: int | None = N
     v_load = _only(_buffer_loads(sum_loop), "buffer load in the weighted sum")
     _check_bounds(dim_loop, v_dim, "the update's loop over dims")
     _check_bounds(sum_loop, op.region_arg("update", "tile_len"), "the weighted sum")
-    weight, value = (_widened(v) for v in _product_sum(sum_loop, "the weighted sum"))
+    weight, value = (_widened(v) for v in _product_sum(sum_loop, "the weighted sum",
+                                                       zero_weights=op.has_mask))
     if not (isinstance(weight.owner, vyre.TileWeightOp)
             and weight.owner.j is sum_loop.body.block.args[0]
             and value is v_load.results[0]):
@@ -291,19 +312,19 @@ def clone_value(b: IRBuilder, value: SSAValue, known: dict[SSAValue, SSAValue]) 
 
 
 def qualify(op: vyre.TiledOnlineSoftmaxOp, head_dim_unit: int, v_dim_unit: int, keys: int,
-            rows: int, sharing: int) -> Fragments:
+            rows: int, sharing: int, masks: bool = False) -> Fragments:
     """The fragments of `op` for an expansion whose tiles have `keys` keys,
     whose workgroups have `rows` rows, `sharing` of which read the same keys
     and values, and which takes head_dim and v_head_dim in units of
     `head_dim_unit` and `v_dim_unit`; raises Unfit with the reason where it
-    cannot take `op` (a mask, kv splits, dim parts, rows per lane, kv_lens,
-    the log-sum-exp or hooks: what neither expansion computes)."""
+    cannot take `op` (a mask, unless the expansion computes `masks`, kv
+    splits, dim parts, rows per lane, kv_lens, the log-sum-exp or hooks)."""
     shape = op.shape()
     require_multiples((("head_dim", shape["head_dim"], head_dim_unit),
                        ("v_head_dim", op.v_dim, v_dim_unit),
                        ("the keys (seq_len)", shape["seq_len"], keys),
                        ("item_count", shape["item_count"], rows)))
-    require_plain(op)
+    require_plain(op, masks=masks)
     return Fragments.of(op, sharing)
 
 
@@ -315,11 +336,13 @@ def require_multiples(checks) -> None:
             raise Unfit(f"{what} ({value}) is not a multiple of {unit}")
 
 
-def require_plain(op: vyre.TiledOnlineSoftmaxOp, lengths: bool = False) -> None:
+def require_plain(op: vyre.TiledOnlineSoftmaxOp, lengths: bool = False,
+                  masks: bool = False) -> None:
     """Unfit where `op` has what no tile-product expansion computes: a
-    mask, kv splits, dim parts, rows per lane, kv_lens (but where the
-    expansion reads `lengths`), the log-sum-exp or hooks."""
-    if op.has_mask or op.splits > 1 or op.parts > 1 or op.rows > 1 or (
+    mask (but where it computes `masks`), kv splits, dim parts, rows per
+    lane, kv_lens (but where it reads `lengths`), the log-sum-exp or
+    hooks."""
+    if (op.has_mask and not masks) or op.splits > 1 or op.parts > 1 or op.rows > 1 or (
             op.ragged and not lengths):
         raise Unfit("it has a mask, kv splits, dim parts, rows per lane or kv_lens")
     if op.lse is not None or not op.hooks_empty:

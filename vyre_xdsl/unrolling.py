@@ -12,6 +12,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from vyre_xdsl.loop_bounds import constant_index
 
 UNROLLED_ATTR = "vyre.unrolled"  # on a loop made by `transform`: not unrolled again
+# on a loop of a rarely taken path (a tile with infinite values): left rolled,
+# since copies would only lengthen the kernel
+ROLLED_ATTR = "vyre.rolled"
 
 
 class Copier:

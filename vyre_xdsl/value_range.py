@@ -127,6 +127,13 @@ def _widen(interval: Interval) -> Interval:
     return (-math.inf if lo < -F32_MAX else lo, math.inf if hi > F32_MAX else hi)
 
 
+def is_zero_constant(value: SSAValue) -> bool:
+    """`value` is an f32 constant 0 (either sign)."""
+    owner = value.owner
+    return (isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr)
+            and owner.value.value.data == 0.0)
+
+
 def scores_may_be_minus_inf(op: vyre.TiledOnlineSoftmaxOp) -> bool:
     """Whether the scores region may store -inf into %score_tile.  Scores
     that went through vyre.bounded_score (>= -80, or NaN) cannot, and are

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from math import lcm
 from typing import Protocol
 
+from xdsl.ir import SSAValue
+
+from vyre_xdsl.ir_builder import IRBuilder
+
 
 class _Range(Protocol):
     lo: int
@@ -48,6 +52,17 @@ class HeavyFirst:
         """The workgroup whose work workgroup `w` runs (the permutation)."""
         rank, repeat = divmod(w, self.repeats)
         return repeat * self.period + self.order[rank]
+
+    def emit(self, b: IRBuilder, workgroup: SSAValue) -> SSAValue:
+        """`workgroup(workgroup)` computed at run time (a select chain over
+        the ranks)."""
+        repeats = b.index(self.repeats)
+        rank = b.divui(workgroup, repeats, "rank")
+        repeat = b.remui(workgroup, repeats, "repeat")
+        block = b.index(self.order[0])
+        for r, w in enumerate(self.order[1:], start=1):
+            block = b.select(b.cmpi(rank, b.index(r), "eq"), b.index(w), block)
+        return b.addi(b.muli(repeat, b.index(self.period)), block, "heavy_first")
 
 
 def heavy_first_order(

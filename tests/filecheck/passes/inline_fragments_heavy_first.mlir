@@ -35,8 +35,8 @@ builtin.module {
 // CHECK-LABEL: vyre.kernel @causal
 // CHECK:         %[[ITEM:.*]] = vyre.item_index
 // CHECK:         %[[LANES:.*]] = arith.constant 64 : index
-// CHECK-NEXT:    %[[HEADS:.*]] = arith.constant 2 : index
 // CHECK-NEXT:    %workgroup = arith.divui %[[ITEM]], %[[LANES]] : index
+// CHECK-NEXT:    %[[HEADS:.*]] = arith.constant 2 : index
 // CHECK-NEXT:    %rank = arith.divui %workgroup, %[[HEADS]] : index
 // CHECK-NEXT:    %repeat = arith.remui %workgroup, %[[HEADS]] : index
 // CHECK-NEXT:    %[[HEAVIEST:.*]] = arith.constant 1 : index
