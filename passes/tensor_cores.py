@@ -56,17 +56,31 @@ it to 2^-15 (SPLIT_TOLERANCE).  Each tile's P V is then summed from 0 and added 
 on the lanes, rounding to nearest, where the matrix unit's running sums
 may not.  Splitting needs staged tiles and P and Q in registers.
 
+With a mask (staged tiles only) each workgroup runs the tiles its rows
+keep keys in, from the mask's classes (`tile_classes`, taken to this
+tiling's rows and keys), its heaviest workgroups first (as
+vyre-inline-fragments{heavy_first}); tiles outside its run of full ones
+are partial: a lane evaluates the mask region for each element of S (its
+row and key from the bits of its lane index, `AccumulatorLayout.lane_bits`)
+and a dropped key scores -inf, so its weight is exactly 0.  P V must then
+add nothing for it even against an infinite or NaN value, which a matrix
+product cannot (0 x inf is NaN): in a partial tile whose staged values
+hold one, the workgroup clears them to 0 between two barriers, and each
+lane adds back, for each of its elements of O, the infinity or NaN that
+the keys the mask keeps bring (read from the value buffer, in loops left
+rolled: the path is rare).
+
 The fragments qualify as tile products (vyre_xdsl.tile_products: the
-builders' FlashAttention-2 without a mask, and with a score_mod only where
-it never returns -inf, a soft-cap: with a mask or a dropping score_mod the
-update keeps a dropped key's exact 0 even against an infinite value, which
-a matrix product cannot); q, k, v and out are all f16 or all bf16 (bf16
-multiplies bf16 matrices, which MLIR 22's gpu dialect lacks:
-docs/lowered-ir.md); head_dim and v_head_dim
+builders' FlashAttention-2, masked or not, and with a score_mod only where
+it never returns -inf, a soft-cap: a dropping score_mod's zero weights are
+not the mask's, and the update keeps them exactly 0 even against an
+infinite value, which the clearing above does not cover); q, k, v and out
+are all f16 or all bf16 (bf16 multiplies bf16 matrices, which MLIR 22's
+gpu dialect lacks: docs/lowered-ir.md); head_dim and v_head_dim
 are multiples of 16, the keys of `keys`, the items of a workgroup's rows
 (four subgroups'); the rows of a subgroup (of a workgroup, staged) read
-the same keys and values; no mask, kv splits, dim parts, rows per lane,
-kv_lens, lse or hooks.
+the same keys and values; no kv splits, dim parts, rows per lane,
+kv_lens, lse or hooks; a mask sees only the item and the key.
 
 Results differ from the per-lane kernel's in the order of the dot
 products' sums (the matrix unit's) and in the weights, which P·V reads
