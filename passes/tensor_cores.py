@@ -354,8 +354,8 @@ class TensorCoreExpansion(MatrixElements):
     def mask_bounds(self, b: IRBuilder, workgroup: SSAValue) -> SSAValue:
         """The tiles the workgroup computes (`bounds`: its BlockRange, from
         the mask's classes for its rows and this tiling's tiles) and where
-        its elements are (`element_rows`, `element_keys`: the row and the
-        key of element i of a 16x16 block, offsets of its first); returns
+        its elements are (`element_rows`, `element_cols`: the row and the
+        column of element i of a 16x16 block, offsets of its first); returns
         the workgroup whose rows it computes, the heaviest first
         (vyre_xdsl.workgroup_order), which changes no result."""
         op, tiling = self.op, self.tiling
@@ -384,7 +384,7 @@ class TensorCoreExpansion(MatrixElements):
             return [b.addi(base, b.index(x)) for x in first]
 
         self.element_rows = offset(lane_bits[0], self.layout.rows[0])
-        self.element_keys = offset(lane_bits[1], self.layout.cols[0])
+        self.element_cols = offset(lane_bits[1], self.layout.cols[0])
         return workgroup
 
     def matrix(self, use: MMAOperand) -> MMAMatrixType:
@@ -515,6 +515,7 @@ class TensorCoreExpansion(MatrixElements):
         pending = []
         # rows of the staged tiles, else of the buffers
         k_stride, v_stride = self.staged_strides if self.staged else (head_dim, v_dim)
+        tile_start = b.muli(index, b.index(self.keys), "tile_start")
         if self.tiling.prefetch:  # this tile is in buffer index % 2; load the next
             (k_source, v_source), parity = self.staged, b.remui(index, b.index(2))
             keys = b.muli(parity, b.index(self.keys * k_stride))
@@ -527,14 +528,12 @@ class TensorCoreExpansion(MatrixElements):
             b.emit(gpu.BarrierOp())  # the tiles in place
         else:  # each subgroup reads the k and v buffers
             k_source, v_source = f.k.load.memref, f.v.load.memref
-            tile_start = b.muli(index, b.index(self.keys), "tile_start")
             keys = self.row_start(b, f.k, "scores", tile_start)
             values = self.row_start(b, f.v, "update", tile_start)
         partial = None  # whether this tile is masked
         if self.any_partial:
             partial = b.ori(b.cmpi(index, self.bounds["flo"], "ult"),
                             b.cmpi(index, self.bounds["fhi"], "uge"))
-        tile_start = b.muli(index, b.index(self.keys), "tile_start")
         totals = [[self.constant(b, 0.0, c32) for _ in range(chunks)] for _ in blocks]
         for k in range(chunks):  # S's 16 x 16 blocks, each K block read once
             for c in range(head_dim // TILE):
@@ -682,7 +681,7 @@ class TensorCoreExpansion(MatrixElements):
         mask drops the key."""
         minus_inf = b.f32(-math.inf)
         return [b.select(self.keep(b, r, i, b.addi(tile_start, b.addi(
-                    b.index(k * TILE), self.element_keys[i]))), s, minus_inf)
+                    b.index(k * TILE), self.element_cols[i]))), s, minus_inf)
                 for k, block in enumerate(scores) for i, s in enumerate(block)]
 
     def value_blocks(self, b: IRBuilder, at: SSAValue):
@@ -761,7 +760,7 @@ class TensorCoreExpansion(MatrixElements):
                     flags = list(flags)
                     for c in range(blocks):
                         value = b.load(source, b.addi(row, b.addi(
-                            b.index(c * TILE), self.element_keys[i])))
+                            b.index(c * TILE), self.element_cols[i])))
                         nan = b.cmpf(value, value, "uno")
                         up = b.andi(keep, b.ori(nan, b.cmpf(value, inf, "oeq")))
                         down = b.andi(keep, b.ori(nan, b.cmpf(value, b.f32(-math.inf), "oeq")))

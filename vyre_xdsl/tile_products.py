@@ -174,7 +174,8 @@ def _zero_guarded(term: SSAValue) -> SSAValue | None:
     if not isinstance(select, arith.SelectOp):
         return None
     test, product = select.cond.owner, select.rhs
-    if not (isinstance(test, arith.CmpfOp) and test.predicate.value.data == 1  # oeq
+    if not (isinstance(test, arith.CmpfOp)
+            and arith.CMPF_COMPARISON_OPERATIONS[test.predicate.value.data] == "oeq"
             and isinstance(product.owner, arith.MulfOp)
             and test.lhs is product.owner.lhs
             and is_zero_constant(test.rhs) and is_zero_constant(select.lhs)):

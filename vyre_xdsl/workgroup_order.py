@@ -11,7 +11,9 @@ computed before, so results are bit-identical; only the order changes.
 
 `heavy_first_order` reads the work of each workgroup from the mask's
 compile-time tile table (its BlockRange per query block) and returns the
-permutation that vyre-inline-fragments applies to the workgroup index.
+permutation that vyre-inline-fragments (and vyre-tensor-cores, whose
+query blocks are its workgroups) applies to the workgroup index
+(`HeavyFirst.emit`).
 """
 
 from __future__ import annotations
