@@ -134,6 +134,7 @@ from vyre_xdsl.mma_elements import (
     SUBGROUP,
     SUBGROUPS,
     MatrixElements,
+    buffer_types,
     add,
     as_index,
     conflict_free_stride,
@@ -286,9 +287,8 @@ def mask_problem(op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorLayout,
 def split_problem(buffers, tiling: Tiling, device: DeviceProfile) -> str | None:
     """Why f32 `buffers` cannot be split into `tiling.pieces` bf16 parts
     each; None if they can."""
-    listed = ", ".join(f"{b.name_hint} {b.type.element_type}" for b in buffers)
     if any(not isinstance(b.type.element_type, Float32Type) for b in buffers):
-        return f"pieces={tiling.pieces} splits f32 operands, not {listed}"
+        return f"pieces={tiling.pieces} splits f32 operands, not {buffer_types(buffers)}"
     if tiling.pieces not in SPLIT_TOLERANCE:
         return f"f32 operands split into 2 or 3 bf16 parts, not {tiling.pieces}"
     if not (tiling.stage and tiling.registers) or tiling.stage_q or tiling.skip_rescale:

@@ -54,6 +54,11 @@ def conflict_free_stride(width: int, element_bytes: int = HALF_BYTES) -> int:
     return width + BANK_ROW_BYTES // element_bytes
 
 
+def buffer_types(buffers) -> str:
+    """`buffers` named with their element types, for a refusal."""
+    return ", ".join(f"{b.name_hint} {b.type.element_type}" for b in buffers)
+
+
 def half_problem(buffers, shape_of_device) -> str | None:
     """Why `buffers` cannot be a matrix expansion's 16-bit inputs and
     output on a device whose cooperative-matrix shapes for an element type
@@ -62,8 +67,8 @@ def half_problem(buffers, shape_of_device) -> str | None:
     buffers = list(dict.fromkeys(buffers))
     elements = {buffer.type.element_type for buffer in buffers}
     if len(elements) > 1 or not isinstance(next(iter(elements)), HALF_TYPES):
-        listed = ", ".join(f"{b.name_hint} {b.type.element_type}" for b in buffers)
-        return f"the matrices' operands must be all f16 or all bf16, not {listed}"
+        return (f"the matrices' operands must be all f16 or all bf16, not "
+                f"{buffer_types(buffers)}")
     (element,) = elements
     if (TILE, TILE, TILE) not in shape_of_device(element):
         return f"the device has no 16x16x16 {element} cooperative matrices"
