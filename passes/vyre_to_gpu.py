@@ -42,12 +42,10 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.transforms.common_subexpression_elimination import (
-    CommonSubexpressionElimination,
-)
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from vyre_xdsl import tuning
+from vyre_xdsl.cse import LinearCSE
 from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.dialects.plan import (
     BLOCK_PRODUCT_ATTR,
@@ -89,9 +87,9 @@ def optimisations(
         _pass("vyre-fold-divisions"),
         # the copies' identical lookups (a page's) become one value, so that
         # the loads they address are seen to be neighbours
-        CommonSubexpressionElimination(),
+        LinearCSE(),
         _pass("vyre-vectorize-loads"),
-        CommonSubexpressionElimination(),
+        LinearCSE(),
         DeadCodeElimination(),
     )
 
