@@ -129,10 +129,15 @@ MLA_VARIANTS = ("dense", "paged", "matrix", "lanes")  # paged with --mla-paged, 
 # units by hand (f16 or bf16; vyre-latent-tensor-cores, which the default
 # plan takes on a device with the matrices, so there the two rows run
 # alike); lanes with --mla-lanes: the default plan without the matrix units
-LATENT_PIPELINE = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
-                   "force=true},vyre-to-gpu{optimize=exact}")
 LANES_PIPELINE = "vyre-to-gpu{optimize=default device=vulkan matrix_units=false}"
-PIPELINES = {"matrix": LATENT_PIPELINE, "lanes": LANES_PIPELINE}
+PIPELINES = {"lanes": LANES_PIPELINE}
+
+
+def latent_pipeline(options: str = "") -> str:
+    """The matrix rows' pipeline: vyre-latent-tensor-cores with `options`
+    (--mla-latent-options, e.g. "stage=true")."""
+    return (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
+            f"force=true {options}}},vyre-to-gpu{{optimize=exact}}")
 
 
 def mla_grid(quick: bool) -> list[MlaPoint]:
@@ -374,8 +379,9 @@ def mla_point(point: MlaPoint, opts) -> list[Row]:
 
     wanted = {"dense": True, "paged": opts.mla_paged, "matrix": opts.mla_tensor_cores,
               "lanes": opts.mla_lanes}
+    pipelines = dict(PIPELINES, matrix=latent_pipeline(opts.mla_latent_options))
     variants = {name: (lambda name=name: mla_module(point, name, opts.dtype),
-                       PIPELINES.get(name, "default"))
+                       pipelines.get(name, "default"))
                 for name in MLA_VARIANTS if wanted[name]}
     return measure(point, variants, make_inputs, opts)
 
@@ -455,6 +461,9 @@ def main(argv=None) -> int:
                         help="what runs ours (vx.compile's backend)")
     parser.add_argument("--mla-paged", action="store_true",
                         help="also time vx.mla_decode(page_size=64) on shuffled pages")
+    parser.add_argument("--mla-latent-options", default="", metavar="OPTIONS",
+                        help="options of vyre-latent-tensor-cores for the --mla-tensor-cores "
+                             "rows (e.g. 'stage=true')")
     parser.add_argument("--mla-tensor-cores", action="store_true",
                         help="also time MLA's latent attention on the matrix units "
                              "(--dtype f16 or bf16, a device with cooperative matrices of it)")
@@ -492,7 +501,7 @@ def main(argv=None) -> int:
                               warmup=args.warmup, repeat=args.repeat, flex=args.flex,
                               mla_paged=args.mla_paged, mla_tensor_cores=args.mla_tensor_cores,
                               mla_lanes=args.mla_lanes,
-                              generator=None)
+                              mla_latent_options=args.mla_latent_options, generator=None)
     grids = [(grid, points, run) for grid, points, run in (
         ("mla", mla_grid(args.quick), mla_point),
         ("gqa", gqa_grid(args.quick, args.all), gqa_point))

@@ -323,7 +323,8 @@ class BlockProductAttr(ParametrizedAttribute):
 
 
 LATENT_TENSOR_CORES_ATTR = "vyre.latent_tensor_cores"  # on a vyre.tiled_online_softmax
-_LATENT_FIELDS = ("row_tiles", "splits")
+_LATENT_INTS = ("row_tiles", "splits")
+_LATENT_FLAGS = ("stage",)
 
 
 @irdl_attr_definition
@@ -335,22 +336,27 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
 
     row_tiles_attr: IntAttr
     splits_attr: IntAttr
+    stage_attr: IntAttr  # 0 or 1
 
-    def __init__(self, row_tiles: int, splits: int):
-        super().__init__(IntAttr(row_tiles), IntAttr(splits))
+    def __init__(self, row_tiles: int, splits: int, stage: bool = False):
+        super().__init__(IntAttr(row_tiles), IntAttr(splits), IntAttr(int(stage)))
 
     row_tiles = _data("row_tiles_attr")
     splits = _data("splits_attr")
 
+    @property
+    def stage(self) -> bool:
+        return bool(self.stage_attr.data)
+
     def verify(self) -> None:
-        _require_positive(self, _LATENT_FIELDS)
+        _require_positive(self, _LATENT_INTS)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        return _parse_int_fields(cls, parser, _LATENT_FIELDS)
+        return _parse_int_fields(cls, parser, (*_LATENT_INTS, *_LATENT_FLAGS), _LATENT_FLAGS)
 
     def print_parameters(self, printer: Printer) -> None:
-        _print_int_fields(self, printer, _LATENT_FIELDS)
+        _print_int_fields(self, printer, (*_LATENT_INTS, *_LATENT_FLAGS), _LATENT_FLAGS)
 
 
 def _require_positive(attr: ParametrizedAttribute, fields: tuple[str, ...]) -> None:
@@ -361,8 +367,10 @@ def _require_positive(attr: ParametrizedAttribute, fields: tuple[str, ...]) -> N
                 f"#{attr.name}: {key} must be >= 1, got {getattr(attr, key)}")
 
 
-def _parse_int_fields(cls, parser: AttrParser, fields: tuple[str, ...]) -> Sequence[Attribute]:
-    """`<field = integer, ...>` of `fields` in order, verified as a `cls`."""
+def _parse_int_fields(cls, parser: AttrParser, fields: tuple[str, ...],
+                      flags: tuple[str, ...] = ()) -> Sequence[Attribute]:
+    """`<field = integer, ...>` of `fields` in order (`flags` among them
+    true or false), verified as a `cls`."""
     start = parser.pos
     values: list[Attribute] = []
     parser.parse_punctuation("<")
@@ -371,13 +379,19 @@ def _parse_int_fields(cls, parser: AttrParser, fields: tuple[str, ...]) -> Seque
             parser.parse_punctuation(",")
         parser.parse_keyword(key)
         parser.parse_punctuation("=")
-        values.append(IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=True)))
+        values.append(IntAttr(int(parser.parse_boolean()) if key in flags else
+                              parser.parse_integer(allow_boolean=False, allow_negative=True)))
     parser.parse_punctuation(">")
     return _verified(cls, values, parser, start)
 
 
-def _print_int_fields(attr: Attribute, printer: Printer, fields: tuple[str, ...]) -> None:
-    printer.print_string(f"<{', '.join(f'{key} = {getattr(attr, key)}' for key in fields)}>")
+def _print_int_fields(attr: Attribute, printer: Printer, fields: tuple[str, ...],
+                      flags: tuple[str, ...] = ()) -> None:
+    def text(key: str) -> str:
+        value = getattr(attr, key)
+        return str(value).lower() if key in flags else str(value)
+
+    printer.print_string(f"<{', '.join(f'{key} = {text(key)}' for key in fields)}>")
 
 
 PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr, BlockProductAttr,

@@ -34,6 +34,23 @@ type its profile knows (`device`; vyre_xdsl.mma_layout):
   denominator is summed over its lanes and the four subgroups
   (`tc_row_sum`).
 
+With `stage=true` the workgroup stages the key rows instead, and a tile
+has 16 keys: each subgroup copies its share of the tile's 16x16 blocks
+(every dot product's key rows, which hold the value rows too: MLA's values
+are its latent rows) into one of two buffers of `tc_stage` (rows padded
+against bank conflicts, mma_elements.conflict_free_stride), the next tile's
+blocks loaded before this one is computed and stored after it, behind one
+barrier.  The query's 16-dim blocks are split among the subgroups and held
+as A operands in registers (read once from `tc_stage` before the first
+tile): each subgroup computes its part of S from the staged keys and stores
+it to `tc_scores`; after a barrier every subgroup sums the four parts in
+their order, so all compute the same softmax, with no maxima or sums to
+exchange, and build P in registers (the layout's `operand_a`); O += P V
+reads the subgroup's value dims from the staged rows.  A tile the sequence
+ends in has its rows past the end cleared first (0 * inf is NaN).  The
+global loads are then those of whole 16x16 blocks, once for K and V
+together (docs/performance.md, "Eighteenth session").
+
 With `splits` P > 1 each row block's tiles are split into P runs over as
 many workgroups (flash-decoding): the kernel stores each run's partial m,
 l and O for a `vyre.merge_splits` kernel (vyre_xdsl.kv_split.merge_in_kernel,
@@ -55,13 +72,16 @@ function of the last dot product alone, query rows read from buffers (the
 row of each item), key and value rows contiguous for each run of 16 keys
 in f16 or bf16 buffers, the same for each workgroup's rows; head dims of every
 dot product multiples of 16, v_head_dim of 64, the keys of 64, the items
-of the workgroup's rows; no mask, lse, hooks or earlier splits.  Results differ from the per-lane kernel's in the order of the
-sums (the matrix unit's), in the query read in 16 bits and in the weights
-P V reads rounded to 16 bits (as FlashMLA does); docs/performance.md gives
-the tolerances.  `vyre-latent-tensor-cores` leaves a skeleton that does not
-qualify as it is; `{force=true}` reports why instead.  vyre-to-gpu's
-default plan takes it where the skeleton qualifies on the device
-(vyre_xdsl.tuning.latent_tiling; `#vyre.latent_tensor_cores`).
+of the workgroup's rows (staged: the value rows the first dot product's
+key rows, the query's blocks a multiple of 4, and P buildable in
+registers); no mask, lse, hooks or earlier splits.  Results differ from
+the per-lane kernel's in the order of the sums (the matrix unit's), in the
+query read in 16 bits and in the weights P V reads rounded to 16 bits (as
+FlashMLA does); docs/performance.md gives the tolerances.
+`vyre-latent-tensor-cores` leaves a skeleton that does not qualify as it
+is; `{force=true}` reports why instead.  vyre-to-gpu's default plan takes
+it where the skeleton qualifies on the device, with staged tiles where
+they qualify (vyre_xdsl.tuning.latent_tiling; `#vyre.latent_tensor_cores`).
 """
 
 from __future__ import annotations
@@ -70,7 +90,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu
-from xdsl.dialects.builtin import Float16Type, IntegerAttr, ModuleOp, f32, i32, i64
+from xdsl.dialects.builtin import Float16Type, IntegerAttr, ModuleOp, UnitAttr, f32, i32, i64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -99,6 +119,7 @@ from vyre_xdsl.mma_elements import (
     MatrixElements,
     add,
     as_index,
+    conflict_free_stride,
     expand_skeletons,
     half_problem,
     layout_problem,
@@ -113,6 +134,7 @@ from vyre_xdsl.tile_products import (
     require_multiples,
     require_plain,
 )
+from vyre_xdsl.unrolling import ROLLED_ATTR
 
 KEYS = TILE * SUBGROUPS  # a tile's keys: each subgroup scores 16
 F32_BYTES = 4
@@ -129,10 +151,12 @@ LOWEST_EXPONENT = QUERY_TOP_EXPONENT + 1
 @dataclass(frozen=True)
 class LatentTiling:
     """How the expansion spreads the work: `row_tiles` blocks of 16 rows a
-    workgroup, each row block's tiles split over `splits` workgroups."""
+    workgroup, each row block's tiles split over `splits` workgroups, the
+    key rows staged by the workgroup or not (`stage`)."""
 
     row_tiles: int = 1
     splits: int = 1
+    stage: bool = False
 
     @property
     def rows(self) -> int:
@@ -142,10 +166,15 @@ class LatentTiling:
     @staticmethod
     def of(attr: LatentTensorCoresAttr) -> LatentTiling:
         """The tiling a plan records (`#vyre.latent_tensor_cores`)."""
-        return LatentTiling(attr.row_tiles, attr.splits)
+        return LatentTiling(attr.row_tiles, attr.splits, attr.stage)
 
     def attr(self) -> LatentTensorCoresAttr:
-        return LatentTensorCoresAttr(self.row_tiles, self.splits)
+        return LatentTensorCoresAttr(self.row_tiles, self.splits, self.stage)
+
+    @property
+    def keys(self) -> int:
+        """Keys a tile: the workgroup's 16 staged ones, else 16 a subgroup."""
+        return TILE if self.stage else KEYS
 
     def workgroup_bytes(self, depth: int, row_count: int, v_dim: int, ragged: bool,
                         scaled: bool = True) -> int:
@@ -153,13 +182,18 @@ class LatentTiling:
         (`scaled`, f16) their scales, the tile's weights, the rows' maxima
         and sums over the subgroups, the m and l a split exports, and with
         run-time lengths the accumulator's columns and each subgroup's
-        block of values cut at the sequence's end."""
-        exchange = 2 * SUBGROUPS * SUBGROUP * self.row_tiles * row_count
+        block of values cut at the sequence's end; staged, two tiles of
+        key rows (the query rows first) and each subgroup's part of S in
+        place of the weights, maxima, sums and cut values."""
         per_row = (1 if scaled else 0) + (2 if self.splits > 1 else 0)
+        f32s = self.rows * TILE * per_row + (TILE * TILE if ragged else 0)
+        if self.stage:  # two staged tiles (the query first), each subgroup's S
+            halves = max(self.rows * depth, 2 * TILE * conflict_free_stride(depth))
+            return HALF_BYTES * halves + F32_BYTES * (f32s + SUBGROUPS * self.rows * TILE)
+        exchange = 2 * SUBGROUPS * SUBGROUP * self.row_tiles * row_count
         cut = TILE * v_dim if ragged else 0
         return (HALF_BYTES * (self.rows * (depth + KEYS) + cut)
-                + F32_BYTES * (self.rows * TILE * per_row + exchange
-                               + (TILE * TILE if ragged else 0)))
+                + F32_BYTES * (f32s + exchange))
 
 
 def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
@@ -193,8 +227,33 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
     for dot in fragments.dots:
         if dot.width % TILE:
             return f"a dot product of {dot.width} dims, not a multiple of {TILE}"
+    if tiling.stage:
+        reason = stage_problem(op, fragments, device.accumulator_layout)
+        if reason is not None:
+            return reason
     return half_problem((*(d.key.load.memref for d in fragments.dots), fragments.v.load.memref),
                         device.matrix_shapes)
+
+
+def stage_problem(op: vyre.TiledOnlineSoftmaxOp, fragments: ChainedFragments,
+                  layout: AccumulatorLayout) -> str | None:
+    """Why the workgroup cannot stage the key rows (`stage`); None if it
+    can: the value rows must be the first dot product's key rows (MLA's
+    latent rows), the query's 16-dim blocks shared equally by the
+    subgroups, and P built in registers from S's elements."""
+    latent = fragments.dots[0]
+    if op.v_dim > latent.width or not latent.key.same_rows(op, "scores", fragments.v,
+                                                           "update"):
+        return ("staged tiles hold the key rows only, so the value rows must be the "
+                "first dot product's key rows")
+    blocks = fragments.depth // TILE
+    if blocks % SUBGROUPS:
+        return (f"staged tiles split the query's {blocks} blocks of {TILE} dims over "
+                f"{SUBGROUPS} subgroups: a multiple of {SUBGROUPS} is needed")
+    if layout.operand_a is None:
+        return ("staged tiles build P in registers, but the device's A operands do not "
+                "hold a lane's accumulator elements")
+    return None
 
 
 def _scaled(half) -> bool:
@@ -218,27 +277,39 @@ class LatentExpansion(MatrixElements):
         self.depth, self.v_dim = fragments.depth, op.v_dim
         self.group_dims = self.v_dim // SUBGROUPS  # the value dims of a subgroup
         self.exp2 = op.exp2 is not None
-        self.tiles = shape["seq_len"] // KEYS
-        self.per_split = -(-self.tiles // tiling.splits)
+        self.keys = tiling.keys
+        self.tiles = shape["seq_len"] // self.keys
+        # splits as the tuning's tiles of KEYS keys part them
+        self.per_split = -(-shape["seq_len"] // KEYS // tiling.splits) * (KEYS // self.keys)
         self.blocks = shape["item_count"] // tiling.rows  # workgroups of each split
         rows, exchange = tiling.rows, SUBGROUPS * SUBGROUP * tiling.row_tiles * layout.row_count
         half = self.half = fragments.v.load.memref.type.element_type
         self.scaled = _scaled(half)
-        scratch = [("tc_query", rows * self.depth, half)]
+        self.stride = conflict_free_stride(self.depth)  # a staged key row's
+        if tiling.stage:  # the query rows first, then the tiles, two buffers
+            scratch = [("tc_stage", max(rows * self.depth, 2 * TILE * self.stride), half),
+                       ("tc_scores", SUBGROUPS * rows * TILE, f32)]
+        else:
+            scratch = [("tc_query", rows * self.depth, half)]
         if self.scaled:
             scratch.append(("tc_query_scale", rows * TILE, f32))
-        scratch += [("tc_weights", rows * KEYS, half), ("tc_row_max", exchange, f32),
-                    ("tc_row_sum", exchange, f32)]
+        if not tiling.stage:
+            scratch += [("tc_weights", rows * KEYS, half), ("tc_row_max", exchange, f32),
+                        ("tc_row_sum", exchange, f32)]
         if tiling.splits > 1:  # each row's m and l, for the merge
             scratch.append(("tc_rows", 2 * rows * TILE, f32))
         self.ragged = op.ragged
         if self.ragged:  # the accumulator's columns; values cut at the end
-            scratch += [("tc_columns", TILE * TILE, f32),
-                        ("tc_value_block", SUBGROUPS * TILE * self.group_dims, half)]
+            scratch.append(("tc_columns", TILE * TILE, f32))
+            if not tiling.stage:
+                scratch.append(("tc_value_block", SUBGROUPS * TILE * self.group_dims, half))
         arrays = {name: b.emit(vyre.ScratchOp(name, count, element)).results[0]
                   for name, count, element in scratch}
         (self.query_tile, self.weights, self.row_max, self.row_sum) = (
-            arrays[name] for name in ("tc_query", "tc_weights", "tc_row_max", "tc_row_sum"))
+            arrays.get(name) for name in ("tc_query", "tc_weights", "tc_row_max", "tc_row_sum"))
+        self.staged, self.partial_scores = arrays.get("tc_stage"), arrays.get("tc_scores")
+        if self.staged is not None:
+            self.query_tile = self.staged
         self.query_scale = arrays.get("tc_query_scale")
         self.exported = arrays.get("tc_rows")
         self.columns_tile, self.value_block = arrays.get("tc_columns"), arrays.get(
@@ -275,6 +346,8 @@ class LatentExpansion(MatrixElements):
         state += [self.constant(b, 0.0, c32) for _ in range(outs)]
         per_block = len(state)
         first_tile = b.muli(self.split, b.index(self.per_split), "first_tile")
+        if self.latent.stage:
+            return self.emit_staged(b, first_tile, scales, state)
 
         def tile(b: IRBuilder, i, carried):
             index = b.addi(first_tile, i, "tile_idx")
@@ -302,6 +375,172 @@ class LatentExpansion(MatrixElements):
                          hint="split_tile")
         self.finish(b, [carried[r * per_block:(r + 1) * per_block]
                         for r in range(self.latent.row_tiles)])
+
+    def emit_staged(self, b: IRBuilder, lo: SSAValue, scales, state) -> None:
+        """The tile loop with staged tiles: this subgroup's blocks of the
+        query's dims held in registers, the split's tiles of 16 keys from
+        `lo` double-buffered in tc_stage."""
+        a16, count = _matrix(self.half, MMAOperand.A), self.depth // TILE // SUBGROUPS
+        dims = b.muli(self.group, b.index(TILE))  # the subgroup's first block
+        queries = [[b.emit(SubgroupMmaLoadMatrixOp(
+            self.staged, [b.addi(dims, b.index(r * TILE * self.depth + j * SUBGROUPS * TILE))],
+            a16, self.depth)).results[0] for j in range(count)]
+            for r in range(self.latent.row_tiles)]
+        b.emit(gpu.BarrierOp())  # every query read before the tiles overwrite it
+        hi = b.addi(lo, b.index(self.per_split))
+        if self.per_split * self.latent.splits != self.tiles:
+            hi = b.minui(hi, b.index(self.tiles))
+        if self.ragged:  # no tile past the sequence's end
+            hi = b.minui(hi, b.divui(b.addi(self.length, b.index(TILE - 1)), b.index(TILE)))
+        self.store_stage(b, self.load_stage(b, b.minui(lo, b.index(self.tiles - 1))), 0)
+        b.emit(gpu.BarrierOp())  # the first tile in buffer 0
+        per_block = len(state)
+
+        def tile(b: IRBuilder, index, carried):
+            blocks = [carried[r * per_block:(r + 1) * per_block]
+                      for r in range(self.latent.row_tiles)]
+            return self.staged_tile(b, index, lo, hi, queries, blocks, scales)
+
+        carried = b.loop(lo, hi, tile, state * self.latent.row_tiles, hint="split_tile")
+        self.finish(b, [carried[r * per_block:(r + 1) * per_block]
+                        for r in range(self.latent.row_tiles)])
+
+    def staged_tile(self, b: IRBuilder, index, lo, hi, queries, blocks,
+                    scales) -> list[SSAValue]:
+        """Tile `index` of 16 keys, staged in buffer (index - lo) % 2: this
+        subgroup's part of S (its query blocks), S summed over the subgroups
+        in their order, the softmax (the same in every subgroup), O
+        rescaled plus P V over the subgroup's value dims; the next tile's
+        rows loaded before and staged in the other buffer after."""
+        layout, rows = self.layout, self.layout.row_count
+        a16, b16 = _matrix(self.half, MMAOperand.A), _matrix(self.half, MMAOperand.B)
+        c32 = _matrix(f32, MMAOperand.C)
+        parity = b.remui(b.subi(index, lo), b.index(2))
+        base = b.muli(parity, b.index(TILE * self.stride), "stage_base")
+        pending = self.load_stage(b, b.minui(b.addi(index, b.index(1)),
+                                             b.subi(hi, b.index(1))))
+        tile_start = b.muli(index, b.index(TILE), "tile_start")
+        keep = [None] * layout.length
+        if self.ragged:  # keys past the end: rows cleared, scores dropped
+            ends = b.cmpi(b.addi(tile_start, b.index(TILE)), self.length, "ugt")
+            b.if_then(ends, lambda b: self.clear_past_end(b, base, tile_start))
+            left = b.subf(_to_f32(b, self.length), _to_f32(b, tile_start))
+            keep = [b.cmpf(column, left, "olt") for column in self.columns]
+        dims = b.muli(self.group, b.index(TILE))
+        totals = [self.constant(b, 0.0, c32) for _ in blocks]
+        for j in range(len(queries[0])):  # each K block read once
+            at = b.addi(base, b.addi(dims, b.index(j * SUBGROUPS * TILE)))
+            key = b.emit(SubgroupMmaLoadMatrixOp(self.staged, [at], b16, self.stride,
+                                                 transpose=True)).results[0]
+            for r, total in enumerate(totals):
+                totals[r] = b.emit(SubgroupMmaComputeOp(queries[r][j], key, total)).results[0]
+        for r, total in enumerate(totals):
+            b.emit(SubgroupMmaStoreMatrixOp(total, self.partial_scores, [
+                b.addi(b.index(r * SUBGROUPS * TILE * TILE),
+                       b.muli(self.group, b.index(TILE * TILE)))], TILE))
+        b.emit(gpu.BarrierOp())  # every subgroup's part of S in place
+        may_drop = may_be_minus_inf(self.f.score)
+        last = self.f.dots[-1].loop.results[0]
+        new_blocks, weights = [], []
+        for r, (carried, scale) in enumerate(zip(blocks, scales, strict=True)):
+            parts = [self.elements(b, b.emit(SubgroupMmaLoadMatrixOp(
+                self.partial_scores, [b.index((r * SUBGROUPS + g) * TILE * TILE)], c32,
+                TILE)).results[0]) for g in range(SUBGROUPS)]
+            scores = []
+            for i, (slot, kept) in enumerate(zip(layout.slots, keep, strict=True)):
+                s = parts[0][i]
+                for part in parts[1:]:
+                    s = b.addf(s, part[i])
+                if scale is not None:
+                    s = b.mulf(s, scale[slot])
+                s = clone_value(b, self.f.score, {last: s})
+                scores.append(s if kept is None else b.select(kept, s, b.f32(F32_MIN)))
+            tile_max = [b.f32(F32_MIN)] * rows
+            for s, slot in zip(scores, layout.slots, strict=True):
+                tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
+            m, l = carried[:rows], carried[rows:2 * rows]  # noqa: E741
+            m_new = [recurrence.running_max(b, self.row_total(
+                b, t, lambda b, x, y: recurrence.max_step(b, x, y)), old)
+                for t, old in zip(tile_max, m, strict=True)]
+            rescale = [recurrence.rescale_of(b, old, new, self.exp2)
+                       for old, new in zip(m, m_new, strict=True)]
+            tile_sum, row = [b.f32(0.0)] * rows, []
+            for s, slot, kept in zip(scores, layout.slots, keep, strict=True):
+                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop,
+                                                 keep=kept)
+                tile_sum[slot] = b.addf(tile_sum[slot], weight)
+                row.append(self.narrow(b, self.at_least_smallest(
+                    b, weight, may_drop or self.ragged)))
+            weights.append(self.assemble(b, [row[i] for i in layout.operand_a], a16))
+            l_new = [recurrence.next_denominator(b, x, old, t)
+                     for x, old, t in zip(rescale, l, tile_sum, strict=True)]
+            new_blocks.append(([*m_new, *l_new], self.rescaled(b, carried[2 * rows:], rescale,
+                                                               skip=False)))
+        values = b.addi(base, b.muli(self.group, b.index(self.group_dims)))
+        for c in range(self.group_dims // TILE):  # each V block read once
+            value = b.emit(SubgroupMmaLoadMatrixOp(
+                self.staged, [b.addi(values, b.index(c * TILE))], b16, self.stride)).results[0]
+            for r, (_state, outs) in enumerate(new_blocks):
+                outs[c] = b.emit(SubgroupMmaComputeOp(weights[r], value, outs[c])).results[0]
+        self.store_stage(b, pending, b.subi(b.index(1), parity))
+        b.emit(gpu.BarrierOp())  # the next tile in place, this one's S read
+        return [v for state, outs in new_blocks for v in (*state, *outs)]
+
+    def load_stage(self, b: IRBuilder, index) -> list[_StageBlock]:
+        """Tile `index`'s key rows, each dot product's in 16x16 blocks spread
+        over the subgroups: this subgroup's, loaded (exact, as the caches'
+        16-bit type), but for a block of a last round that only some
+        subgroups have, which `store_stage` loads under its guard."""
+        op, blocks, offset = self.op, [], 0
+        c16 = _matrix(self.half, MMAOperand.C)
+        tile_start = b.muli(index, b.index(TILE))
+        for dot in self.f.dots:
+            start = dot.key.start(b, op, "scores", self.first, self.lane, tile_start)
+            count = dot.width // TILE
+            for turn in range(-(-count // SUBGROUPS)):
+                column = b.muli(b.addi(b.index(turn * SUBGROUPS), self.group), b.index(TILE))
+                block = _StageBlock(dot.key.load.memref, b.addi(start, column), dot.width,
+                                    b.addi(column, b.index(offset)))
+                if (turn + 1) * SUBGROUPS <= count:
+                    block.matrix = block.loaded(b, c16)
+                else:
+                    block.guard = b.cmpi(column, b.index(dot.width), "ult")
+                blocks.append(block)
+            offset += dot.width
+        return blocks
+
+    def store_stage(self, b: IRBuilder, blocks: list[_StageBlock], buffer) -> None:
+        """`load_stage`'s blocks into buffer `buffer` (0 or 1) of tc_stage."""
+        base = b.muli(as_index(b, buffer), b.index(TILE * self.stride))
+
+        def store(b: IRBuilder, block: _StageBlock, matrix: SSAValue) -> None:
+            b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(base, block.at)],
+                                            self.stride))
+
+        for block in blocks:
+            if block.guard is None:
+                store(b, block, block.matrix)
+            else:
+                b.if_then(block.guard, lambda b, block=block: store(
+                    b, block, block.loaded(b, _matrix(self.half, MMAOperand.C))))
+
+    def clear_past_end(self, b: IRBuilder, base, tile_start) -> None:
+        """The rows of the staged tile at `base` past the sequence's end set
+        to 0 (a row there may hold anything, and P V's 0 * inf is NaN)."""
+        size = TILE * self.stride
+
+        def one(b: IRBuilder, e, _):
+            at = b.addi(self.lane, b.muli(e, b.index(LANES)))
+            past = b.cmpi(b.addi(tile_start, b.divui(at, b.index(self.stride))), self.length,
+                          "uge")
+            if size % LANES:
+                past = b.andi(past, b.cmpi(at, b.index(size), "ult"))
+            b.if_then(past, lambda b: b.store(b.f32(0.0), self.staged, b.addi(base, at)))
+            return []
+
+        b.loop(0, -(-size // LANES), one, hint="clear_e",
+               attributes={ROLLED_ATTR: UnitAttr()})
+        b.emit(gpu.BarrierOp())  # cleared before any subgroup reads the tile
 
     def stage_queries(self, b: IRBuilder) -> None:
         """Copy the workgroup's query rows into tc_query in the inputs'
@@ -568,7 +807,8 @@ class LatentExpansion(MatrixElements):
         rows = self.layout.row_count
         sums = [[self.row_total(b, part, add) for part in carried[rows:2 * rows]]
                 for carried in blocks]
-        sums = self.across_subgroups(b, self.row_sum, sums, add)
+        if not self.latent.stage:  # staged, each subgroup's rows saw every key
+            sums = self.across_subgroups(b, self.row_sum, sums, add)
         op, splits = self.op, self.latent.splits
         c32 = _matrix(f32, MMAOperand.C)
         at_dims = b.muli(self.group, b.index(self.group_dims))
@@ -619,6 +859,23 @@ class LatentExpansion(MatrixElements):
         b.if_then(b.cmpi(self.lane, b.index(self.latent.rows), "ult"), publish)
 
 
+@dataclass
+class _StageBlock:
+    """A 16x16 block of a tile's key rows: its load from the cache and
+    where it goes in a staged tile."""
+
+    source: SSAValue
+    at_source: SSAValue
+    width: int  # the source's rows
+    at: SSAValue
+    matrix: SSAValue | None = None  # loaded
+    guard: SSAValue | None = None  # loaded and stored only where this holds
+
+    def loaded(self, b: IRBuilder, matrix: MMAMatrixType) -> SSAValue:
+        return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], matrix,
+                                              self.width)).results[0]
+
+
 def _i32(b: IRBuilder, value: int) -> SSAValue:
     return _value(b, arith.ConstantOp(IntegerAttr(value, i32)))
 
@@ -650,7 +907,9 @@ def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorL
         op.properties["kv_splits"] = IntegerAttr(tiling.splits, i64)
         merge_in_kernel(module, kernel, op, tiling.splits)
     record_skeleton(op)
-    kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr.of(replace(layout, operand_a=None))
+    # staged, P is built in registers as the A operand's elements
+    kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr.of(
+        layout if tiling.stage else replace(layout, operand_a=None))
     b = IRBuilder(InsertPoint.before(op))
     LatentExpansion(op, fragments, tiling, layout, b).emit(b)
     unused = [op.q_scratch, op.score_tile, op.o_acc]
@@ -669,14 +928,15 @@ class LatentTensorCoresPass(ModulePass):
     subgroup matrix ops of `device` (a profile name, vyre_xdsl.device):
     `row_tiles` blocks of 16 rows a workgroup, each row block's keys split
     over `splits` workgroups (0: the tuning's, vyre_xdsl.tuning.latent_splits),
-    merged by a kernel of their own; `force`: an error for a skeleton that
-    does not qualify."""
+    merged by a kernel of their own; `stage`: the key rows staged by the
+    workgroup; `force`: an error for a skeleton that does not qualify."""
 
     name = "vyre-latent-tensor-cores"
 
     device: str = GENERIC.name
     row_tiles: int = 1
     splits: int = 0
+    stage: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -692,16 +952,17 @@ class LatentTensorCoresPass(ModulePass):
 
     def tiling(self, op: vyre.TiledOnlineSoftmaxOp) -> LatentTiling:
         if self.splits:
-            return LatentTiling(self.row_tiles, self.splits)
-        return split_tiling(op, self.row_tiles)
+            return LatentTiling(self.row_tiles, self.splits, self.stage)
+        return split_tiling(op, self.row_tiles, self.stage)
 
 
-def split_tiling(op: vyre.TiledOnlineSoftmaxOp, row_tiles: int) -> LatentTiling:
-    """`row_tiles` blocks of rows a workgroup, split as the tuning says
-    (vyre_xdsl.tuning.latent_splits)."""
+def split_tiling(op: vyre.TiledOnlineSoftmaxOp, row_tiles: int,
+                 stage: bool = False) -> LatentTiling:
+    """`row_tiles` blocks of rows a workgroup (`stage`: staged tiles),
+    split as the tuning says (vyre_xdsl.tuning.latent_splits)."""
     shape, rows = op.shape(), TILE * row_tiles
     return LatentTiling(row_tiles, tuning.latent_splits(
-        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS))
+        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS), stage)
 
 
 def fitting_problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,

@@ -340,3 +340,149 @@ def test_mlir_opt_accepts_the_paged_kernel(level):
                               optimize=_pipeline("splits=2", level))
     printed = assert_mlir_opt_accepts(lowered)
     assert "gpu.subgroup_mma_compute" in printed and "block_table" in str(lowered)
+
+
+# Staged tiles (`stage=true`) --------------------------------------------------------
+
+# query dims of 64 latent + 64 rope: eight 16-dim blocks, two a subgroup
+STAGED = dict(seq_len=128, num_heads=16, head_dim=64, kv_lora_rank=64, qk_rope_head_dim=64)
+STAGED_CASES = {
+    "batch2": dict(STAGED, batch=2),
+    "heads32": dict(STAGED, num_heads=32, seq_len=192),
+    "deepseek_dims": CASES["deepseek_dims"],
+}
+
+
+@pytest.mark.parametrize("options", ["splits=1", "splits=2", ""])
+@pytest.mark.parametrize("case", sorted(STAGED_CASES))
+def test_staged_tiles_match_the_oracle_within_the_tolerance(case, options):
+    lowered = _lowered(STAGED_CASES[case], f"stage=true {options}")
+    printed = str(lowered)
+    assert "tc_stage" in printed and "tc_weights" not in printed
+    inputs = _inputs(lowered)
+    got = _run(lowered, inputs)
+    assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
+
+
+def test_staged_tiles_in_bf16_match_the_oracle():
+    module = vx.mla_decode(dtype="bf16", **dict(STAGED, batch=2))
+    lowered = vx.lower_to_gpu(module, optimize=_pipeline("stage=true splits=2"))
+    inputs = {n: a.astype(numpy_dtype("bf16")) for n, a in _inputs(lowered).items()}
+    got = _run(lowered, inputs)
+    want = vx.reference.mla_decode_program(*(inputs[n] for n in NAMES), dtype="bf16")
+    assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= MATRIX_TOLERANCE["bf16"]
+
+
+def test_staged_tiles_put_nan_and_inf_where_the_oracle_does():
+    lowered = _lowered(dict(STAGED, batch=2), "stage=true splits=2")
+    inputs = _inputs(lowered)
+    inputs["q"].reshape(2, 16, 64)[0, 3, 2] = np.nan
+    inputs["kv_cache"].reshape(2, 128, 64)[1, 70, 5] = np.inf
+    got = _run(lowered, inputs)
+    want = _oracle(inputs).reshape(got.shape)
+    assert np.isnan(want).any() and np.isinf(want).any()
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    finite = np.isfinite(want)
+    assert _error(got[finite], want[finite]) <= TOLERANCE
+
+
+def test_staged_tiles_catch_a_wrong_kernel():
+    lowered = _lowered(dict(STAGED, batch=2), "stage=true")
+    inputs = _inputs(lowered)
+    kv = inputs["kv_cache"].reshape(2, 128, 64)
+    swapped = dict(inputs, kv_cache=np.ascontiguousarray(kv[::-1]).reshape(
+        inputs["kv_cache"].shape))
+    got = _run(lowered, swapped)
+    assert _error(got, _oracle(inputs).reshape(got.shape)) > TOLERANCE
+
+
+STAGED_SERVING = {
+    "ragged": (3, 192, 16, 64, 64, 64, 64, None, None, [192, 70, 0]),
+    "paged16": (3, 192, 16, 64, 64, 64, 64, 16, 40, [150, 5, 64]),
+}
+
+
+@pytest.mark.parametrize("options", ["splits=1", "splits=2"])
+@pytest.mark.parametrize("case", sorted(STAGED_SERVING))
+def test_staged_serving_caches_match_the_oracle_past_poisoned_ends(case, options):
+    """A tile the sequence ends in has its rows past the end cleared, which
+    hold NaN and inf here."""
+    from test_mla_serving import inputs, module, oracle
+
+    spec = STAGED_SERVING[case]
+    lowered = vx.lower_to_gpu(module(spec, dtype="f16"),
+                              optimize=_pipeline(f"stage=true {options}"))
+    ins = inputs(spec, dtype="f16")
+    ins["w_uk"] = (ins["w_uk"].astype(np.float32) * 0.2).astype(np.float16)
+    _poison_past_the_ends(spec, ins)
+    got = _run(lowered, ins)
+    want = np.asarray(oracle(spec, ins, form="mla_decode_program", dtype="f16"),
+                      np.float32).reshape(got.shape)
+    assert np.isfinite(got).all()
+    assert not got[spec[9].index(0)].any() if 0 in spec[9] else True
+    assert _error(got, want) <= TOLERANCE
+
+
+def test_staged_tiles_need_the_query_blocks_shared_by_the_subgroups():
+    # 64 latent + 16 rope dims: five blocks of 16
+    assert "a multiple of 4 is needed" in problem(_skeleton(dtype="f16", **SMALL), H200,
+                                                  LatentTiling(stage=True))
+
+
+def test_staged_tiles_need_p_built_in_registers():
+    from dataclasses import replace
+
+    device = replace(H200, accumulator_layout=replace(H200.accumulator_layout, operand_a=None))
+    assert "build P in registers" in problem(_skeleton(dtype="f16", **STAGED), device,
+                                             LatentTiling(stage=True))
+
+
+def test_staged_workgroup_memory_at_deepseeks_dims():
+    """Two staged tiles of 16 keys x 584 (576 dims padded against bank
+    conflicts) and each subgroup's S; the query shares the tiles' bytes."""
+    op = _skeleton(seq_len=4096, num_heads=16, head_dim=128, kv_lora_rank=512,
+                   qk_rope_head_dim=64, dtype="bf16")
+    assert workgroup_bytes(op, LatentTiling(1, 1, True), H200) == 2 * (2 * 16 * 584) + 4 * 1024
+    assert workgroup_bytes(op, LatentTiling(1, 2, True), H200) <= H200.shared_memory_bytes
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("level", ["exact", "default device=h200"])
+def test_mlir_opt_accepts_the_staged_kernel(level):
+    from test_mla_serving import module
+
+    lowered = vx.lower_to_gpu(module(STAGED_SERVING["paged16"], dtype="f16"),
+                              optimize=_pipeline("stage=true splits=2", level))
+    printed = assert_mlir_opt_accepts(lowered)
+    assert "gpu.subgroup_mma_compute" in printed and "tc_stage" in str(lowered)
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_staged_spirv_verifies_in_mlir(tmp_path):
+    lowered = _lowered(dict(STAGED, batch=2), "stage=true splits=2")
+    text = _mlir_verifies_spirv(emit_spirv_module(lowered).binary, tmp_path)
+    assert "spirv.KHR.CooperativeMatrixMulAdd" in text
+
+
+@pytest.mark.parametrize("kwargs, staged", [
+    (dict(STAGED, batch=2), True),
+    (dict(seq_len=4096, num_heads=128, head_dim=128, kv_lora_rank=512, qk_rope_head_dim=64),
+     True),
+    (dict(SMALL, batch=2), False),  # five query blocks: the unstaged expansion
+])
+def test_the_plan_stages_the_tiles_where_they_qualify(kwargs, staged):
+    op = _skeleton(dtype="bf16", **kwargs)
+    chosen = tuning.latent_tiling(op, H200)
+    assert chosen is not None and chosen.stage is staged
+
+
+def test_the_default_plan_with_staged_tiles_matches_the_oracle():
+    lowered = vx.lower_to_gpu(vx.mla_decode(dtype="bf16", **dict(STAGED, batch=2)),
+                              optimize="default", device="h200")
+    assert "tc_stage" in str(lowered)
+    inputs = {n: a.astype(numpy_dtype("bf16")) for n, a in _inputs(lowered).items()}
+    got = _run(lowered, inputs)
+    want = vx.reference.mla_decode_program(*(inputs[n] for n in NAMES), dtype="bf16")
+    assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= MATRIX_TOLERANCE["bf16"]

@@ -262,10 +262,11 @@ def split_plan_case(heads: int, n: int, d: int, parts: int, batch: int = 1,
 
 
 def latent_paged_case(batch: int, length: int, heads: int, page: int,
-                      dtype: str = "f16") -> Case:
+                      dtype: str = "f16", stage: bool = False) -> Case:
     """MLA decode in f16 or bf16 over a paged latent cache of ragged
     lengths (a shuffled block table; rows past each end NaN) through
-    vyre-latent-tensor-cores, against the program's oracle over the pages."""
+    vyre-latent-tensor-cores (`stage`: its staged tiles), against the
+    program's oracle over the pages."""
 
     d, rank, rope, pages = 128, 512, 64, batch * -(-length // page)
 
@@ -295,23 +296,25 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int,
             kv_lens=ins["kv_lens"], block_table=ins["block_table"], page_size=page,
             kv_len=length, dtype=dtype)
 
-    pipeline = ("vyre-absorb-mla{kernels=3},vyre-latent-tensor-cores{device=vulkan "
-                "force=true},vyre-to-gpu{optimize=exact}")
+    pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
+                f"force=true stage={str(stage).lower()}}},vyre-to-gpu{{optimize=exact}}")
     return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} "
-                f"{dtype}", build, inputs, reference, dtype, MATRIX_TOLERANCE[dtype],
-                cooperative_matrix=True, optimize=pipeline)
+                f"{dtype}{' staged' if stage else ''}", build, inputs, reference, dtype,
+                MATRIX_TOLERANCE[dtype], cooperative_matrix=True, optimize=pipeline)
 
 
-def latent_case(s: int, heads: int, splits: int = 0, dtype: str = "f16", **kwargs) -> Case:
+def latent_case(s: int, heads: int, splits: int = 0, dtype: str = "f16", stage: bool = False,
+                **kwargs) -> Case:
     """MLA decode in f16 or bf16 with its latent attention through
-    vyre-latent-tensor-cores (`splits`, 0: the tuning's; its tolerance)
-    and mla_case's `kwargs`."""
+    vyre-latent-tensor-cores (`splits`, 0: the tuning's; `stage`: its
+    staged tiles; its tolerance) and mla_case's `kwargs`."""
     case = mla_case(s, heads, dtype=dtype, **kwargs)
     pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
-                f"force=true splits={splits}}},vyre-to-gpu{{optimize=exact}}")
-    return Case(f"latent tensor cores {case.name} splits={splits}", case.build, case.inputs,
-                case.reference, dtype, MATRIX_TOLERANCE[dtype], cooperative_matrix=True,
-                optimize=pipeline)
+                f"force=true splits={splits} stage={str(stage).lower()}}},"
+                f"vyre-to-gpu{{optimize=exact}}")
+    return Case(f"latent tensor cores {case.name} splits={splits}{' staged' if stage else ''}",
+                case.build, case.inputs, case.reference, dtype, MATRIX_TOLERANCE[dtype],
+                cooperative_matrix=True, optimize=pipeline)
 
 
 def block_case(heads: int, n: int, d: int, lanes: int, key_lanes: int, rows: int, keys: int,
@@ -389,6 +392,14 @@ def cases(every: bool) -> list[Case]:
         latent_case(4096, 16, dtype="bf16"),
         latent_case(4096, 128, dtype="bf16"),
         latent_paged_case(8, 4096, 16, 64, dtype="bf16"),
+        # the latent attention's key rows staged by the workgroup
+        latent_case(4096, 16, dtype="bf16", stage=True),
+        latent_case(4096, 128, dtype="bf16", stage=True),
+        latent_case(32768, 16, dtype="bf16", stage=True),
+        latent_case(4096, 128, stage=True),
+        latent_case(1024, 16, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True),
+        latent_paged_case(8, 4096, 16, 64, dtype="bf16", stage=True),
+        latent_paged_case(4, 2048, 128, 16, stage=True),
         # f32 split into bf16 parts on the matrix units
         tensor_case(32, 4096, 64, dtype="f32", pieces=3, row_tiles=2, stage=True,
                     registers=True),

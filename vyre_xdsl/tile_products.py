@@ -88,6 +88,29 @@ class RowAccess:
                  self.key: b.index(0), self.dim: b.index(0)}
         return clone_value(b, self.load.indices[0], known)
 
+    def evaluate(self, op: vyre.TiledOnlineSoftmaxOp, region: str, item, key, dim=0):
+        """Where `item` reads element `dim` of key `key` (numpy arrays or
+        ints; the tile starts at 0, lane 0)."""
+        known = {op.region_arg(region, "item"): item,
+                 op.region_arg(region, "tile_start"): 0,
+                 op.region_arg(region, "lane"): 0, self.key: key, self.dim: dim}
+        return _evaluate(self.load.indices[0], known)
+
+    def same_rows(self, op: vyre.TiledOnlineSoftmaxOp, region: str, other: RowAccess,
+                  other_region: str) -> bool:
+        """Whether `other` (in `other_region`) reads the rows this access
+        reads, of the same buffer, for every item and key."""
+        if other.load.memref is not self.load.memref:
+            return False
+        shape = op.shape()
+        items = np.arange(shape["item_count"], dtype=np.int64)
+        keys = np.arange(shape["seq_len"], dtype=np.int64)
+        # every item at the first and last keys, the first and last items
+        # at every key (an item's rows differ by its sequence's offset)
+        probes = ((items[:, None], keys[[0, -1]][None, :]), (items[[0, -1]][:, None], keys))
+        return all(np.all(self.evaluate(op, region, i, k)
+                          == other.evaluate(op, other_region, i, k)) for i, k in probes)
+
     def check(self, op: vyre.TiledOnlineSoftmaxOp, region: str, width: int,
               block: int, run: int | None = None) -> None:
         """The row of key j + 1 follows key j's (within each aligned `run`
@@ -96,22 +119,19 @@ class RowAccess:
         read the same rows."""
         shape = op.shape()
 
-        def at(item, tile_start: int, j, d: int):
-            known = {op.region_arg(region, "item"): item,
-                     op.region_arg(region, "tile_start"): tile_start,
-                     op.region_arg(region, "lane"): 0, self.key: j, self.dim: d}
-            return _evaluate(self.load.indices[0], known)
+        def at(item, j, d: int):
+            return self.evaluate(op, region, item, j, d)
 
         keys = np.arange(shape["seq_len"], dtype=np.int64)
         first = keys - keys % run if run else np.zeros_like(keys)
-        follows = np.broadcast_to(at(0, 0, keys, 0) - at(0, 0, first, 0) == (keys - first) * width,
+        follows = np.broadcast_to(at(0, keys, 0) - at(0, first, 0) == (keys - first) * width,
                                   keys.shape)
-        if not follows.all() or at(0, 0, 0, 1) - at(0, 0, 0, 0) != 1:
+        if not follows.all() or at(0, 0, 1) - at(0, 0, 0) != 1:
             raise Unfit(f"the rows that {self.load.memref.name_hint} is read in are not "
                          f"{width} contiguous elements apart"
                          + (f" in runs of {run} keys" if run else ""))
         items = np.arange(shape["item_count"], dtype=np.int64)  # all at once
-        same = np.broadcast_to(at(items, 0, 0, 0) == at(items - items % block, 0, 0, 0),
+        same = np.broadcast_to(at(items, 0, 0) == at(items - items % block, 0, 0),
                                items.shape)
         differ = np.nonzero(~same)[0]
         if differ.size:

@@ -138,7 +138,9 @@ def tensor_core_tilings(row_dims: int):
 # matrix units")
 LATENT_WORKGROUPS = SMALL_GRID
 LATENT_SPLIT_TILES = 2
-LATENT_ROW_TILES = (1,)
+# (row blocks, staged tiles) a workgroup, in the order tried: staged tiles
+# first (docs/performance.md, "Eighteenth session")
+LATENT_TILINGS = ((1, True), (1, False))
 
 
 def latent_splits(row_blocks: int, tiles: int) -> int:
@@ -154,12 +156,12 @@ def latent_splits(row_blocks: int, tiles: int) -> int:
 def latent_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     """How `op` (MLA's latent attention, vyre-absorb-mla's) runs on
     `device`'s matrix units (a vyre-latent-tensor-cores LatentTiling), or
-    None where it does not qualify or fit: the first of LATENT_ROW_TILES
+    None where it does not qualify or fit: the first of LATENT_TILINGS
     that does, split by latent_splits."""
     from vyre_xdsl.passes.latent_tensor_cores import fitting_problem, split_tiling
 
-    for row_tiles in LATENT_ROW_TILES:
-        tiling = split_tiling(op, row_tiles)
+    for row_tiles, stage in LATENT_TILINGS:
+        tiling = split_tiling(op, row_tiles, stage)
         if fitting_problem(op, device, tiling) is None:
             return tiling
     return None

@@ -7,6 +7,7 @@
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=OPTIONS
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{splits=-1}' 2>&1 | filecheck %s --check-prefix=NEGATIVE
 // RUN: not vyre-opt %s -p 'vyre-to-gpu{optimize=none},vyre-latent-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s --check-prefix=NOTHING
+// RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true stage=true}' 2>&1 | filecheck %s --check-prefix=STAGED
 
 // MLA decode's latent attention in f32: the matrix units take f16 keys and
 // values, so the pass refuses it when forced and leaves it alone otherwise.
@@ -117,3 +118,6 @@ builtin.module {
 // NEGATIVE: error: pass 'vyre-latent-tensor-cores': option splits takes an integer of at least 0
 // Lowered first, the module holds no skeleton: force=true says so.
 // NOTHING: error: vyre-latent-tensor-cores: force=true, but the module holds no vyre.tiled_online_softmax to expand
+// Staged tiles share the query's 16-dim blocks (64 latent + 16 rope dims:
+// five) equally among the four subgroups.
+// STAGED: error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: staged tiles split the query's 5 blocks of 16 dims over 4 subgroups: a multiple of 4 is needed
