@@ -458,24 +458,13 @@ class LatentExpansion(MatrixElements):
             tile_max = [b.f32(F32_MIN)] * rows
             for s, slot in zip(scores, layout.slots, strict=True):
                 tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
-            m, l = carried[:rows], carried[rows:2 * rows]  # noqa: E741
-            m_new = [recurrence.running_max(b, self.row_total(
-                b, t, lambda b, x, y: recurrence.max_step(b, x, y)), old)
-                for t, old in zip(tile_max, m, strict=True)]
-            rescale = [recurrence.rescale_of(b, old, new, self.exp2)
-                       for old, new in zip(m, m_new, strict=True)]
-            tile_sum, row = [b.f32(0.0)] * rows, []
-            for s, slot, kept in zip(scores, layout.slots, keep, strict=True):
-                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop,
-                                                 keep=kept)
-                tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                row.append(self.narrow(b, self.at_least_smallest(
-                    b, weight, may_drop or self.ragged)))
+            tile_max = [self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
+                        for t in tile_max]
+            state, rescale, row = self.weigh(b, scores, carried, tile_max, keep, may_drop,
+                                             may_drop or self.ragged)
             weights.append(self.assemble(b, [row[i] for i in layout.operand_a], a16))
-            l_new = [recurrence.next_denominator(b, x, old, t)
-                     for x, old, t in zip(rescale, l, tile_sum, strict=True)]
-            new_blocks.append(([*m_new, *l_new], self.rescaled(b, carried[2 * rows:], rescale,
-                                                               skip=False)))
+            new_blocks.append((state, self.rescaled(b, carried[2 * rows:], rescale,
+                                                    skip=False)))
         values = b.addi(base, b.muli(self.group, b.index(self.group_dims)))
         for c in range(self.group_dims // TILE):  # each V block read once
             value = b.emit(SubgroupMmaLoadMatrixOp(
@@ -695,24 +684,12 @@ class LatentExpansion(MatrixElements):
                                          lambda b, x, y: recurrence.max_step(b, x, y))
         new_blocks, rescales = [], []
         for r, (block, carried) in enumerate(zip(scores, blocks, strict=True)):
-            m, l = carried[:rows], carried[rows:2 * rows]  # noqa: E741
-            m_new = [recurrence.running_max(b, t, old)
-                     for t, old in zip(tile_max[r], m, strict=True)]
-            rescale = [recurrence.rescale_of(b, old, new, self.exp2)
-                       for old, new in zip(m, m_new, strict=True)]
-            tile_sum, weights = [b.f32(0.0)] * rows, []
-            for s, slot, kept in zip(block, layout.slots, keep, strict=True):
-                weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop,
-                                                 keep=kept)
-                tile_sum[slot] = b.addf(tile_sum[slot], weight)
-                weights.append(self.narrow(b, self.at_least_smallest(
-                    b, weight, may_drop or partial)))
+            state, rescale, weights = self.weigh(b, block, carried, tile_max[r], keep,
+                                                 may_drop, may_drop or partial)
             at = b.addi(b.index(r * TILE * KEYS), b.muli(self.group, b.index(TILE)))
             b.emit(SubgroupMmaStoreMatrixOp(self.assemble(b, weights, c16), self.weights,
                                             [at], KEYS))
-            l_new = [recurrence.next_denominator(b, s, old, t)
-                     for s, old, t in zip(rescale, l, tile_sum, strict=True)]
-            new_blocks.append([*m_new, *l_new])
+            new_blocks.append(state)
             rescales.append(rescale)
         b.emit(gpu.BarrierOp())  # the tile's weights in place
         outs = [self.rescaled(b, carried[2 * rows:], rescale, skip=False)
@@ -733,6 +710,26 @@ class LatentExpansion(MatrixElements):
                 for k in range(SUBGROUPS):
                     self.add_values(b, self.value_block_of(b, values, k, c), weights, outs, k, c)
         return [v for block, o in zip(new_blocks, outs, strict=True) for v in (*block, *o)]
+
+    def weigh(self, b: IRBuilder, scores, carried, tile_max, keep, may_drop: bool,
+              may_be_zero: bool):
+        """A row block's tile of `scores` (this lane's elements; `keep`: each
+        kept, or None) against its carried m and l, with each row slot's
+        whole tile max: (m_new + l_new, each slot's rescale of O, the
+        weights rounded to the 16-bit type)."""
+        rows = self.layout.row_count
+        m, l = carried[:rows], carried[rows:2 * rows]  # noqa: E741
+        m_new = [recurrence.running_max(b, t, old) for t, old in zip(tile_max, m, strict=True)]
+        rescale = [recurrence.rescale_of(b, old, new, self.exp2)
+                   for old, new in zip(m, m_new, strict=True)]
+        tile_sum, weights = [b.f32(0.0)] * rows, []
+        for s, slot, kept in zip(scores, self.layout.slots, keep, strict=True):
+            weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop, keep=kept)
+            tile_sum[slot] = b.addf(tile_sum[slot], weight)
+            weights.append(self.narrow(b, self.at_least_smallest(b, weight, may_be_zero)))
+        l_new = [recurrence.next_denominator(b, x, old, t)
+                 for x, old, t in zip(rescale, l, tile_sum, strict=True)]
+        return [*m_new, *l_new], rescale, weights
 
     def value_block_of(self, b: IRBuilder, values, k: int, c: int) -> SSAValue:
         """The B operand of the tile's keys 16 k.. and the subgroup's dims
