@@ -128,7 +128,9 @@ MLA_VARIANTS = ("dense", "paged", "matrix", "lanes")  # paged with --mla-paged, 
 # with --mla-tensor-cores: the dense caches' latent attention on the matrix
 # units by hand (f16 or bf16; vyre-latent-tensor-cores, which the default
 # plan takes on a device with the matrices, so there the two rows run
-# alike); lanes with --mla-lanes: the default plan without the matrix units
+# alike but where --mla-latent-options asks for another tiling, e.g.
+# "stage=false"); lanes with --mla-lanes: the default plan without the
+# matrix units
 LANES_PIPELINE = "vyre-to-gpu{optimize=default device=vulkan matrix_units=false}"
 PIPELINES = {"lanes": LANES_PIPELINE}
 
