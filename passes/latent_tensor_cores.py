@@ -117,6 +117,7 @@ from vyre_xdsl.mma_elements import (
     SUBGROUP,
     SUBGROUPS,
     MatrixElements,
+    StagedBlock,
     add,
     as_index,
     conflict_free_stride,
@@ -124,6 +125,8 @@ from vyre_xdsl.mma_elements import (
     half_problem,
     layout_problem,
     may_be_minus_inf,
+    spread_blocks,
+    stage_blocks,
 )
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.numerics import partial_weight_scale
@@ -455,11 +458,7 @@ class LatentExpansion(MatrixElements):
                     s = b.mulf(s, scale[slot])
                 s = clone_value(b, self.f.score, {last: s})
                 scores.append(s if kept is None else b.select(kept, s, b.f32(F32_MIN)))
-            tile_max = [b.f32(F32_MIN)] * rows
-            for s, slot in zip(scores, layout.slots, strict=True):
-                tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
-            tile_max = [self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
-                        for t in tile_max]
+            tile_max = self.tile_maxima(b, [scores])
             state, rescale, row = self.weigh(b, scores, carried, tile_max, keep, may_drop,
                                              may_drop or self.ragged)
             weights.append(self.assemble(b, [row[i] for i in layout.operand_a], a16))
@@ -475,43 +474,29 @@ class LatentExpansion(MatrixElements):
         b.emit(gpu.BarrierOp())  # the next tile in place, this one's S read
         return [v for state, outs in new_blocks for v in (*state, *outs)]
 
-    def load_stage(self, b: IRBuilder, index) -> list[_StageBlock]:
+    def load_stage(self, b: IRBuilder, index) -> list[StagedBlock]:
         """Tile `index`'s key rows, each dot product's in 16x16 blocks spread
-        over the subgroups: this subgroup's, loaded (exact, as the caches'
-        16-bit type), but for a block of a last round that only some
-        subgroups have, which `store_stage` loads under its guard."""
-        op, blocks, offset = self.op, [], 0
-        c16 = _matrix(self.half, MMAOperand.C)
+        over the subgroups (mma_elements.spread_blocks), side by side in a
+        staged row."""
+        blocks, offset = [], 0
         tile_start = b.muli(index, b.index(TILE))
         for dot in self.f.dots:
-            start = dot.key.start(b, op, "scores", self.first, self.lane, tile_start)
-            count = dot.width // TILE
-            for turn in range(-(-count // SUBGROUPS)):
-                column = b.muli(b.addi(b.index(turn * SUBGROUPS), self.group), b.index(TILE))
-                block = _StageBlock(dot.key.load.memref, b.addi(start, column), dot.width,
-                                    b.addi(column, b.index(offset)))
-                if (turn + 1) * SUBGROUPS <= count:
-                    block.matrix = block.loaded(b, c16)
-                else:
-                    block.guard = b.cmpi(column, b.index(dot.width), "ult")
-                blocks.append(block)
+            start = dot.key.start(b, self.op, "scores", self.first, self.lane, tile_start)
+
+            def block(b: IRBuilder, n: SSAValue, dot=dot, start=start,
+                      offset=offset) -> StagedBlock:
+                column = b.muli(n, b.index(TILE))
+                return StagedBlock(dot.key.load.memref, b.addi(start, column), dot.width,
+                                   self.staged, b.addi(column, b.index(offset)), self.stride)
+
+            blocks += spread_blocks(b, dot.width // TILE, self.group, block)
             offset += dot.width
         return blocks
 
-    def store_stage(self, b: IRBuilder, blocks: list[_StageBlock], buffer) -> None:
+    def store_stage(self, b: IRBuilder, blocks: list[StagedBlock], buffer) -> None:
         """`load_stage`'s blocks into buffer `buffer` (0 or 1) of tc_stage."""
         base = b.muli(as_index(b, buffer), b.index(TILE * self.stride))
-
-        def store(b: IRBuilder, block: _StageBlock, matrix: SSAValue) -> None:
-            b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(base, block.at)],
-                                            self.stride))
-
-        for block in blocks:
-            if block.guard is None:
-                store(b, block, block.matrix)
-            else:
-                b.if_then(block.guard, lambda b, block=block: store(
-                    b, block, block.loaded(b, _matrix(self.half, MMAOperand.C))))
+        stage_blocks(b, blocks, lambda b, block, matrix: block.store(b, matrix, base))
 
     def clear_past_end(self, b: IRBuilder, base, tile_start) -> None:
         """The rows of the staged tile at `base` past the sequence's end set
@@ -673,13 +658,7 @@ class LatentExpansion(MatrixElements):
                 s = clone_value(b, self.f.score, {last: s})
                 block.append(s if kept is None else b.select(kept, s, b.f32(F32_MIN)))
             scores.append(block)
-        local = []
-        for block in scores:
-            tile_max = [b.f32(F32_MIN)] * rows
-            for s, slot in zip(block, layout.slots, strict=True):
-                tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
-            local.append([self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
-                          for t in tile_max])
+        local = [self.tile_maxima(b, [block]) for block in scores]
         tile_max = self.across_subgroups(b, self.row_max, local,
                                          lambda b, x, y: recurrence.max_step(b, x, y))
         new_blocks, rescales = [], []
@@ -854,23 +833,6 @@ class LatentExpansion(MatrixElements):
                 b.store(b.load(self.exported, at), buffer, row)
 
         b.if_then(b.cmpi(self.lane, b.index(self.latent.rows), "ult"), publish)
-
-
-@dataclass
-class _StageBlock:
-    """A 16x16 block of a tile's key rows: its load from the cache and
-    where it goes in a staged tile."""
-
-    source: SSAValue
-    at_source: SSAValue
-    width: int  # the source's rows
-    at: SSAValue
-    matrix: SSAValue | None = None  # loaded
-    guard: SSAValue | None = None  # loaded and stored only where this holds
-
-    def loaded(self, b: IRBuilder, matrix: MMAMatrixType) -> SSAValue:
-        return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], matrix,
-                                              self.width)).results[0]
 
 
 def _i32(b: IRBuilder, value: int) -> SSAValue:

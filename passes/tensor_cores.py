@@ -134,14 +134,17 @@ from vyre_xdsl.mma_elements import (
     SUBGROUP,
     SUBGROUPS,
     MatrixElements,
-    buffer_types,
+    StagedBlock,
     add,
     as_index,
+    buffer_types,
     conflict_free_stride,
     expand_skeletons,
     half_problem,
     layout_problem,
     may_be_minus_inf,
+    spread_blocks,
+    stage_blocks,
 )
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.query_blocks import (
@@ -632,12 +635,7 @@ class TensorCoreExpansion(MatrixElements):
             scores = [flat[k * layout.length:(k + 1) * layout.length]
                       for k in range(len(scores))]
         may_drop = partial is not None or may_be_minus_inf(self.f.score)
-        tile_max = [b.f32(F32_MIN)] * rows
-        for block in scores:
-            for s, slot in zip(block, layout.slots, strict=True):
-                tile_max[slot] = recurrence.max_step(b, s, tile_max[slot])
-        tile_max = [self.row_total(b, t, lambda b, x, y: recurrence.max_step(b, x, y))
-                    for t in tile_max]
+        tile_max = self.tile_maxima(b, scores)
         m_new = [recurrence.running_max(b, t, old)
                  for t, old in zip(tile_max, carried.m, strict=True)]
         rescale = [recurrence.rescale_of(b, old, new, self.exp2)
@@ -781,11 +779,9 @@ class TensorCoreExpansion(MatrixElements):
                        for values, o in zip(elements, mine, strict=True)]
         return result
 
-    def load_blocks(self, b: IRBuilder, index) -> list[_Block]:
+    def load_blocks(self, b: IRBuilder, index) -> list[StagedBlock]:
         """Tile `index`'s K and V rows in 16x16 blocks spread over the
-        workgroup's subgroups: this subgroup's, loaded as f16 matrices
-        (exact), but for a block of a last round that only some subgroups
-        have, which `store_blocks` loads and stores under its guard."""
+        workgroup's subgroups (mma_elements.spread_blocks)."""
         f, blocks = self.f, []
         start = b.muli(index, b.index(self.keys), "tile_start")
         for access, region, staged, width, stride in (
@@ -793,25 +789,23 @@ class TensorCoreExpansion(MatrixElements):
                 (f.v, "update", self.staged[1], self.v_dim, self.staged_strides[1])):
             first = self.row_start(b, access, region, start)
             across = width // TILE
-            count = self.keys // TILE * across
-            for t in range(-(-count // SUBGROUPS)):
-                n = b.addi(b.index(t * SUBGROUPS), self.group)
+
+            def block(b: IRBuilder, n: SSAValue, access=access, first=first, staged=staged,
+                      width=width, stride=stride, across=across) -> StagedBlock:
                 row, column = b.divui(n, b.index(across)), b.remui(n, b.index(across))
                 column = b.muli(column, b.index(TILE))
                 at_source = b.addi(first, b.addi(b.muli(row, b.index(TILE * width)), column))
                 at = b.addi(b.muli(row, b.index(TILE * stride)), column)
-                block = _Block(access.load.memref, at_source, at, staged, width, stride)
-                if (t + 1) * SUBGROUPS <= count:
-                    block.matrix = block.load(b)
-                else:
-                    block.guard = b.cmpi(n, b.index(count), "ult")
-                blocks.append(block)
+                return StagedBlock(access.load.memref, at_source, width, staged, at, stride)
+
+            blocks += spread_blocks(b, self.keys // TILE * across, self.group, block)
         return blocks
 
-    def store_blocks(self, b: IRBuilder, blocks: list[_Block], buffer) -> None:
+    def store_blocks(self, b: IRBuilder, blocks: list[StagedBlock], buffer) -> None:
         """`load_blocks`' blocks into copy `buffer` of the staged tiles
         (split, each part into its own)."""
-        def store(b: IRBuilder, block: _Block, matrix: SSAValue, offset: SSAValue) -> None:
+        def store(b: IRBuilder, block: StagedBlock, matrix: SSAValue) -> None:
+            offset = b.muli(as_index(b, buffer), b.index(self.keys * block.stride))
             if self.tiling.pieces == 1:
                 return block.store(b, matrix, offset)
             c16 = self.matrix(MMAOperand.C)
@@ -820,14 +814,7 @@ class TensorCoreExpansion(MatrixElements):
                 block.store(b, self.assemble(b, [p[piece] for p in parts], c16),
                             b.addi(offset, b.index(piece * self.piece_size(block.stride))))
 
-        for block in blocks:
-            offset = b.muli(as_index(b, buffer), b.index(self.keys * block.stride))
-            if block.guard is None:
-                store(b, block, block.matrix, offset)
-            else:
-                b.if_then(block.guard,
-                          lambda b, block=block, offset=offset: store(
-                              b, block, block.load(b), offset))
+        stage_blocks(b, blocks, store)
 
     def score(self, b: IRBuilder, dot: SSAValue) -> SSAValue:
         """The scores fragment's value with its dot product replaced by S's
@@ -841,31 +828,6 @@ def _toward_bf16(b: IRBuilder, value: SSAValue) -> SSAValue:
     bits = b.emit(arith.BitcastOp(value, i32)).results[0]
     cut = b.emit(arith.BitcastOp(b.andi(bits, b.i32(BF16_DROPPED)), f32)).results[0]
     return b.select(b.cmpf(value, value, "uno"), value, cut)
-
-
-@dataclass
-class _Block:
-    """A 16x16 block of a staged K or V tile: at `at_source` of `source`
-    (rows `width` long), at `at` of the tile in `staged` (rows `stride`
-    apart)."""
-
-    source: SSAValue
-    at_source: SSAValue
-    at: SSAValue
-    staged: SSAValue
-    width: int
-    stride: int
-    matrix: SSAValue | None = None  # loaded
-    guard: SSAValue | None = None  # loaded and stored only where this holds
-
-    def load(self, b: IRBuilder) -> SSAValue:
-        c16 = _matrix(TILE, TILE, self.source.type.element_type, MMAOperand.C)
-        return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], c16,
-                                              self.width)).results[0]
-
-    def store(self, b: IRBuilder, matrix: SSAValue, offset: SSAValue) -> None:
-        b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(offset, self.at)],
-                                        self.stride))
 
 
 class _Rows:

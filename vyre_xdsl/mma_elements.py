@@ -1,23 +1,29 @@
 """What the expansions onto subgroup matrices (vyre-tensor-cores,
 vyre-latent-tensor-cores) share: the workgroup they run in, the check of a
-device's accumulator layout, and the computation on a lane's elements of a
-matrix where that layout puts them (vyre_xdsl.mma_layout)."""
+device's accumulator layout, the computation on a lane's elements of a
+matrix where that layout puts them (vyre_xdsl.mma_layout), and the copy of
+a tile's rows into workgroup memory in 16x16 blocks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import BFloat16Type, Float16Type
 from xdsl.ir import Attribute, SSAValue
 
+from vyre_xdsl import recurrence
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F16_SMALLEST, MIN_POSITIVE
+from vyre_xdsl.dialects.constants import F16_SMALLEST, F32_MIN, MIN_POSITIVE
 from vyre_xdsl.dialects.gpu_mma import (
     MMAMatrixType,
+    MMAOperand,
     SubgroupMmaConstantMatrixOp,
     SubgroupMmaExtractThreadLocalOp,
     SubgroupMmaInsertThreadLocalOp,
+    SubgroupMmaLoadMatrixOp,
+    SubgroupMmaStoreMatrixOp,
 )
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
@@ -200,12 +206,77 @@ class MatrixElements:
                 flag = b.ori(flag, b.shuffle_xor(flag, lanes, self.width))
         return flag
 
+    def tile_maxima(self, b: IRBuilder, blocks: list[list[SSAValue]]) -> list[SSAValue]:
+        """Each row slot's max over this lane's scores in `blocks` (lists
+        of a lane's elements), combined over the lanes that share its rows."""
+        maxima = [b.f32(F32_MIN)] * self.layout.row_count
+        for block in blocks:
+            for s, slot in zip(block, self.layout.slots, strict=True):
+                maxima[slot] = recurrence.max_step(b, s, maxima[slot])
+        return [self.row_total(b, m, recurrence.max_step) for m in maxima]
+
     def row_total(self, b: IRBuilder, value: SSAValue,
                   combine: Callable[[IRBuilder, SSAValue, SSAValue], SSAValue]) -> SSAValue:
         """`value` combined over the lanes that share this lane's rows."""
         for mask in self.layout.masks:
             value = combine(b, b.shuffle_xor(value, mask, self.width), value)
         return value
+
+
+@dataclass
+class StagedBlock:
+    """A 16x16 block of a tile that the workgroup stages: loaded from
+    `source` (rows `width` apart) at `at_source` as a C matrix of its
+    element type (exact), stored at `at` of a copy in `staged` (rows
+    `stride` apart)."""
+
+    source: SSAValue
+    at_source: SSAValue
+    width: int
+    staged: SSAValue
+    at: SSAValue
+    stride: int
+    matrix: SSAValue | None = None  # loaded
+    guard: SSAValue | None = None  # loaded and stored only where this holds
+
+    def load(self, b: IRBuilder) -> SSAValue:
+        c16 = MMAMatrixType([TILE, TILE], self.source.type.element_type, MMAOperand.C)
+        return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], c16,
+                                              self.width)).results[0]
+
+    def store(self, b: IRBuilder, matrix: SSAValue, offset: SSAValue) -> None:
+        """`matrix` into the copy at `offset` of `staged`."""
+        b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(offset, self.at)],
+                                        self.stride))
+
+
+def spread_blocks(b: IRBuilder, count: int, group: SSAValue,
+                  block: Callable[[IRBuilder, SSAValue], StagedBlock]) -> list[StagedBlock]:
+    """`count` blocks of a tile spread over the workgroup's subgroups in
+    turns, `block(b, n)` giving block n: this subgroup's (`group`), loaded,
+    but for a block of a last turn that only some subgroups have, which
+    `stage_blocks` loads under its guard."""
+    blocks = []
+    for turn in range(-(-count // SUBGROUPS)):
+        n = b.addi(b.index(turn * SUBGROUPS), group)
+        mine = block(b, n)
+        if (turn + 1) * SUBGROUPS <= count:
+            mine.matrix = mine.load(b)
+        else:
+            mine.guard = b.cmpi(n, b.index(count), "ult")
+        blocks.append(mine)
+    return blocks
+
+
+def stage_blocks(b: IRBuilder, blocks: list[StagedBlock],
+                 store: Callable[[IRBuilder, StagedBlock, SSAValue], None]) -> None:
+    """`spread_blocks`' blocks stored by `store(b, block, its matrix)`; a
+    guarded one loaded and stored where its guard holds."""
+    for block in blocks:
+        if block.guard is None:
+            store(b, block, block.matrix)
+        else:
+            b.if_then(block.guard, lambda b, block=block: store(b, block, block.load(b)))
 
 
 def _powers_of_two_below(n: int) -> list[int]:
