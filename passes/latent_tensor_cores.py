@@ -186,13 +186,15 @@ class LatentTiling:
         and sums over the subgroups, the m and l a split exports, and with
         run-time lengths the accumulator's columns and each subgroup's
         block of values cut at the sequence's end; staged, two tiles of
-        key rows (the query rows first) and each subgroup's part of S in
-        place of the weights, maxima, sums and cut values."""
-        per_row = (1 if scaled else 0) + (2 if self.splits > 1 else 0)
-        f32s = self.rows * TILE * per_row + (TILE * TILE if ragged else 0)
+        key rows (the query rows first) and each subgroup's part of S (the
+        split's m and l after the last tile) in place of the weights,
+        maxima, sums, exports and cut values."""
+        f32s = self.rows * TILE * (1 if scaled else 0) + (TILE * TILE if ragged else 0)
         if self.stage:  # two staged tiles (the query first), each subgroup's S
             halves = max(self.rows * depth, 2 * TILE * conflict_free_stride(depth))
             return HALF_BYTES * halves + F32_BYTES * (f32s + SUBGROUPS * self.rows * TILE)
+        if self.splits > 1:
+            f32s += 2 * self.rows * TILE
         exchange = 2 * SUBGROUPS * SUBGROUP * self.row_tiles * row_count
         cut = TILE * v_dim if ragged else 0
         return (HALF_BYTES * (self.rows * (depth + KEYS) + cut)
@@ -299,7 +301,7 @@ class LatentExpansion(MatrixElements):
         if not tiling.stage:
             scratch += [("tc_weights", rows * KEYS, half), ("tc_row_max", exchange, f32),
                         ("tc_row_sum", exchange, f32)]
-        if tiling.splits > 1:  # each row's m and l, for the merge
+        if tiling.splits > 1 and not tiling.stage:  # each row's m and l, for the merge
             scratch.append(("tc_rows", 2 * rows * TILE, f32))
         self.ragged = op.ragged
         if self.ragged:  # the accumulator's columns; values cut at the end
@@ -314,7 +316,8 @@ class LatentExpansion(MatrixElements):
         if self.staged is not None:
             self.query_tile = self.staged
         self.query_scale = arrays.get("tc_query_scale")
-        self.exported = arrays.get("tc_rows")
+        # staged, tc_scores: read before the last tile's barrier, free after
+        self.exported = arrays.get("tc_rows", self.partial_scores)
         self.columns_tile, self.value_block = arrays.get("tc_columns"), arrays.get(
             "tc_value_block")
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]

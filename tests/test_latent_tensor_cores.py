@@ -370,6 +370,18 @@ def test_staged_tiles_match_the_oracle_within_the_tolerance(case, options):
     assert _error(got, _oracle(inputs).reshape(got.shape)) <= TOLERANCE
 
 
+def test_two_staged_row_blocks_export_each_splits_rows_bit_for_bit():
+    """Two row blocks a workgroup, split: m and l go out through tc_scores
+    once the last tile is done, the same bits as one row block's."""
+    kernels = [_lowered(STAGED_CASES["heads32"], f"stage=true splits=2 row_tiles={rows}")
+               for rows in (1, 2)]
+    assert all("tc_rows" not in str(kernel) for kernel in kernels)
+    inputs = _inputs(kernels[0])
+    got = [_run(kernel, inputs) for kernel in kernels]
+    assert np.array_equal(got[0], got[1])
+    assert _error(got[1], _oracle(inputs).reshape(got[1].shape)) <= TOLERANCE
+
+
 def test_staged_tiles_in_bf16_match_the_oracle():
     module = vx.mla_decode(dtype="bf16", **dict(STAGED, batch=2))
     lowered = vx.lower_to_gpu(module, optimize=_pipeline("stage=true splits=2"))
@@ -433,11 +445,15 @@ def test_staged_tiles_need_p_built_in_registers():
 
 def test_staged_workgroup_memory_at_deepseeks_dims():
     """Two staged tiles of 16 keys x 584 (576 dims padded against bank
-    conflicts) and each subgroup's S; the query shares the tiles' bytes."""
-    op = _skeleton(seq_len=4096, num_heads=16, head_dim=128, kv_lora_rank=512,
+    conflicts) and each subgroup's S; the query shares the tiles' bytes, a
+    split's m and l those of S, so two row blocks fit with splits."""
+    op = _skeleton(seq_len=4096, num_heads=32, head_dim=128, kv_lora_rank=512,
                    qk_rope_head_dim=64, dtype="bf16")
-    assert workgroup_bytes(op, LatentTiling(1, 1, True), H200) == 2 * (2 * 16 * 584) + 4 * 1024
-    assert workgroup_bytes(op, LatentTiling(1, 2, True), H200) <= H200.shared_memory_bytes
+    tiles = 2 * (2 * 16 * 584)
+    assert workgroup_bytes(op, LatentTiling(1, 1, True), H200) == tiles + 4 * 1024
+    assert workgroup_bytes(op, LatentTiling(1, 2, True), H200) == tiles + 4 * 1024
+    assert workgroup_bytes(op, LatentTiling(2, 4, True), H200) == tiles + 4 * 2048
+    assert tiles + 4 * 2048 <= H200.shared_memory_bytes
 
 
 @needs_mlir_opt
