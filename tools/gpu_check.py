@@ -388,7 +388,7 @@ def cases(every: bool) -> list[Case]:
         latent_paged_case(4, 2048, 128, 16),
         # bf16 matrices (VK_KHR_shader_bfloat16): the f16 plan's tilings
         tensor_case(2, 128, 16, dtype="bf16", row_tiles=2),
-        tensor_case(32, 4096, 64, dtype="bf16", keys=32, row_tiles=4, stage=True,
+        tensor_case(32, 4096, 64, dtype="bf16", keys=32, row_tiles=2, stage=True,
                     prefetch=True, registers=True),
         tensor_case(32, 4096, 128, dtype="bf16", row_tiles=2, stage=True, prefetch=True,
                     registers=True, skip_rescale=True),
@@ -417,7 +417,7 @@ def cases(every: bool) -> list[Case]:
         split_plan_case(32, 4096, 128, 2),
         # masks on the matrix units: partial tiles masked, values with
         # infinities cleared for the keys the mask drops
-        tensor_case(32, 4096, 64, dtype="bf16", causal=True, keys=32, row_tiles=4, stage=True,
+        tensor_case(32, 4096, 64, dtype="bf16", causal=True, keys=32, row_tiles=2, stage=True,
                     prefetch=True, registers=True),
         tensor_case(16, 8192, 128, dtype="bf16", causal=True, row_tiles=2, stage=True,
                     prefetch=True, registers=True, skip_rescale=True),
