@@ -188,13 +188,13 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
         # xDSL reports unknown passes as plain exceptions, and bad syntax as
         # an ArgSpecParseError (a BaseException)
         raise VyreError(f"bad pass pipeline {pipeline!r}: {error}") from None
-    # verified after each pass, as vyre-opt does: a pass may leave IR that a
-    # later pass would turn into a kernel no verifier sees wrong (a barrier
-    # in a fragment whose last workgroup has lanes without an item)
+    # verified before the first pass and after each, as vyre-opt does: a
+    # pass may leave IR that a later pass would turn into a kernel no
+    # verifier sees wrong (a barrier in a fragment whose last workgroup has
+    # lanes without an item); the last pass's check is the result's
     passes = PassPipeline(passes.passes, lambda _done, module, _next: module.verify())
     try:
         run_passes(passes, make_context(), module)
-        module.verify()
     except (VerifyException, DiagnosticException) as error:
         raise VyreError(f"pipeline {pipeline!r} failed: {error}") from None
     except VyreError as error:
