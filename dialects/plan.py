@@ -324,7 +324,7 @@ class BlockProductAttr(ParametrizedAttribute):
 
 LATENT_TENSOR_CORES_ATTR = "vyre.latent_tensor_cores"  # on a vyre.tiled_online_softmax
 _LATENT_INTS = ("row_tiles", "splits")
-_LATENT_FLAGS = ("stage",)
+_LATENT_FLAGS = ("stage", "skip_rescale")
 
 
 @irdl_attr_definition
@@ -337,9 +337,12 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
     row_tiles_attr: IntAttr
     splits_attr: IntAttr
     stage_attr: IntAttr  # 0 or 1
+    skip_rescale_attr: IntAttr  # 0 or 1
 
-    def __init__(self, row_tiles: int, splits: int, stage: bool = False):
-        super().__init__(IntAttr(row_tiles), IntAttr(splits), IntAttr(int(stage)))
+    def __init__(self, row_tiles: int, splits: int, stage: bool = False,
+                 skip_rescale: bool = False):
+        super().__init__(IntAttr(row_tiles), IntAttr(splits), IntAttr(int(stage)),
+                         IntAttr(int(skip_rescale)))
 
     row_tiles = _data("row_tiles_attr")
     splits = _data("splits_attr")
@@ -347,6 +350,10 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
     @property
     def stage(self) -> bool:
         return bool(self.stage_attr.data)
+
+    @property
+    def skip_rescale(self) -> bool:
+        return bool(self.skip_rescale_attr.data)
 
     def verify(self) -> None:
         _require_positive(self, _LATENT_INTS)

@@ -51,6 +51,11 @@ ends in has its rows past the end cleared first (0 * inf is NaN).  The
 global loads are then those of whole 16x16 blocks, once for K and V
 together (docs/performance.md, "Eighteenth session").
 
+With `skip_rescale=true` O's rescale (every element of O's matrices times
+its row's rescale) sits in a branch that a subgroup skips where none of its
+rows moved its running max: each rescale is then 1 and x * 1 is x, so the
+result is the same, bit for bit (vyre-tensor-cores' option of that name).
+
 With `splits` P > 1 each row block's tiles are split into P runs over as
 many workgroups (flash-decoding): the kernel stores each run's partial m,
 l and O for a `vyre.merge_splits` kernel (vyre_xdsl.kv_split.merge_in_kernel,
@@ -155,11 +160,14 @@ LOWEST_EXPONENT = QUERY_TOP_EXPONENT + 1
 class LatentTiling:
     """How the expansion spreads the work: `row_tiles` blocks of 16 rows a
     workgroup, each row block's tiles split over `splits` workgroups, the
-    key rows staged by the workgroup or not (`stage`)."""
+    key rows staged by the workgroup or not (`stage`); `skip_rescale`: O's
+    rescale in a branch that a subgroup skips where none of its rows moved
+    its max."""
 
     row_tiles: int = 1
     splits: int = 1
     stage: bool = False
+    skip_rescale: bool = False
 
     @property
     def rows(self) -> int:
@@ -169,10 +177,11 @@ class LatentTiling:
     @staticmethod
     def of(attr: LatentTensorCoresAttr) -> LatentTiling:
         """The tiling a plan records (`#vyre.latent_tensor_cores`)."""
-        return LatentTiling(attr.row_tiles, attr.splits, attr.stage)
+        return LatentTiling(attr.row_tiles, attr.splits, attr.stage, attr.skip_rescale)
 
     def attr(self) -> LatentTensorCoresAttr:
-        return LatentTensorCoresAttr(self.row_tiles, self.splits, self.stage)
+        return LatentTensorCoresAttr(self.row_tiles, self.splits, self.stage,
+                                     self.skip_rescale)
 
     @property
     def keys(self) -> int:
@@ -466,7 +475,7 @@ class LatentExpansion(MatrixElements):
                                              may_drop or self.ragged)
             weights.append(self.assemble(b, [row[i] for i in layout.operand_a], a16))
             new_blocks.append((state, self.rescaled(b, carried[2 * rows:], rescale,
-                                                    skip=False)))
+                                                    self.latent.skip_rescale)))
         values = b.addi(base, b.muli(self.group, b.index(self.group_dims)))
         for c in range(self.group_dims // TILE):  # each V block read once
             value = b.emit(SubgroupMmaLoadMatrixOp(
@@ -674,7 +683,7 @@ class LatentExpansion(MatrixElements):
             new_blocks.append(state)
             rescales.append(rescale)
         b.emit(gpu.BarrierOp())  # the tile's weights in place
-        outs = [self.rescaled(b, carried[2 * rows:], rescale, skip=False)
+        outs = [self.rescaled(b, carried[2 * rows:], rescale, self.latent.skip_rescale)
                 for carried, rescale in zip(blocks, rescales, strict=True)]
         weights = [[b.emit(SubgroupMmaLoadMatrixOp(
             self.weights, [b.index(r * TILE * KEYS + k * TILE)], a16, KEYS)).results[0]
@@ -891,7 +900,9 @@ class LatentTensorCoresPass(ModulePass):
     `row_tiles` blocks of 16 rows a workgroup, each row block's keys split
     over `splits` workgroups (0: the tuning's, vyre_xdsl.tuning.latent_splits),
     merged by a kernel of their own; `stage`: the key rows staged by the
-    workgroup; `force`: an error for a skeleton that does not qualify."""
+    workgroup; `skip_rescale`: O's rescale skipped by a subgroup whose rows
+    kept their maxima; `force`: an error for a skeleton that does not
+    qualify."""
 
     name = "vyre-latent-tensor-cores"
 
@@ -899,6 +910,7 @@ class LatentTensorCoresPass(ModulePass):
     row_tiles: int = 1
     splits: int = 0
     stage: bool = False
+    skip_rescale: bool = False
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -914,17 +926,17 @@ class LatentTensorCoresPass(ModulePass):
 
     def tiling(self, op: vyre.TiledOnlineSoftmaxOp) -> LatentTiling:
         if self.splits:
-            return LatentTiling(self.row_tiles, self.splits, self.stage)
-        return split_tiling(op, self.row_tiles, self.stage)
+            return LatentTiling(self.row_tiles, self.splits, self.stage, self.skip_rescale)
+        return split_tiling(op, self.row_tiles, self.stage, self.skip_rescale)
 
 
-def split_tiling(op: vyre.TiledOnlineSoftmaxOp, row_tiles: int,
-                 stage: bool = False) -> LatentTiling:
-    """`row_tiles` blocks of rows a workgroup (`stage`: staged tiles),
-    split as the tuning says (vyre_xdsl.tuning.latent_splits)."""
+def split_tiling(op: vyre.TiledOnlineSoftmaxOp, row_tiles: int, stage: bool = False,
+                 skip_rescale: bool = False) -> LatentTiling:
+    """`row_tiles` blocks of rows a workgroup (`stage`: staged tiles;
+    `skip_rescale`), split as the tuning says (vyre_xdsl.tuning.latent_splits)."""
     shape, rows = op.shape(), TILE * row_tiles
     return LatentTiling(row_tiles, tuning.latent_splits(
-        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS), stage)
+        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS), stage, skip_rescale)
 
 
 def fitting_problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,

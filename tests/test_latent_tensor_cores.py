@@ -149,7 +149,8 @@ def test_the_tolerance_catches_a_wrong_kernel():
     lowered = _lowered(dict(SMALL, batch=2))
     inputs = _inputs(lowered)
     kv = inputs["kv_cache"].reshape(2, 128, 64)
-    swapped = dict(inputs, kv_cache=np.ascontiguousarray(kv[::-1]).reshape(inputs["kv_cache"].shape))
+    swapped = dict(inputs, kv_cache=np.ascontiguousarray(kv[::-1]).reshape(
+        inputs["kv_cache"].shape))
     got = _run(lowered, swapped)
     assert _error(got, _oracle(inputs).reshape(got.shape)) > TOLERANCE
 
@@ -380,6 +381,31 @@ def test_two_staged_row_blocks_export_each_splits_rows_bit_for_bit():
     got = [_run(kernel, inputs) for kernel in kernels]
     assert np.array_equal(got[0], got[1])
     assert _error(got[1], _oracle(inputs).reshape(got[1].shape)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("options", ["stage=true splits=2", "stage=true", "splits=2"])
+def test_skipping_the_rescale_changes_no_bit(options):
+    """x * 1 is x: O's rescale skipped by a subgroup whose rows kept their
+    maxima gives the same bits, NaN and inf included."""
+    kernels = [_lowered(dict(STAGED, batch=2), f"{options} skip_rescale={skip}")
+               for skip in ("false", "true")]
+    assert str(kernels[1]).count("scf.if") > str(kernels[0]).count("scf.if")
+    inputs = _inputs(kernels[0])
+    inputs["q"].reshape(2, 16, 64)[0, 3, 2] = np.nan
+    inputs["kv_cache"].reshape(2, 128, 64)[1, 70, 5] = np.inf
+    got = [_run(kernel, inputs) for kernel in kernels]
+    assert np.array_equal(got[0].view(np.uint32), got[1].view(np.uint32))
+    finite = np.isfinite(want := _oracle(inputs).reshape(got[1].shape))
+    assert _error(got[1][finite], want[finite]) <= TOLERANCE
+
+
+def test_the_plan_records_skip_rescale():
+    from vyre_xdsl.dialects.plan import LatentTensorCoresAttr
+
+    tiling = LatentTiling(2, 4, True, skip_rescale=True)
+    assert LatentTiling.of(tiling.attr()) == tiling
+    assert "skip_rescale = true" in str(tiling.attr())
+    assert LatentTiling.of(LatentTensorCoresAttr(1, 1, True)).skip_rescale is False
 
 
 def test_staged_tiles_in_bf16_match_the_oracle():

@@ -1,5 +1,6 @@
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 stage=true}' | filecheck %s
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 stage=true splits=2},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
+// RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 stage=true skip_rescale=true}' | filecheck %s --check-prefix=SKIP
 
 // MLA decode's latent attention in f16 with 64 latent and 64 rope dims
 // (vx.mla_decode(seq_len=128, num_heads=16, head_dim=64, kv_lora_rank=64,
@@ -144,3 +145,18 @@ builtin.module {
 // LOWERED:    "gpu.module"() <{sym_name = "mla_decode"}>
 // LOWERED:      gpu.subgroup_mma_compute
 // LOWERED:    "gpu.module"() <{sym_name = "mla_decode_merge"}>
+
+// skip_rescale: O rescaled only where a row of the subgroup's moved its max
+// (a rescale une 1, or-ed over the lanes that hold other rows), else kept
+// as it is (x * 1 is x).
+// SKIP:        scf.for %split_tile
+// SKIP:          %[[A:.*]] = arith.cmpf une, %rescale,
+// SKIP-NEXT:     %[[B:.*]] = arith.cmpf une, %rescale_1,
+// SKIP-NEXT:     arith.ori %[[A]], %[[B]] : i1
+// SKIP-COUNT-3:  gpu.shuffle xor %{{.*}} : i32
+// SKIP:          %[[MOVED:.*]] = arith.cmpi ne
+// SKIP-NEXT:     scf.if %[[MOVED]] -> (!gpu.mma_matrix<16x16xf32, "COp">) {
+// SKIP-COUNT-8:    arith.mulf %rescale
+// SKIP:          } else {
+// SKIP-NEXT:       scf.yield %{{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
+// SKIP:          gpu.subgroup_mma_compute
