@@ -483,12 +483,13 @@ def test_staged_workgroup_memory_at_deepseeks_dims():
 
 
 @needs_mlir_opt
-@pytest.mark.parametrize("level", ["exact", "default device=h200"])
-def test_mlir_opt_accepts_the_staged_kernel(level):
+@pytest.mark.parametrize("level, options", [
+    ("none", ""), ("exact", ""), ("default device=h200", ""), ("exact", "skip_rescale=true")])
+def test_mlir_opt_accepts_the_staged_kernel(level, options):
     from test_mla_serving import module
 
     lowered = vx.lower_to_gpu(module(STAGED_SERVING["paged16"], dtype="f16"),
-                              optimize=_pipeline("stage=true splits=2", level))
+                              optimize=_pipeline(f"stage=true splits=2 {options}", level))
     printed = assert_mlir_opt_accepts(lowered)
     assert "gpu.subgroup_mma_compute" in printed and "tc_stage" in str(lowered)
 
