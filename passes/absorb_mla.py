@@ -30,6 +30,10 @@ per head, attention over the latent cache, out = W_uv o_lat per head),
 passing q_lat and o_lat through `temp` buffers.  In the one-kernel form
 every invocation projects its head's query and output itself, which is
 what bounds MLA decode once vyre-split-kv gives a head many invocations.
+`rows=N` gives each item of the program's two projections N sequences'
+rows of its head (a divisor of the batch; 0, the default, takes
+vyre_xdsl.tuning.projection_rows): each weight is read once for them
+all, and every row keeps its bits.
 
 A kernel of f16 or bf16 buffers is rewritten into the absorbed form of the
 same dtype (its latent temporaries and scratch stay f32).
@@ -54,10 +58,11 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.mla import MLA_ATTR, MlaAttr
 from vyre_xdsl.dtypes import dtype_name
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, pass_error
 
 # The skeleton's properties in the seed's form (an MLA kernel that a rewrite
 # has changed, e.g. split or put in log2 units, has others as well).
@@ -127,17 +132,25 @@ def seed_mla(kernel: vyre.KernelOp) -> dict[str, object] | None:
     return arguments
 
 
+@dataclass
 class AbsorbMlaPerHead(RewritePattern):
-    """The seed's MLA kernel -> the three kernels of mla_decode_program."""
+    """The seed's MLA kernel -> the three kernels of mla_decode_program,
+    with `rows` rows an item of its projections (0: the tuning's)."""
+
+    rows: int
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, kernel: vyre.KernelOp, rewriter: PatternRewriter) -> None:
-        from vyre_xdsl.mla import mla_decode_program
+        from vyre_xdsl.mla import check_mla, mla_decode_program
 
         arguments = seed_mla(kernel)
         if arguments is None:
             return
-        program = mla_decode_program(**arguments, name=kernel.sym_name.data)
+        mla = check_mla(**arguments)
+        rows = self.rows or tuning.projection_rows(mla.batch)
+        if reason := mla.projection_rows_problem(rows):
+            raise pass_error(kernel, f"vyre-absorb-mla: {reason}")
+        program = mla_decode_program(**arguments, name=kernel.sym_name.data, rows=rows)
         kernels = list(program.body.block.ops)
         for new in kernels:
             new.detach()
@@ -187,6 +200,7 @@ class AbsorbMlaPass(ModulePass):
     name = "vyre-absorb-mla"
 
     kernels: int = 1
+    rows: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.kernels not in (1, 3):
@@ -194,5 +208,11 @@ class AbsorbMlaPass(ModulePass):
                 f"vyre-absorb-mla: kernels must be 1 (absorbed in each invocation) "
                 f"or 3 (once per head, a program of three kernels), got {self.kernels}"
             )
-        pattern = AbsorbMla() if self.kernels == 1 else AbsorbMlaPerHead()
+        if self.rows < 0 or (self.rows and self.kernels != 3):
+            raise VyreError(
+                f"vyre-absorb-mla: rows (rows of a head an item of the projections, 0 for "
+                f"the tuning's) must be >= 0 and is kernels=3's option, got rows={self.rows} "
+                f"with kernels={self.kernels}"
+            )
+        pattern = AbsorbMla() if self.kernels == 1 else AbsorbMlaPerHead(self.rows)
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)

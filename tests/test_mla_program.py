@@ -11,7 +11,11 @@ What is checked:
 - within the absorbed tolerance (test_absorb_mla.TOL) of the seed oracle;
 - lavapipe runs the default program within the Vulkan tolerance;
 - fuzzed inputs (NaN, infinities, huge, subnormal): interpreter == oracle;
-- merge=auto: a kernel merge only for few items without hooks.
+- merge=auto: a kernel merge only for few items without hooks;
+- rows: an item of the projections computes several sequences' rows of
+  its head, with the bits of one row an item (NaN and inf included), as
+  many as the tuning says by default; a count that does not divide the
+  batch is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from test_absorb_mla import (
     seed_oracle,
 )
 from test_fuzz_numeric import SETTINGS, assert_close, assert_exact
-from vyre_xdsl import reference
+from vyre_xdsl import reference, tuning
 from vyre_xdsl.compiler import apply_pipeline, parse_module
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
@@ -169,6 +173,61 @@ def test_lavapipe_runs_the_default_program():
     )
     assert_close(got, program_oracle(inputs, tile, splits), "vulkan mla program")
     assert_near_seed(got, seed_oracle(inputs, shape[5]), "vulkan mla program")
+
+
+# rows of a head an item of the projections ------------------------------------------
+
+
+def batched_inputs(batch: int, s: int, h: int, d: int, r: int, p: int, seed: int = 0):
+    """mla_inputs for `batch` sequences, a NaN query element and an infinite
+    weight among them."""
+    rng = np.random.default_rng(seed)
+    shapes = {"q": (batch, h, d), "kv_cache": (batch, s, r), "kr_cache": (batch, s, p),
+              "w_uk": (r, h * d), "w_uv": (r, h * d)}
+    inputs = {n: rng.standard_normal(shape).astype(np.float32) for n, shape in shapes.items()}
+    inputs["q"][1, h - 1, 0] = np.nan
+    inputs["w_uv"][r - 1, d] = np.inf
+    return inputs
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4])
+def test_projection_rows_keep_the_bits_of_one_row_an_item(rows):
+    batch, shape = 4, (20, 3, 4, 6, 2, 8)
+    inputs = batched_inputs(batch, *shape[:5])
+    module = vx.mla_decode(*shape, batch=batch)
+    lowered = vx.lower_to_gpu(module, optimize=f"vyre-absorb-mla{{kernels=3 rows={rows}}},"
+                                                f"vyre-to-gpu{{optimize=exact}}")
+    items = {name: count for name, count in kernels(
+        apply_pipeline(module.clone(), f"vyre-absorb-mla{{kernels=3 rows={rows}}}"))}
+    assert items["mla_decode_absorb_query"] == batch * 3 * 6 // rows
+    assert items["mla_decode_project"] == batch * 3 * 4 // rows
+    got = vx.run(lowered, inputs)["out"]
+    assert np.isnan(got[1, 2]).all()  # the NaN query row
+    assert_bit_exact(got, program_oracle(inputs, shape[5]), f"{rows} rows an item")
+
+
+def test_default_projection_rows_are_the_tunings():
+    assert [tuning.projection_rows(b) for b in (1, 2, 3, 6, 12, 32, 128)] == [
+        1, 2, 1, 2, 4, 8, 8]
+    for batch in (1, 6, 32):
+        program = apply_pipeline(vx.mla_decode(8, 2, 4, 4, 2, 4, batch=batch),
+                                 "vyre-absorb-mla{kernels=3}")
+        rows = tuning.projection_rows(batch)
+        assert kernels(program)[0] == ("mla_decode_absorb_query", batch * 2 * 4 // rows)
+
+
+@pytest.mark.parametrize("rows", [0, -2, 3, True, 2.0, "2"])
+def test_program_rows_must_divide_the_batch(rows):
+    with pytest.raises(VyreError, match="rows must be a positive integer|must divide the batch"):
+        vx.mla_decode_program(8, 2, 4, 4, 2, 4, batch=4, rows=rows)
+
+
+def test_pass_rows_must_divide_each_kernels_batch():
+    module = vx.mla_decode(8, 2, 4, 4, 2, 4, batch=2)
+    with pytest.raises(VyreError, match=r"rows=4 must divide the batch \(2\)"):
+        apply_pipeline(module.clone(), "vyre-absorb-mla{kernels=3 rows=4}")
+    with pytest.raises(VyreError, match="is kernels=3's option"):
+        apply_pipeline(module.clone(), "vyre-absorb-mla{rows=2}")
 
 
 # merge=auto -----------------------------------------------------------------------

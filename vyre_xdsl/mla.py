@@ -37,6 +37,7 @@ from vyre_xdsl.skeleton import (
 
 # (builder, item or lane value) -> an element of a per-row vector
 RowReader = Callable[[IRBuilder, SSAValue], SSAValue]
+RowReaders = RowReader | list[RowReader]  # one row's, or several rows' in order
 
 
 @dataclass(frozen=True)
@@ -148,15 +149,28 @@ class Mla:
         return b.addi(b.muli(r, b.index(self.uv_stride)),
                       b.flat_index(head, self.head_dim, dim))
 
-    def absorbed_query(self, b: IRBuilder, w_uk, q_at: RowReader, head, r) -> SSAValue:
-        """q_lat[r] = sum over dim of q[dim] * w_uk[r, head, dim]."""
-        return _dot(b, self.head_dim, q_at,
-                    lambda b, dim: b.load(w_uk, self.weight_index(b, r, head, dim)), "dim")
+    def absorbed_query(self, b: IRBuilder, w_uk, q_at: RowReaders, head, r) -> list[SSAValue]:
+        """q_lat[r] = sum over dim of q[dim] * w_uk[r, head, dim], for each
+        row that `q_at` reads (rows of the head: w_uk read once for all)."""
+        return _dots(b, self.head_dim, q_at,
+                     lambda b, dim: b.load(w_uk, self.weight_index(b, r, head, dim)), "dim")
 
-    def projected(self, b: IRBuilder, w_uv, o_lat_at: RowReader, head, d) -> SSAValue:
-        """out[d] = sum over r of w_uv[r, head, d] * o_lat[r]."""
-        return _dot(b, self.kv_lora_rank,
-                    lambda b, r: b.load(w_uv, self.weight_index(b, r, head, d)), o_lat_at, "r")
+    def projected(self, b: IRBuilder, w_uv, o_lat_at: RowReaders, head, d) -> list[SSAValue]:
+        """out[d] = sum over r of w_uv[r, head, d] * o_lat[r], for each row
+        that `o_lat_at` reads (rows of the head: w_uv read once for all)."""
+        return _dots(b, self.kv_lora_rank,
+                     lambda b, r: b.load(w_uv, self.weight_index(b, r, head, d)), o_lat_at, "r")
+
+    def projection_rows_problem(self, rows: object) -> str | None:
+        """Why each invocation of the program's projections cannot compute
+        `rows` rows of a head; None if it can: a positive divisor of the
+        batch."""
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            return f"rows must be a positive integer, got {rows!r}"
+        if self.batch % rows:
+            return (f"rows={rows} must divide the batch ({self.batch}): each invocation "
+                    f"projects that many sequences' rows of one head")
+        return None
 
 
 def check_mla(
@@ -218,12 +232,29 @@ def check_mla(
 def _dot(b: IRBuilder, count, left, right, hint: str, init=None) -> SSAValue:
     """`init + sum over i < count of left(b, i) * right(b, i)`, in order
     (init 0.0 unless given)."""
+    return _dots(b, count, left, right, hint, init)[0]
+
+
+def _dots(b: IRBuilder, count, left: RowReaders, right: RowReaders, hint: str,
+          init=None) -> list[SSAValue]:
+    """_dot for each reader of whichever of `left` and `right` is a list,
+    the other read once a step for all of them."""
+    rows_left = isinstance(left, list) or not isinstance(right, list)
+    rows, shared = (left, right) if rows_left else (right, left)
+    rows = rows if isinstance(rows, list) else [rows]
 
     def step(b: IRBuilder, i, acc):
-        return [b.addf(acc[0], b.mulf(left(b, i), right(b, i)))]
+        if rows_left:  # each product's operands read in _dot's order
+            values = [row(b, i) for row in rows]
+            common = shared(b, i)
+            pairs = [(value, common) for value in values]
+        else:
+            common = shared(b, i)
+            pairs = [(common, row(b, i)) for row in rows]
+        return [b.addf(a, b.mulf(x, y)) for a, (x, y) in zip(acc, pairs, strict=True)]
 
     start = b.f32(0.0) if init is None else init
-    return b.loop(0, count, step, [start], hint=hint)[0]
+    return b.loop(0, count, step, [start] * len(rows), hint=hint)
 
 
 def _builder(form: Callable[..., ModuleOp]) -> Callable[..., ModuleOp]:
@@ -444,7 +475,7 @@ def mla_decode_absorbed(mla: Mla) -> ModuleOp:
         head = mla.head(f, f.item)
 
         def one_rank(b: Fragment, r, _):
-            q_r = mla.absorbed_query(
+            (q_r,) = mla.absorbed_query(
                 b, w_uk, lambda b, dim: b.load(f.q_scratch, b.q_index(dim)), head, r
             )
             b.store(q_r, q_lat, b.scratch_index("q_lat", r))
@@ -460,7 +491,7 @@ def mla_decode_absorbed(mla: Mla) -> ModuleOp:
         head = mla.head(f, f.item)
 
         def one_dim(b: Fragment, d, _):
-            v = mla.projected(
+            (v,) = mla.projected(
                 b, w_uv, lambda b, r: b.load(o_lat, b.scratch_index("o_lat", r)), head, d
             )
             b.store(v, f.o_acc, b.o_index(d))
@@ -488,7 +519,7 @@ def mla_decode_absorbed(mla: Mla) -> ModuleOp:
 
 
 @_builder
-def mla_decode_program(mla: Mla, *, name: str = "mla_decode") -> ModuleOp:
+def mla_decode_program(mla: Mla, *, name: str = "mla_decode", rows: int = 1) -> ModuleOp:
     """MLA decode with `w_uk` and `w_uv` absorbed once per head, as a
     program of three kernels (what `vyre-absorb-mla{kernels=3}` turns
     `mla_decode` into), run in this order:
@@ -511,7 +542,14 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode") -> ModuleOp:
     oracle, op for op.  The score reads the row's q_lat from the buffer,
     where every lane of a workgroup of one head's splits reads the same
     row; the skeleton's own copy of it (q_scratch) goes unread.  q_lat and
-    o_lat stay f32; the other arguments are `mla_decode`'s."""
+    o_lat stay f32; the other arguments are `mla_decode`'s.
+
+    `rows` (a divisor of the batch) gives each item of the projections
+    that many rows of one head (`rows` sequences') at its column: each
+    weight is read once for all of them, and each row's sum keeps its
+    order (the same bits)."""
+    if reason := mla.projection_rows_problem(rows):
+        raise VyreError(f"mla_decode_program: {reason}")
     check_u32_size("scratch o_acc", workgroup_size=WORKGROUP_SIZE,
                    kv_lora_rank=mla.kv_lora_rank)
     head_dim, rank = mla.head_dim, mla.kv_lora_rank
@@ -530,17 +568,27 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode") -> ModuleOp:
 
     def through_weights(dot, weights: str, source: str, source_width: int, dest: str,
                         dest_width: int, hint: str):
-        """The item (row, column) of `dest` = `dot` of `weights` with row
-        `source`[row] (absorb_query and project)."""
+        """An item's `rows` (row, column) elements of `dest` = `dot` of
+        `weights` with row `source`[row], for rows of one head, num_heads
+        apart (absorb_query and project)."""
 
         def body(b: IRBuilder, v: dict[str, SSAValue], item: SSAValue) -> None:
-            row, head, column = mla.split_item(b, item, dest_width, hint)
-            value = dot(
-                b, v[weights],
-                lambda b, i: b.load(v[source], b.flat_index(row, source_width, i)),
-                head, column,
-            )
-            b.store(value, v[dest], item)
+            if rows == 1:
+                first, head, column = mla.split_item(b, item, dest_width, hint)
+            else:  # item: (group of `rows` sequences, head, column)
+                span = mla.num_heads * dest_width
+                head = b.divui(b.remui(item, b.index(span)), b.index(dest_width), "head")
+                column = b.remui(item, b.index(dest_width), hint)
+                group = b.divui(item, b.index(span), "group")
+                first = b.addi(b.muli(group, b.index(rows * mla.num_heads)), head, "row")
+            members = [first, *(b.addi(first, b.index(j * mla.num_heads))
+                                for j in range(1, rows))]
+            values = dot(b, v[weights], [
+                lambda b, i, row=row: b.load(v[source], b.flat_index(row, source_width, i))
+                for row in members], head, column)
+            for row, value in zip(members, values, strict=True):
+                b.store(value, v[dest],
+                        item if rows == 1 else b.flat_index(row, dest_width, column))
 
         return body
 
@@ -565,11 +613,12 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode") -> ModuleOp:
     module = ModuleOp([
         per_item_kernel(
             f"{name}_absorb_query", uses("q", "w_uk", "q_lat"),
-            mla.items * rank, absorb_query, mla.dtype,
+            mla.items * rank // rows, absorb_query, mla.dtype,
         ),
         attention,
         per_item_kernel(
-            f"{name}_project", uses("w_uv", "o_lat", "out"), mla.items * head_dim, project,
+            f"{name}_project", uses("w_uv", "o_lat", "out"), mla.items * head_dim // rows,
+            project,
             mla.dtype,
         ),
     ])

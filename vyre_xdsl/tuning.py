@@ -142,6 +142,18 @@ LATENT_SPLIT_TILES = 2
 # (row blocks, staged tiles) a workgroup, in the order tried: staged tiles
 # first (docs/performance.md, "Eighteenth session")
 LATENT_TILINGS = ((1, True), (1, False))
+# rows of a head an item of MLA's projections computes, at most
+# (vyre-absorb-mla{kernels=3 rows}; docs/performance.md)
+PROJECTION_ROWS = 8
+
+
+def projection_rows(batch: int) -> int:
+    """vyre-absorb-mla's rows for a batch of `batch` sequences: the
+    largest power of two up to PROJECTION_ROWS that divides it."""
+    rows = 1
+    while rows < PROJECTION_ROWS and batch % (2 * rows) == 0:
+        rows *= 2
+    return rows
 
 
 def latent_splits(row_blocks: int, tiles: int) -> int:

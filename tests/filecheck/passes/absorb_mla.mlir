@@ -814,13 +814,29 @@ builtin.module {
 // CHECK:         epilogue(
 // CHECK:           %head_1 = arith.remui
 // CHECK:             memref.load %w_uv
-// PROGRAM-LABEL: vyre.kernel @mla_paged_absorb_query items 16
+// kernels=3 with the tuning's rows for a batch of 2: an item of each
+// projection computes its head's row of both sequences, reading each weight
+// once for the two sums.
+// PROGRAM-LABEL: vyre.kernel @mla_paged_absorb_query items 8
 // PROGRAM:         %q_lat = vyre.buffer "q_lat" binding 8 temp [2, 2, 4]
+// PROGRAM:           %head = arith.divui
+// PROGRAM:           %group = arith.divui %item
+// PROGRAM:           %row = arith.addi
+// PROGRAM:           scf.for %dim = {{.*}} iter_args({{.*}}) -> (f32, f32) {
+// PROGRAM:             memref.load %w_uk
+// PROGRAM-NOT:         memref.load %w_uk
+// PROGRAM:             scf.yield
+// PROGRAM:           memref.store %{{.*}}, %q_lat
+// PROGRAM-NEXT:      arith.constant
+// PROGRAM-NEXT:      arith.muli
+// PROGRAM-NEXT:      arith.addi
+// PROGRAM-NEXT:      memref.store %{{.*}}, %q_lat
 // PROGRAM-LABEL: vyre.kernel @mla_paged items 4
 // PROGRAM:         vyre.tiled_online_softmax q(%q_lat) out(%o_lat) kv_lens(%kv_lens)
 // PROGRAM-NEXT:      item_count 4 seq_len 8 head_dim 4 tile_size 4 tile_count 2 items_per_seq 2
 // PROGRAM:           memref.load %block_table
-// PROGRAM-LABEL: vyre.kernel @mla_paged_project items 16
+// PROGRAM-LABEL: vyre.kernel @mla_paged_project items 8
+// PROGRAM:           scf.for %r = {{.*}} -> (f32, f32) {
 // DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_paged_absorb_query"}>
 // DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_paged"}>
 // DEFAULT-LABEL: "gpu.module"() <{sym_name = "mla_paged_project"}>
