@@ -173,6 +173,7 @@ class Row(AgainstTorch):
     ours_timer: str = ""
     ours_device_ms: float | None = None  # median GPU time of the whole command buffer
     ours_call_ms: float | None = None  # median host wall time of a call
+    ours_kernel_ms: dict = field(default_factory=dict)  # each kernel's median GPU time
     ours_launch: list[str] = field(default_factory=list)  # each dispatch: its kernel, grid
     # the driver's statistics of each kernel (registers a lane, ...), where
     # it reports them (vx.Kernel.statistics)
@@ -299,9 +300,12 @@ def time_ours(kernel, query: dict, resident: dict, expected: np.ndarray | None,
     def median(key):
         return statistics.median(t[key] for t in calls) if key in calls[0] else None
 
+    kernel_ms = {name: statistics.median(t["kernel_ms"][name] for t in calls)
+                 for name in calls[0].get("kernel_ms", {})}
     return dict(max_abs_err=err, ours_ms=median("dispatch_ms" if gpu else "total_ms"),
                 ours_timer="GPU timestamps (dispatches)" if gpu else "host wall per call",
-                ours_device_ms=median("device_ms"), ours_call_ms=median("total_ms"))
+                ours_device_ms=median("device_ms"), ours_call_ms=median("total_ms"),
+                ours_kernel_ms=kernel_ms)
 
 
 def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts) -> Row:
@@ -426,6 +430,9 @@ def print_row(r: Row) -> None:
           f"{fmt(r.ours_gbps, '7.1f')}  {paths_text(r.torch_ms):58} {name or '-':8} "
           f"{fmt(best_ms, '8.4f')} {fmt(r.best_gbps, '7.1f')} {fmt(r.ratio, '6.3f')} "
           f"{fmt(r.max_abs_err, '9.2e')}  {r.note}", flush=True)
+    if len(r.ours_kernel_ms) > 1:  # a program: where its time goes
+        print(f"{'':38}kernels (ms): " + ", ".join(
+            f"{name} {ms:.4f}" for name, ms in r.ours_kernel_ms.items()), flush=True)
 
 
 def summary(rows: list[Row]) -> list[str]:

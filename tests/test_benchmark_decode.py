@@ -148,11 +148,15 @@ def test_quick_cpu_run(tmp_path):
         assert r["ours_gbps"] == pytest.approx(r["bytes_read"] / r["ours_ms"] / 1e6)
         assert r["max_abs_err"] <= 1e-3 and "WRONG" not in r["note"]
         assert r["ours_launch"] and r["ours_timer"]
+        # each kernel's GPU time (lavapipe's timestamps), by name, in launch order
+        assert list(r["ours_kernel_ms"]) == [launch.split()[0] for launch in r["ours_launch"]]
+        assert all(ms >= 0 for ms in r["ours_kernel_ms"].values())
         assert r["compiled"] == {}  # the interpreter has no driver statistics
         assert r["checked_against"] in ran
     assert set(rows[0]["torch_ms"]) == {"absorbed", "eager"}
     assert {"eff", "math", "cudnn", "flash", "flex"} == set(rows[-1]["torch_ms"])
     assert "ratio" in stdout and "absorbed" in stdout
+    assert "kernels (ms): mla_decode_absorb_query " in stdout  # the MLA program's
     assert [line.split(":")[0] for line in settings["summary"]] == [
         "mla dense", "mla paged", "mla lanes", "gqa dense", "gqa kv_lens", "gqa paged"]
 

@@ -173,6 +173,20 @@ def test_vulkan_repeats_the_whole_program_from_zeroed_temporaries(lowered, stagi
     assert len(timings.get("dispatch_ms_each", [0.0] * 3)) == 3
 
 
+@needs_vulkan
+def test_vulkan_times_each_kernel_of_a_program(lowered):
+    """timings['kernel_ms']: every kernel's GPU time by name, in program
+    order, adding up to the dispatches' time (lavapipe has timestamps)."""
+    with vx.compile(lowered, backend="vulkan") as kernel:
+        timings: dict = {}
+        np.testing.assert_array_equal(kernel(q=Q.copy(), timings=timings)["out"], EXPECTED)
+    kernel_ms = timings["kernel_ms"]
+    assert list(kernel_ms) == ["scale", "shift"]
+    assert all(ms >= 0 for ms in kernel_ms.values())
+    assert sum(kernel_ms.values()) == pytest.approx(timings["dispatch_ms"], rel=1e-9)
+    assert timings["dispatch_ms"] <= timings["device_ms"]
+
+
 # SPIR-V -------------------------------------------------------------------------
 
 def _entry_points(binary: bytes) -> list[str]:

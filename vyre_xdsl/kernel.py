@@ -170,7 +170,8 @@ class Kernel(_Released):
         'wait_ms' (blocked on the device), 'uploaded_bytes' (input bytes
         copied for this call; 0 when every input is resident), and on
         Vulkan, where the queue has timestamps, 'dispatch_ms' (GPU time of
-        the kernels) and 'device_ms' (of all the call's GPU work, copies
+        the kernels), 'kernel_ms' (each kernel's, by name: e.g. where an
+        MLA decode program's time goes) and 'device_ms' (of all the call's GPU work, copies
         and zeroed temporaries too), and 'recorded' (whether the command
         buffer was recorded again: the first call, or other resident
         arrays)."""

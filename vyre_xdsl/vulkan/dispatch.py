@@ -312,11 +312,15 @@ class Dispatcher:
         self.inputs = program.inputs
         self.outputs = tuple((b.name, self.own[b.name]) for b in program.outputs)
 
+    def _stamps(self) -> int:
+        """Timestamps a run writes: before its first kernel and after each."""
+        return len(self.program.kernels) + 1
+
     def _ensure_queries(self, repeat: int) -> None:
         """A timestamp query pool for `repeat` runs and the whole command
         buffer (when the queue has timestamps)."""
         ctx = self.ctx
-        count = 2 * repeat + 2
+        count = self._stamps() * repeat + 2
         if not ctx.timestamp_bits or self.query_count >= count:
             return
         vk = ctx.vk
@@ -437,24 +441,31 @@ class Dispatcher:
     def gpu_times(self, timings: dict) -> None:
         """Add the GPU time of the last run's dispatches to `timings`, where
         the queue has timestamps: 'dispatch_ms' (the kernels; with `repeat`
-        > 1 the median, and 'dispatch_ms_each' every run's) and 'device_ms'
-        (the whole command buffer: input copies, zeroed temporaries,
-        dispatches, output copies)."""
+        > 1 the median, and 'dispatch_ms_each' every run's), 'kernel_ms'
+        (each kernel's, by name in program order: the time from the end of
+        the kernel before it, or the run's start, to its own end; medians
+        over the runs) and 'device_ms' (the whole command buffer: input
+        copies, zeroed temporaries, dispatches, output copies)."""
         self._check_open()
         repeat = self.last_repeat
         if self.query_pool is None or not repeat:
             return
-        vk, data = self.ctx.vk, self.query_data
+        vk, data, stamps = self.ctx.vk, self.query_data, self._stamps()
+        count = stamps * repeat + 2
         try:
-            vk.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, 2 * repeat + 2,
-                                     8 * (2 * repeat + 2), data, 8,
+            vk.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, count, 8 * count,
+                                     data, 8,
                                      vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
         except vk.VkError as error:
             raise vulkan_error(self.ctx, self.program, error) from None
         period = self.ctx.limits.timestampPeriod / 1e6
-        each = [(data[2 * i + 1] - data[2 * i]) * period for i in range(repeat)]
+        runs = [[data[stamps * i + k] for k in range(stamps)] for i in range(repeat)]
+        each = [(run[-1] - run[0]) * period for run in runs]
         timings["dispatch_ms"] = each[0] if repeat == 1 else statistics.median(each)
-        timings["device_ms"] = (data[2 * repeat + 1] - data[2 * repeat]) * period
+        timings["kernel_ms"] = {
+            kernel.name: statistics.median((run[k + 1] - run[k]) * period for run in runs)
+            for k, kernel in enumerate(self.program.kernels)}
+        timings["device_ms"] = (data[count - 1] - data[count - 2]) * period
         if repeat > 1:
             timings["dispatch_ms_each"] = each
 
@@ -480,11 +491,11 @@ class Dispatcher:
         vk.vkResetCommandBuffer(cmd, 0)
         begin = vk.VkCommandBufferBeginInfo()
         vk.vkBeginCommandBuffer(cmd, begin)
-        query_pool = self.query_pool
-        if query_pool is not None:  # 2 per run, then the command buffer's start and end
-            vk.vkCmdResetQueryPool(cmd, query_pool, 0, 2 * repeat + 2)
-            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
-                                   query_pool, 2 * repeat)
+        query_pool, stamps = self.query_pool, self._stamps()
+        end = stamps * repeat  # each run's stamps, then the command buffer's start and end
+        if query_pool is not None:
+            vk.vkCmdResetQueryPool(cmd, query_pool, 0, end + 2)
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool, end)
         shader_rw = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
         compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
         transfer = vk.VK_PIPELINE_STAGE_TRANSFER_BIT
@@ -513,7 +524,7 @@ class Dispatcher:
                 barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT, shader_rw, transfer, compute)
             if query_pool is not None:
                 vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
-                                       query_pool, 2 * index)
+                                       query_pool, stamps * index)
             for position, (kernel, pipeline) in enumerate(zip(program.kernels,
                                                               self.pipelines)):
                 if position:  # a kernel sees everything the previous ones wrote
@@ -522,9 +533,9 @@ class Dispatcher:
                     vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
                     bound = position
                 vk.vkCmdDispatch(cmd, *kernel.grid_size)
-            if query_pool is not None:
-                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                       query_pool, 2 * index + 1)
+                if query_pool is not None:  # once the kernel is done
+                    vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                           query_pool, stamps * index + position + 1)
         if self.staging:
             barrier(vk.VK_ACCESS_SHADER_WRITE_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT,
                     compute, transfer)
@@ -538,7 +549,7 @@ class Dispatcher:
                     compute, vk.VK_PIPELINE_STAGE_HOST_BIT)
         if query_pool is not None:
             vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                   query_pool, 2 * repeat + 1)
+                                   query_pool, end + 1)
         vk.vkEndCommandBuffer(cmd)
 
     # resident buffers -------------------------------------------------------

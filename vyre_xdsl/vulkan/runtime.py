@@ -101,7 +101,8 @@ def execute(spirv: SpirvModule, info: KernelInfo | ProgramInfo,
     (True) or avoids (False) device-local buffers with staging copies; by
     default they are used where the device has separate device memory.
     `timings`, if given, receives 'dispatch_ms' (GPU timestamps around the
-    whole sequence of dispatches, when the queue supports them) and
+    whole sequence of dispatches, when the queue supports them), 'kernel_ms'
+    (each kernel's share of it, by name) and
     'total_ms' (host wall time of the run), and what Dispatcher.run adds.
     `repeat` > 1 runs the sequence that many times back to back (each run
     overwrites the outputs and starts from zeroed temporaries);
