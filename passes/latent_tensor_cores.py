@@ -105,7 +105,6 @@ from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import F32_MIN
 from vyre_xdsl.dialects.gpu_mma import (
-    MMAMatrixType,
     MMAOperand,
     SubgroupMmaComputeOp,
     SubgroupMmaLoadMatrixOp,
@@ -132,6 +131,7 @@ from vyre_xdsl.mma_elements import (
     may_be_minus_inf,
     spread_blocks,
     stage_blocks,
+    tile_matrix,
 )
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.numerics import partial_weight_scale
@@ -277,10 +277,6 @@ def _scaled(half) -> bool:
     return isinstance(half, Float16Type)
 
 
-def _matrix(element, use: MMAOperand) -> MMAMatrixType:
-    return MMAMatrixType([TILE, TILE], element, use)
-
-
 class LatentExpansion(MatrixElements):
     """The scf loop nest of one qualifying skeleton, emitted before it."""
 
@@ -347,7 +343,7 @@ class LatentExpansion(MatrixElements):
 
     def emit(self, b: IRBuilder) -> None:
         self.stage_queries(b)
-        c32, rows = _matrix(f32, MMAOperand.C), self.layout.row_count
+        c32, rows = tile_matrix(f32, MMAOperand.C), self.layout.row_count
         # each row block's elements' query scales, by the accumulator's layout
         scales = [self.slot_values(b, b.emit(SubgroupMmaLoadMatrixOp(
             self.query_scale, [b.index(r * TILE * TILE)], c32, TILE)).results[0])
@@ -395,7 +391,7 @@ class LatentExpansion(MatrixElements):
         """The tile loop with staged tiles: this subgroup's blocks of the
         query's dims held in registers, the split's tiles of 16 keys from
         `lo` double-buffered in tc_stage."""
-        a16, count = _matrix(self.half, MMAOperand.A), self.depth // TILE // SUBGROUPS
+        a16, count = tile_matrix(self.half, MMAOperand.A), self.depth // TILE // SUBGROUPS
         dims = b.muli(self.group, b.index(TILE))  # the subgroup's first block
         queries = [[b.emit(SubgroupMmaLoadMatrixOp(
             self.staged, [b.addi(dims, b.index(r * TILE * self.depth + j * SUBGROUPS * TILE))],
@@ -428,8 +424,8 @@ class LatentExpansion(MatrixElements):
         rescaled plus P V over the subgroup's value dims; the next tile's
         rows loaded before and staged in the other buffer after."""
         layout, rows = self.layout, self.layout.row_count
-        a16, b16 = _matrix(self.half, MMAOperand.A), _matrix(self.half, MMAOperand.B)
-        c32 = _matrix(f32, MMAOperand.C)
+        a16, b16 = tile_matrix(self.half, MMAOperand.A), tile_matrix(self.half, MMAOperand.B)
+        c32 = tile_matrix(f32, MMAOperand.C)
         parity = b.remui(b.subi(index, lo), b.index(2))
         base = b.muli(parity, b.index(TILE * self.stride), "stage_base")
         pending = self.load_stage(b, b.minui(b.addi(index, b.index(1)),
@@ -637,8 +633,8 @@ class LatentExpansion(MatrixElements):
         `partial` tile (the sequence ends in it) drops the keys past the
         end, whose rows are never multiplied (P V skips or cuts them)."""
         op, layout, rows = self.op, self.layout, self.layout.row_count
-        a16, b16 = _matrix(self.half, MMAOperand.A), _matrix(self.half, MMAOperand.B)
-        c16, c32 = _matrix(self.half, MMAOperand.C), _matrix(f32, MMAOperand.C)
+        a16, b16 = tile_matrix(self.half, MMAOperand.A), tile_matrix(self.half, MMAOperand.B)
+        c16, c32 = tile_matrix(self.half, MMAOperand.C), tile_matrix(f32, MMAOperand.C)
         tile_start = b.muli(index, b.index(KEYS), "tile_start")
         keys = b.addi(tile_start, b.muli(self.group, b.index(TILE)))
         totals = [self.constant(b, 0.0, c32) for _ in blocks]
@@ -672,7 +668,7 @@ class LatentExpansion(MatrixElements):
             scores.append(block)
         local = [self.tile_maxima(b, [block]) for block in scores]
         tile_max = self.across_subgroups(b, self.row_max, local,
-                                         lambda b, x, y: recurrence.max_step(b, x, y))
+                                         recurrence.max_step)
         new_blocks, rescales = [], []
         for r, (block, carried) in enumerate(zip(scores, blocks, strict=True)):
             state, rescale, weights = self.weigh(b, block, carried, tile_max[r], keep,
@@ -726,8 +722,8 @@ class LatentExpansion(MatrixElements):
         """The B operand of the tile's keys 16 k.. and the subgroup's dims
         16 c.. (`values[k]`: where key 16 k's dims start)."""
         at = b.addi(values[k], b.index(c * TILE))
-        return b.emit(SubgroupMmaLoadMatrixOp(
-            self.f.v.load.memref, [at], _matrix(self.half, MMAOperand.B), self.v_dim)).results[0]
+        return b.emit(SubgroupMmaLoadMatrixOp(self.f.v.load.memref, [at], tile_matrix(
+            self.half, MMAOperand.B), self.v_dim)).results[0]
 
     @staticmethod
     def add_values(b: IRBuilder, value: SSAValue, weights, outs, k: int, c: int) -> None:
@@ -759,7 +755,7 @@ class LatentExpansion(MatrixElements):
                 for c in range(count):
                     value = b.emit(SubgroupMmaLoadMatrixOp(
                         self.value_block, [b.addi(base, b.index(c * TILE))],
-                        _matrix(self.half, MMAOperand.B), self.group_dims)).results[0]
+                        tile_matrix(self.half, MMAOperand.B), self.group_dims)).results[0]
                     self.add_values(b, value, weights, made, k, c)
                 return [o for row in made for o in row]
 
@@ -798,11 +794,11 @@ class LatentExpansion(MatrixElements):
         if not self.latent.stage:  # staged, each subgroup's rows saw every key
             sums = self.across_subgroups(b, self.row_sum, sums, add)
         op, splits = self.op, self.latent.splits
-        c32 = _matrix(f32, MMAOperand.C)
+        c32 = tile_matrix(f32, MMAOperand.C)
         at_dims = b.muli(self.group, b.index(self.group_dims))
         if splits == 1:
             element = op.out.type.element_type
-            result = _matrix(element, MMAOperand.C)
+            result = tile_matrix(element, MMAOperand.C)
             for r, (carried, total) in enumerate(zip(blocks, sums, strict=True)):
                 denominators = [recurrence.final_denominator(b, t) for t in total]
 

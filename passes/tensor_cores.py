@@ -145,6 +145,7 @@ from vyre_xdsl.mma_elements import (
     may_be_minus_inf,
     spread_blocks,
     stage_blocks,
+    tile_matrix,
 )
 from vyre_xdsl.mma_layout import TILE, AccumulatorLayout
 from vyre_xdsl.query_blocks import (
@@ -303,10 +304,6 @@ def split_problem(buffers, tiling: Tiling, device: DeviceProfile) -> str | None:
     return None
 
 
-def _matrix(rows: int, cols: int, element, use: MMAOperand) -> MMAMatrixType:
-    return MMAMatrixType([rows, cols], element, use)
-
-
 class TensorCoreExpansion(MatrixElements):
     """The scf loop nest of one qualifying skeleton, emitted before it:
     each subgroup keeps its rows' S tiles and O in matrices, and computes
@@ -392,7 +389,7 @@ class TensorCoreExpansion(MatrixElements):
 
     def matrix(self, use: MMAOperand) -> MMAMatrixType:
         """A 16x16 matrix of the inputs' 16-bit type."""
-        return _matrix(TILE, TILE, self.half, use)
+        return tile_matrix(self.half, use)
 
     def emit(self, b: IRBuilder) -> None:
         op, head_dim, tiles = self.op, self.head_dim, range(self.tiling.row_tiles)
@@ -409,7 +406,7 @@ class TensorCoreExpansion(MatrixElements):
             queries = None
         else:
             queries = [[self.operands(b, op.q, at, head_dim) for at in row] for row in at_q]
-        c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
+        c32 = tile_matrix(f32, MMAOperand.C)
         rows, outs = self.layout.row_count, self.v_dim // TILE
         state = [b.f32(F32_MIN)] * rows + [b.f32(0.0)] * rows
         state += [self.constant(b, 0.0, c32) for _ in range(outs)]
@@ -433,7 +430,7 @@ class TensorCoreExpansion(MatrixElements):
                 out = self.map_elements(
                     b, o, lambda b, value, slot: self.to_out(
                         b, recurrence.final_value(b, value, denominators[slot])),
-                    _matrix(TILE, TILE, self.out_type, MMAOperand.C))
+                    tile_matrix(self.out_type, MMAOperand.C))
                 b.emit(SubgroupMmaStoreMatrixOp(
                     out, op.out, [b.addi(self.row_at(b, r, self.v_dim), b.index(c * TILE))],
                     self.v_dim))
@@ -446,7 +443,7 @@ class TensorCoreExpansion(MatrixElements):
         a16 = self.matrix(MMAOperand.A)
         if self.tiling.pieces == 1:
             return [b.emit(SubgroupMmaLoadMatrixOp(source, [at], a16, stride)).results[0]]
-        c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
+        c32 = tile_matrix(f32, MMAOperand.C)
         block = b.emit(SubgroupMmaLoadMatrixOp(source, [at], c32, stride)).results[0]
         return self.split_operands(b, self.elements(b, block), a16)
 
@@ -514,7 +511,7 @@ class TensorCoreExpansion(MatrixElements):
         the softmax on its elements, O rescaled plus P V."""
         f, head_dim, v_dim, chunks = self.f, self.head_dim, self.v_dim, self.keys // TILE
         b16 = self.matrix(MMAOperand.B)
-        c32 = _matrix(TILE, TILE, f32, MMAOperand.C)
+        c32 = tile_matrix(f32, MMAOperand.C)
         pending = []
         # rows of the staged tiles, else of the buffers
         k_stride, v_stride = self.staged_strides if self.staged else (head_dim, v_dim)

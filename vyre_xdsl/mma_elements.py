@@ -49,6 +49,11 @@ SPLIT_TOLERANCE = {2: 3e-4, 3: 1e-5}
 BANK_ROW_BYTES = 16
 
 
+def tile_matrix(element, use: MMAOperand) -> MMAMatrixType:
+    """The subgroup's 16x16 matrix of `element`s for `use` in a product."""
+    return MMAMatrixType([TILE, TILE], element, use)
+
+
 def conflict_free_stride(width: int, element_bytes: int = HALF_BYTES) -> int:
     """The row stride, in elements, for a workgroup array of rows `width`
     elements long that B operands are loaded from (staged K and V tiles):
