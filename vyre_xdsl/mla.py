@@ -161,12 +161,10 @@ class Mla:
         return _dots(b, self.kv_lora_rank,
                      lambda b, r: b.load(w_uv, self.weight_index(b, r, head, d)), o_lat_at, "r")
 
-    def projection_rows_problem(self, rows: object) -> str | None:
+    def projection_rows_problem(self, rows: int) -> str | None:
         """Why each invocation of the program's projections cannot compute
-        `rows` rows of a head; None if it can: a positive divisor of the
+        `rows` (> 0) rows of a head; None if it can: a divisor of the
         batch."""
-        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-            return f"rows must be a positive integer, got {rows!r}"
         if self.batch % rows:
             return (f"rows={rows} must divide the batch ({self.batch}): each invocation "
                     f"projects that many sequences' rows of one head")
@@ -548,6 +546,7 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode", rows: int = 1) -> 
     that many rows of one head (`rows` sequences') at its column: each
     weight is read once for all of them, and each row's sum keeps its
     order (the same bits)."""
+    (rows,) = check_dimensions(rows=rows)
     if reason := mla.projection_rows_problem(rows):
         raise VyreError(f"mla_decode_program: {reason}")
     check_u32_size("scratch o_acc", workgroup_size=WORKGROUP_SIZE,
