@@ -104,6 +104,14 @@ CASES = {
                                      num_kv_heads=2, head_dim=128, dtype="bf16"),
         {"vyre-split-kv", "vyre-split-head-dim", "vyre-block-rows"},
     ),
+    # a batch of 4: each item of the projections takes a head's rows of
+    # all four sequences
+    "mla-batch4-64-2-8-16-4": (
+        lambda: vx.mla_decode(
+            seq_len=64, num_heads=2, head_dim=8, kv_lora_rank=16, qk_rope_head_dim=4, batch=4
+        ),
+        {"vyre-absorb-mla", "projection-rows"},
+    ),
     # enough heads to leave the attention unsplit
     "mla-64-128-8-8-4": (
         lambda: vx.mla_decode(
@@ -148,6 +156,9 @@ def passes_seen(module: ModuleOp) -> set[str]:
         "vyre-interleave-scratch": "q_scratch" in arrays and "o_acc" not in arrays,
         "vyre-resize-workgroup": any(k.workgroup_size[0] != 64 for k in kernels),
         "vyre-absorb-mla": any(k.name.endswith("_absorb_query") for k in kernels),
+        # vyre-absorb-mla{rows}: the projections' items over groups of sequences
+        "projection-rows": any(r.name_hint == "seq_group" for op in module.walk()
+                               for r in op.results),
         # a second row's scratch (row_widening's copies)
         "vyre-block-rows": any(r.name_hint and r.name_hint.endswith("_row1")
                                for op in module.walk() for r in op.results),

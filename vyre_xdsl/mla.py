@@ -578,7 +578,7 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode", rows: int = 1) -> 
                 span = mla.num_heads * dest_width
                 head = b.divui(b.remui(item, b.index(span)), b.index(dest_width), "head")
                 column = b.remui(item, b.index(dest_width), hint)
-                group = b.divui(item, b.index(span), "group")
+                group = b.divui(item, b.index(span), "seq_group")
                 first = b.addi(b.muli(group, b.index(rows * mla.num_heads)), head, "row")
             members = [first, *(b.addi(first, b.index(j * mla.num_heads))
                                 for j in range(1, rows))]

@@ -820,7 +820,7 @@ builtin.module {
 // PROGRAM-LABEL: vyre.kernel @mla_paged_absorb_query items 8
 // PROGRAM:         %q_lat = vyre.buffer "q_lat" binding 8 temp [2, 2, 4]
 // PROGRAM:           %head = arith.divui
-// PROGRAM:           %group = arith.divui %item
+// PROGRAM:           %seq_group = arith.divui %item
 // PROGRAM:           %row = arith.addi
 // PROGRAM:           scf.for %dim = {{.*}} iter_args({{.*}}) -> (f32, f32) {
 // PROGRAM:             memref.load %w_uk
