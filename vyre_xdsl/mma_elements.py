@@ -245,7 +245,7 @@ class StagedBlock:
     guard: SSAValue | None = None  # loaded and stored only where this holds
 
     def load(self, b: IRBuilder) -> SSAValue:
-        c16 = MMAMatrixType([TILE, TILE], self.source.type.element_type, MMAOperand.C)
+        c16 = tile_matrix(self.source.type.element_type, MMAOperand.C)
         return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], c16,
                                               self.width)).results[0]
 

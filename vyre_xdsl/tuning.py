@@ -112,8 +112,8 @@ def tensor_core_tilings(row_dims: int):
     (docs/performance.md, "Tensor cores"): more row blocks a subgroup read
     each K and V block for more rows, until O's matrices take too many
     registers; staged, prefetched tiles with P in registers were the
-    fastest (32 keys and 2 row blocks at 64 dims, where 4 were as fast
-    without a mask and half as fast with one; 16 keys and 2 at 128, there
+    fastest (32 keys and 2 row blocks at 64 dims, where 4 were 4% slower
+    without a mask and nearly twice as slow causal; 16 keys and 2 at 128, there
     skipping O's rescale where no row moved its max);
     a device whose A operands do not hold a lane's accumulator elements
     takes the next, with P through workgroup memory."""
