@@ -161,6 +161,23 @@ class Int64(CustomDirective):
 
 
 @irdl_custom_directive
+class OptionalInt64(Int64):
+    """An optional i64 property as a bare integer literal: the anchor of an
+    optional group, present where the property is set."""
+
+    value: AttributeVariable
+
+    def is_present(self, op: IRDLOperation) -> bool:
+        return self.value.get(op) is not None
+
+    def is_anchorable(self) -> bool:
+        return True
+
+    def is_optional_like(self) -> bool:
+        return True
+
+
+@irdl_custom_directive
 class NonNegativeInt64(Int64):
     """An i64 property that must not be negative (a binding)."""
 

@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import VerifyException
 from vyre_xdsl.dialects.constants import U32_MAX
 from vyre_xdsl.dialects.vyre_checks import (
     Int64,
+    OptionalInt64,
     _check_buffer_vector,
     _check_f32_vector,
     _int,
@@ -53,14 +54,18 @@ class MergeSplitsOp(IRDLOperation):
                        `splits` partial (m, l, o[row, d]), rows item*splits + s
 
     in the same order of operations as the merge in workgroup memory, so
-    that both give the same bits.  One invocation per (item, d): the kernel
-    runs item_count * head_dim items.  vyre-inline-fragments expands it.
+    that both give the same bits.  An invocation merges `dims` (1 unless
+    given) of an item's dims, head_dim / dims apart, combining the splits'
+    m and l once for them: the kernel runs item_count * head_dim / dims
+    items.  vyre-inline-fragments expands it.
     With `lse(%lse)` the invocation of d = 0 also writes the item's
     log-sum-exp, as the split skeleton of `keys` keys would have (its
     partials' weights carry partial_weight_scale(keys), which it undoes).
 
         vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
             item_count 16 splits 64 head_dim 512 : (memref<1024xf32>, ...)
+        vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
+            item_count 16 splits 64 head_dim 512 dims 8 : (...)
         vyre.merge_splits m(%m) l(%l) o(%o) out(%out) lse(%lse) keys 4096
             item_count 16 splits 64 head_dim 512 : (..., memref<16xf32>)
     """
@@ -75,6 +80,7 @@ class MergeSplitsOp(IRDLOperation):
     item_count = prop_def(IntegerAttr[I64])
     splits = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
+    dims = opt_prop_def(IntegerAttr[I64])
     keys = opt_prop_def(IntegerAttr[I64])
     exp2 = opt_prop_def(UnitAttr)
 
@@ -84,23 +90,26 @@ class MergeSplitsOp(IRDLOperation):
         "`m` `(` $m `)` `l` `(` $l `)` `o` `(` $o `)` `out` `(` $out `)` "
         "(`lse` `(` $lse^ `)` `keys` custom<Int64>($keys))? "
         "`item_count` custom<Int64>($item_count) `splits` custom<Int64>($splits) "
-        "`head_dim` custom<Int64>($head_dim) (`exp2` $exp2^)? attr-dict-with-keyword "
+        "`head_dim` custom<Int64>($head_dim) (`dims` custom<OptionalInt64>($dims)^)? "
+        "(`exp2` $exp2^)? attr-dict-with-keyword "
         "`:` `(` type($m) `,` type($l) `,` type($o) `,` type($out) "
         "(`,` type($lse)^)? `)`"
     )
-    custom_directives = (Int64,)
+    custom_directives = (Int64, OptionalInt64)
 
     def __init__(
         self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue,  # noqa: E741
         lse: SSAValue | None = None, *,
         item_count: int, splits: int, head_dim: int, keys: int | None = None,
-        exp2: bool = False,
+        exp2: bool = False, dims: int = 1,
     ) -> None:
         properties: dict[str, Attribute] = {
             "item_count": IntegerAttr(item_count, i64),
             "splits": IntegerAttr(splits, i64),
             "head_dim": IntegerAttr(head_dim, i64),
         }
+        if dims != 1:
+            properties["dims"] = IntegerAttr(dims, i64)
         if keys is not None:
             properties["keys"] = IntegerAttr(keys, i64)
         if exp2:
@@ -110,6 +119,11 @@ class MergeSplitsOp(IRDLOperation):
 
     def shape(self) -> dict[str, int]:
         return {field: _int(getattr(self, field)) for field in MERGE_FIELDS}
+
+    @property
+    def dims_each(self) -> int:
+        """The dims an invocation merges."""
+        return 1 if self.dims is None else _int(self.dims)
 
     def verify_(self) -> None:
         shape = self.shape()
@@ -142,14 +156,21 @@ class MergeSplitsOp(IRDLOperation):
                 f"x {shape['head_dim']} dims needs {count}",
                 vector=_check_buffer_vector if role == "out" else _check_f32_vector,
             )
+        dims = self.dims_each
+        if not 1 <= dims <= shape["head_dim"] or shape["head_dim"] % dims:
+            raise VerifyException(
+                f"'dims' ({dims}) must divide head_dim ({shape['head_dim']}): an "
+                f"invocation merges that many of an item's dims"
+            )
         kernel = self.parent_op()
         assert isinstance(kernel, KernelOp)
-        invocations = shape["item_count"] * shape["head_dim"]
+        invocations = shape["item_count"] * shape["head_dim"] // dims
         if kernel.items != invocations:
+            each = "(item, dim)" if dims == 1 else f"{dims} dims of an item"
             raise VerifyException(
-                f"the merge runs one invocation per (item, dim): set the kernel's "
-                f"items to item_count * head_dim = {invocations}, not "
-                f"{kernel.items}"
+                f"the merge runs one invocation per {each}: set the kernel's "
+                f"items to item_count * head_dim{'' if dims == 1 else ' / dims'} = "
+                f"{invocations}, not {kernel.items}"
             )
 
 

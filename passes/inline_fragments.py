@@ -330,17 +330,20 @@ def leave_partials(b: IRBuilder, op, split_row, lane, part, m_part, l_part) -> N
 
 
 class ExpandMergeSplits(RewritePattern):
-    """vyre.merge_splits -> the merge of one (item, dim) per invocation."""
+    """vyre.merge_splits -> the merge of `dims` of an item's dims (head_dim
+    / dims apart, so that neighbouring invocations read neighbouring
+    elements) per invocation."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.MergeSplitsOp, rewriter: PatternRewriter) -> None:
         shape = op.shape()
-        splits, head_dim = shape["splits"], shape["head_dim"]
+        splits, head_dim, dims = shape["splits"], shape["head_dim"], op.dims_each
+        apart = head_dim // dims
         b = IRBuilder(InsertPoint.before(op))
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         invocation.name_hint = "invocation"
-        item = b.divui(invocation, b.index(head_dim), "item")
-        d = b.remui(invocation, b.index(head_dim), "d")
+        item = b.divui(invocation, b.index(apart), "item")
+        first = b.remui(invocation, b.index(apart), "d")
 
         def row(b: IRBuilder, s) -> SSAValue:
             return b.addi(b.muli(item, b.index(splits)), s, "row")
@@ -353,15 +356,24 @@ class ExpandMergeSplits(RewritePattern):
             ).merge(b)
             if op.lse is not None:  # as the workgroup merge writes it
                 unscale = 1.0 / partial_weight_scale(op.keys.value.data)
-                b.if_then(b.cmpi(d, b.index(0), "eq"),
+                b.if_then(b.cmpi(first, b.index(0), "eq"),
                           lambda b: write_lse(b, op.lse, exp2, item, m_total, l_total, unscale))
-            b.store(out_of(b, d), op.out, invocation)
+
+            def one_dim(b: IRBuilder, k, _):
+                d = b.addi(first, b.muli(k, b.index(apart)), "d")
+                b.store(out_of(b, d), op.out, b.flat_index(item, head_dim, d))
+                return []
+
+            if dims == 1:
+                b.store(out_of(b, first), op.out, invocation)
+            else:
+                b.loop(0, dims, one_dim, hint="merge_d")
 
         kernel = op.parent_op()
         assert isinstance(kernel, vyre.KernelOp)
-        if shape["item_count"] * head_dim % kernel.lanes:
-            total = b.index(shape["item_count"] * head_dim)
-            b.if_then(b.cmpi(invocation, total, "ult"), merge_one)
+        invocations = shape["item_count"] * apart
+        if invocations % kernel.lanes:
+            b.if_then(b.cmpi(invocation, b.index(invocations), "ult"), merge_one)
         else:
             merge_one(b)
         rewriter.erase(op)

@@ -59,7 +59,8 @@ result is the same, bit for bit (vyre-tensor-cores' option of that name).
 With `splits` P > 1 each row block's tiles are split into P runs over as
 many workgroups (flash-decoding): the kernel stores each run's partial m,
 l and O for a `vyre.merge_splits` kernel (vyre_xdsl.kv_split.merge_in_kernel,
-as vyre-split-kv's), with l and O times the splits' power of two
+as vyre-split-kv's, each invocation merging vyre_xdsl.tuning.merge_dims
+dims), with l and O times the splits' power of two
 (numerics.partial_weight_scale), as the merge expects.
 
 With run-time lengths (kv_lens) a tile past the sequence's end is skipped
@@ -872,7 +873,8 @@ def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorL
     fragments = ChainedFragments.of(op, tiling.rows, TILE)
     if tiling.splits > 1:
         op.properties["kv_splits"] = IntegerAttr(tiling.splits, i64)
-        merge_in_kernel(module, kernel, op, tiling.splits)
+        merge_in_kernel(module, kernel, op, tiling.splits,
+                        tuning.merge_dims(op.shape()["item_count"], op.v_dim))
     record_skeleton(op)
     # staged, P is built in registers as the A operand's elements
     kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr.of(

@@ -18,7 +18,10 @@ invocation's partial (m, l, o_acc) in `temp` buffers (the skeleton's
 `partials`), and a kernel `@<name>_merge` inserted after it runs
 `vyre.merge_splits`, one invocation per output element, which also writes
 the log-sum-exp where the skeleton did.  P is then bounded by the tile
-count only, not by the workgroup.  The merge's order of
+count only, not by the workgroup.  Each invocation of the merge merges
+`merge_dims` of an item's dims (0, the default: vyre_xdsl.tuning.merge_dims,
+up to 8 while the kernel keeps enough invocations), combining the splits'
+m and l once for them.  The merge's order of
 operations is the workgroup merge's, so both give the same bits.
 
 `splits=0` (the default) takes P and the merge from the skeleton's
@@ -70,6 +73,8 @@ class SplitKvPass(ModulePass):
     # the device's workgroup memory, which a merge in the workgroup must fit
     # (0: unbounded; vyre-to-gpu passes its device profile's)
     shared_memory_bytes: int = 0
+    # dims each invocation of a merge kernel merges (0: the tuning's)
+    merge_dims: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.splits < 0 or self.splits == 1:
@@ -80,6 +85,11 @@ class SplitKvPass(ModulePass):
             raise VyreError(
                 f"vyre-split-kv: target_invocations must be >= 1 (the invocations "
                 f"to reach by splitting), got {self.target_invocations}"
+            )
+        if self.merge_dims < 0:
+            raise VyreError(
+                f"vyre-split-kv: merge_dims must be 0 (choose) or positive, got "
+                f"{self.merge_dims}"
             )
         if self.merge not in MERGES:
             raise VyreError(
@@ -107,10 +117,24 @@ class SplitKvPass(ModulePass):
                     f"vyre-split-kv: kernel @{kernel.sym_name.data} cannot be split "
                     f"{splits} ways: {reason}",
                 )
+            if in_kernel and self.merge_dims and skeleton.v_dim % self.merge_dims:
+                raise pass_error(
+                    skeleton,
+                    f"vyre-split-kv: the merge kernel of @{kernel.sym_name.data} cannot merge "
+                    f"{self.merge_dims} dims an invocation: its rows have {skeleton.v_dim}; "
+                    f"give merge_dims a divisor of {skeleton.v_dim} (or 0 to choose)",
+                )
             skeleton.properties["kv_splits"] = IntegerAttr(splits, i64)
             kernel.properties["item_count"] = IntegerAttr(kernel.items * splits, i64)
             if in_kernel:
-                merge_in_kernel(op, kernel, skeleton, splits)
+                merge_in_kernel(op, kernel, skeleton, splits, self.dims_of(skeleton))
+
+    def dims_of(self, skeleton: vyre.TiledOnlineSoftmaxOp) -> int:
+        """The dims each invocation of the merge kernel merges (`merge_dims`,
+        0: the tuning's)."""
+        if self.merge_dims:
+            return self.merge_dims
+        return tuning.merge_dims(skeleton.shape()["item_count"], skeleton.v_dim)
 
     def chosen(self, skeleton: vyre.TiledOnlineSoftmaxOp, lanes: int) -> tuple[int, bool]:
         """(P, whether a kernel merges) for `splits=0`."""

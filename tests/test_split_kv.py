@@ -79,8 +79,9 @@ def test_few_fa2_rows_are_split_and_exact_with_the_split_oracle(shape):
     _close(got[rows], one_pass[rows])
 
 
+@pytest.mark.parametrize("merge_dims", [1, 4])
 @pytest.mark.parametrize("paged", [False, True])
-def test_ragged_splits_lay_out_the_kernels_tiles_not_each_sequences(paged):
+def test_ragged_splits_lay_out_the_kernels_tiles_not_each_sequences(paged, merge_dims):
     # 17 keys in tiles of 4 are 5 tiles, 2 a split of 4: a sequence of 8
     # keys runs its 2 tiles in split 0 (the oracle's split_keys), not one
     # in each of splits 0 and 1; empty splits, and lengths clamped to
@@ -100,11 +101,53 @@ def test_ragged_splits_lay_out_the_kernels_tiles_not_each_sequences(paged):
     if paged:
         ins["block_table"] = rng.permutation(batch * pages).astype(np.int32).reshape(batch, -1)
         paging = dict(block_table=ins["block_table"], page_size=page)
-    pipeline = "vyre-split-kv{splits=4 merge=kernel},vyre-to-gpu{optimize=exact}"
-    got = vx.run(vx.lower_to_gpu(module, optimize=pipeline), ins)["out"]
+    # merge_dims: each invocation of the merge kernel merges that many dims
+    pipeline = (f"vyre-split-kv{{splits=4 merge=kernel merge_dims={merge_dims}}},"
+                f"vyre-to-gpu{{optimize=exact}}")
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    (merge,) = [k for k in program_info(lowered).kernels if k.name.endswith("_merge")]
+    assert merge.item_count == batch * heads * dim // merge_dims
+    got = vx.run(lowered, ins)["out"]
     want = reference.flash_attention_2(q, k, v, tile_size=tile, kv_splits=4, kv_lens=lens,
                                        kv_len=keys, **paging)
     _exact(got, want)
+
+
+@pytest.mark.parametrize("merge_dims", [2, 8])
+def test_a_merge_kernel_of_several_dims_an_invocation_writes_each_lse_once(merge_dims):
+    seq_len, kv_len, dim, heads = 3, 64, 8, 2
+    module = vx.flash_attention_2(seq_len=seq_len, kv_len=kv_len, batch=1, num_heads=heads,
+                                  head_dim=dim, tile_size=8, return_lse=True)
+    pipeline = (f"vyre-split-kv{{splits=4 merge=kernel merge_dims={merge_dims}}},"
+                f"vyre-to-gpu{{optimize=exact}}")
+    rng = np.random.default_rng(12)
+    q = rng.standard_normal((1, heads, seq_len, dim)).astype(np.float32)
+    k, v = (rng.standard_normal((1, heads, kv_len, dim)).astype(np.float32) for _ in "kv")
+    got = vx.run(vx.lower_to_gpu(module, optimize=pipeline), {"q": q, "k": k, "v": v})
+    want, want_lse = reference.flash_attention_2(q, k, v, tile_size=8, kv_splits=4,
+                                                 return_lse=True)
+    _exact(got["out"], want)
+    _exact(got["lse"], want_lse)
+
+
+def test_merge_dims_of_the_tuning():
+    from vyre_xdsl import tuning
+
+    # as many dims as keep the kernel's invocations
+    assert tuning.merge_dims(4096, 512) == tuning.MERGE_DIMS
+    assert tuning.merge_dims(512, 512) == 4
+    assert tuning.merge_dims(128, 512) == 1
+    assert tuning.merge_dims(100000, 12) == 4  # a power of two dividing head_dim
+    assert tuning.merge_dims(100000, 7) == 1
+
+
+def test_merge_dims_that_do_not_divide_the_value_dims_are_refused():
+    module = vx.flash_attention_2(seq_len=1, kv_len=64, head_dim=8, tile_size=8)
+    with pytest.raises(VyreError, match="cannot merge 3 dims an invocation: its rows have 8"):
+        vx.lower_to_gpu(module, optimize="vyre-split-kv{splits=4 merge=kernel merge_dims=3},"
+                                         "vyre-to-gpu{optimize=exact}")
+    with pytest.raises(VyreError, match="option merge_dims takes an integer of at least 0"):
+        vx.lower_to_gpu(module, optimize="vyre-split-kv{merge_dims=-1}")
 
 
 def test_automatic_choice():

@@ -62,11 +62,13 @@ def valid_splits(
 
 
 def merge_in_kernel(
-    module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int
+    module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int,
+    dims: int = 1,
 ) -> None:
     """Give `op` partial buffers and the kernel after `kernel` that merges
-    them (`vyre.merge_splits`); `kernel` then no longer writes the output,
-    nor the log-sum-exp, which the merge writes."""
+    them (`vyre.merge_splits`, `dims` of an item's dims an invocation);
+    `kernel` then no longer writes the output, nor the log-sum-exp, which
+    the merge writes."""
     shape = op.shape()
     items, head_dim = shape["item_count"], op.v_dim  # the partial rows are value rows
     name = kernel.sym_name.data
@@ -86,8 +88,8 @@ def merge_in_kernel(
         (f"{name}_split_o", [items, splits, head_dim]),
     ]
     partials = [
-        vyre.BufferOp(buffer, next_binding + i, "temp", dims)
-        for i, (buffer, dims) in enumerate(declarations)
+        vyre.BufferOp(buffer, next_binding + i, "temp", extents)
+        for i, (buffer, extents) in enumerate(declarations)
     ]
     Rewriter.insert_op(partials, InsertPoint.before(out))
     split_m, split_l, split_o = (p.result for p in partials)
@@ -96,7 +98,7 @@ def merge_in_kernel(
         if written is not None and not written.result.uses:
             Rewriter.erase_op(written)
 
-    merge = vyre.KernelOp(f"{name}_merge", items * head_dim, kernel.lanes)
+    merge = vyre.KernelOp(f"{name}_merge", items * head_dim // dims, kernel.lanes)
     copies = [p.clone() for p in partials] + [out.clone()]
     lse_copy = [lse.clone()] if lse is not None else []
     merge.body.block.add_ops(copies + lse_copy)
@@ -105,6 +107,7 @@ def merge_in_kernel(
             *(c.result for c in copies), *(c.result for c in lse_copy),
             item_count=items, splits=splits, head_dim=head_dim,
             keys=shape["seq_len"] if lse is not None else None, exp2=op.exp2 is not None,
+            dims=dims,
         )
     )
     Rewriter.insert_op(merge, InsertPoint.after(kernel))

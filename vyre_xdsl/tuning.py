@@ -64,6 +64,12 @@ TARGET_INVOCATIONS = 4096  # kv splits until an item's invocations reach this
 # (docs/performance.md, "More splits for half-precision latent rows"); so
 # do rows that share their loads a few at a time (SHARED_ROWS below)
 KERNEL_MERGE_FACTOR = 4
+# a merge kernel's invocations each merge up to MERGE_DIMS of an item's
+# dims while the kernel keeps MERGE_INVOCATIONS of them: its workgroups'
+# launches, not its loads, bounded it (docs/performance.md, "Twenty-first
+# session")
+MERGE_DIMS = 8
+MERGE_INVOCATIONS = 65536
 MIN_SPLIT_KEYS = 32
 MAX_SPLIT_KEYS = 256
 MORE_SPLITS_DIMS = 128
@@ -154,6 +160,17 @@ def projection_rows(batch: int) -> int:
     while rows < PROJECTION_ROWS and batch % (2 * rows) == 0:
         rows *= 2
     return rows
+
+
+def merge_dims(item_count: int, head_dim: int) -> int:
+    """The dims each invocation of a merge kernel merges: the largest power
+    of two up to MERGE_DIMS that divides head_dim and leaves at least
+    MERGE_INVOCATIONS invocations (1 where none does)."""
+    dims = 1
+    while (2 * dims <= MERGE_DIMS and head_dim % (2 * dims) == 0
+           and item_count * head_dim // (2 * dims) >= MERGE_INVOCATIONS):
+        dims *= 2
+    return dims
 
 
 def latent_splits(row_blocks: int, tiles: int) -> int:

@@ -3,7 +3,10 @@
 // RUN: vyre-opt %s -p 'vyre-split-kv{target_invocations=8192}' | filecheck %s --check-prefix=AUTO
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel},vyre-inline-fragments' | filecheck %s --check-prefix=EXPAND
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_dims=2}' | filecheck %s --check-prefix=DIMS
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_dims=2},vyre-inline-fragments' | filecheck %s --check-prefix=DIMS-EXPAND
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=8 merge=kernel}' 2>&1 | filecheck %s --check-prefix=TOO-MANY
+// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_dims=3}' 2>&1 | filecheck %s --check-prefix=BAD-DIMS
 // RUN: not vyre-opt %s -p 'vyre-split-kv{merge=global}' 2>&1 | filecheck %s --check-prefix=BAD-MERGE
 // RUN: not vyre-opt %s -p 'vyre-split-kv{target_invocations=0}' 2>&1 | filecheck %s --check-prefix=BAD-TARGET
 
@@ -136,6 +139,19 @@ builtin.module {
 // EXPAND-NEXT:    vyre.flush_tiny
 // EXPAND-NEXT:    memref.store %{{.*}}, %out[%invocation]
 
+// merge_dims=2: each invocation merges both dims of an item (head_dim /
+// 2 apart), m and l combined once for them.
+// DIMS-LABEL: vyre.kernel @flash_attention_2_merge items 64 workgroup_size 64
+// DIMS:         vyre.merge_splits m(%{{.*}}) l(%{{.*}}) o(%{{.*}}) out(%out) item_count 64 splits 4 head_dim 2 dims 2
+// DIMS-EXPAND-LABEL: vyre.kernel @flash_attention_2_merge items 64
+// DIMS-EXPAND:         %item = arith.divui %invocation
+// DIMS-EXPAND:         %denom = vyre.positive_denominator
+// DIMS-EXPAND:         scf.for %merge_d =
+// DIMS-EXPAND:           scf.for %o_s =
+// DIMS-EXPAND:             memref.load %flash_attention_2_split_o[
+// DIMS-EXPAND:           arith.divf %{{.*}}, %denom
+// DIMS-EXPAND:           memref.store %{{.*}}, %out[
+
 // Lowered, the two kernels are two gpu.modules, in order, whose temp
 // buffers a runtime allocates.
 // LOWERED-LABEL: "gpu.module"() <{sym_name = "flash_attention_2"}>
@@ -146,5 +162,6 @@ builtin.module {
 // LOWERED-SAME:    #vyre.buffer<name = "out", binding = 3, access = write
 
 // TOO-MANY: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 8 ways: there are only 4 tiles
+// BAD-DIMS: split_kv_kernel_merge.mlir:{{[0-9]+}}:{{[0-9]+}}: error: vyre-split-kv: the merge kernel of @flash_attention_2 cannot merge 3 dims an invocation: its rows have 2; give merge_dims a divisor of 2 (or 0 to choose)
 // BAD-MERGE: vyre-split-kv: merge must be one of auto, workgroup, kernel, got 'global'
 // BAD-TARGET: vyre-split-kv: target_invocations must be >= 1 (the invocations to reach by splitting), got 0

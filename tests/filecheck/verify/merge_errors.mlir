@@ -138,6 +138,34 @@ builtin.module {
 
 // -----
 
+// With dims, an invocation merges that many dims of an item.
+builtin.module {
+  vyre.kernel @k_merge items 256 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [1024] : memref<1024xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 4] : memref<256xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 4 dims 2 : (memref<256xf32>, memref<256xf32>, memref<1024xf32>, memref<256xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op the merge runs one invocation per 2 dims of an item: set the kernel's items to item_count * head_dim / dims = 128, not 256
+
+// -----
+
+// dims divides head_dim.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [1024] : memref<1024xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 4] : memref<256xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 4 dims 3 : (memref<256xf32>, memref<256xf32>, memref<1024xf32>, memref<256xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op 'dims' (3) must divide head_dim (4): an invocation merges that many of an item's dims
+
+// -----
+
 // At least one split.
 builtin.module {
   vyre.kernel @k_merge items 128 workgroup_size 64 {
@@ -148,7 +176,7 @@ builtin.module {
     vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 0 head_dim 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>)
   }
 }
-// CHECK: {{.*}}merge_errors.mlir:148:5: error: 'vyre.merge_splits' op 'splits' must be in [1, 2^32), got 0
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op 'splits' must be in [1, 2^32), got 0
 
 // -----
 
