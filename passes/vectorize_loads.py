@@ -4,7 +4,8 @@ one vector load.
 After vyre-unroll-jam, an invocation reads K and V one f32 at a time: one
 load instruction per multiply-add, and a GPU issues loads at a quarter of
 its FMA rate.  This pass merges the loads of `width` consecutive elements
-of a read-only f32 kernel buffer or of an f32 workgroup array (a staged K/V
+of an f32 kernel buffer the kernel only reads (a `read` buffer, or a
+`temp` one an earlier kernel wrote) or of an f32 workgroup array (a staged K/V
 tile), `base + 0 .. base + width-1` with `base` a provable multiple of
 `width`, into one `vector.load` and `vector.extract`s.  A read-only f16 or
 bf16 buffer's loads merge by `2 * width` (the same bytes a load: 16 at
@@ -54,15 +55,19 @@ MIN_HALF_VECTOR = 4  # the narrowest vector of halves: two 32-bit words
 
 def read_only_buffers(func: gpu.FuncOp, element_types=(f32,)) -> set[SSAValue]:
     """The arguments of a lowered vyre kernel of `element_types` that it
-    only reads."""
+    only reads: its `read` buffers, and the `temp` ones (which an earlier
+    kernel of the program wrote) that it only loads."""
     launch = launch_of(func)
     if launch is None:
         return set()
     return {
         arg
         for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
-        if described.access == BufferAccess.READ
-        and isinstance(arg.type, MemRefType) and arg.type.element_type in element_types
+        if isinstance(arg.type, MemRefType) and arg.type.element_type in element_types
+        and (described.access == BufferAccess.READ
+             or (described.access == BufferAccess.TEMP
+                 and all(isinstance(use.operation, memref.LoadOp | vector.LoadOp)
+                         for use in arg.uses)))
     }
 
 

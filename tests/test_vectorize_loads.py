@@ -115,6 +115,29 @@ def test_a_vector_used_whole_is_refused_by_the_interpreter():
         vx.run(module, {"k": np.zeros(68, np.float32)}, backend="interpreter")
 
 
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_temp_buffers_a_kernel_only_reads_are_read_as_vectors(backend, tmp_path):
+    # The MLA program's last kernel reads o_lat, which the attention wrote:
+    # as vectors, with every bit of the oracle's program order.
+    args = dict(seq_len=64, num_heads=2, head_dim=16, kv_lora_rank=64, qk_rope_head_dim=16,
+                batch=4)
+    lowered = vx.lower_to_gpu(vx.mla_decode_program(**args, rows=2), optimize="exact")
+    project = next(f for f in _ops(lowered, "gpu.func") if f.sym_name.data.endswith("_project"))
+    assert _loaded_buffers(project, "vector.load") >= {"o_lat"}
+    assert "o_lat" not in _loaded_buffers(project, "memref.load")
+    rng = np.random.default_rng(5)
+    arrays = {"q": (4, 2, 16), "kv_cache": (4, 64, 64), "kr_cache": (4, 64, 16),
+              "w_uk": (64, 32), "w_uv": (64, 32)}
+    ins = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in arrays.items()}
+    got = vx.run(lowered, ins, backend=backend)["out"]
+    want = reference.mla_decode_program(*ins.values(), tile_size=64)
+    if backend == "interpreter":
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    else:  # the driver's exp
+        assert_spirv_valid(vx.compile_spirv(lowered), tmp_path)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @needs_vulkan
 def test_vectorised_fa2_runs_on_vulkan_within_tolerance():
     rng = np.random.default_rng(11)

@@ -9,15 +9,17 @@ as 2 or 4 32-bit words (a runtime array of uvec2 or uvec4), each word
 holding two elements, the first in its low half (little-endian, as the
 buffer stores them); `vector.extract` takes an element's 16 bits into the
 low half of a uint, as a scalar load of a half buffer does (spirv/half.py).
-Only read-only buffers get a view (an aliased view of a written buffer
-would need the Aliased decoration and coherent order).  A workgroup array
+Only buffers the kernel reads and never writes get a view (an aliased
+view of a buffer written in the same kernel would need the Aliased
+decoration and coherent order): `read` buffers, and `temp` ones that
+an earlier kernel of the program wrote (a dispatch apart).  A workgroup array
 read as vectors is itself an array of vec4 (spirv/memref.py), its scalar
 accesses going to vector components.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects import vector
+from xdsl.dialects import memref, vector
 from xdsl.dialects.builtin import Float32Type, VectorType
 from xdsl.ir import Operation, SSAValue
 
@@ -48,6 +50,11 @@ def _vector_type(e, op: Operation, ty) -> tuple[int, int, int]:
     )
 
 
+def _only_loaded(buffer: SSAValue) -> bool:
+    """Whether the kernel does nothing with `buffer` but load from it."""
+    return all(isinstance(use.operation, memref.LoadOp | vector.LoadOp) for use in buffer.uses)
+
+
 def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
           dtype: str) -> MemoryObject:
     """The vector view of kernel buffer `buffer`, made on first use in the
@@ -64,10 +71,10 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
             f"'{op.name}': buffer {described.name!r} holds {described.dtype}, but the "
             f"vector load reads {dtype}"
         )
-    if not described.is_input:
+    if not (described.is_input or (described.access == "temp" and _only_loaded(buffer))):
         raise VyreError(
             f"'{op.name}': buffer {described.name!r} is written by the kernel; "
-            f"vector loads are only emitted for read-only buffers"
+            f"vector loads are only emitted for buffers it only reads"
         )
     key = (described.binding, width)
     views = e.program.vector_views

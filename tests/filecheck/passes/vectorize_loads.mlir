@@ -214,3 +214,39 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-NEXT:    %h1 = vector.extract %[[V4]][1] : bf16 from vector<4xbf16>
 // CHECK-NEXT:    %h2 = vector.extract %[[V4]][2] : bf16 from vector<4xbf16>
 // CHECK-NEXT:    %h3 = vector.extract %[[V4]][3] : bf16 from vector<4xbf16>
+
+// -----
+
+// A temp buffer (an earlier kernel of the program wrote it) that this
+// kernel only loads is read as vectors like a read-only one; a temp buffer
+// the kernel also stores to is left alone.
+builtin.module attributes {gpu.container_module} {
+  "gpu.module"() <{sym_name = "temps"}> ({
+    "gpu.func"() <{function_type = (memref<64xf32>, memref<64xf32>) -> (), kernel}> ({
+    ^bb0(%lat: memref<64xf32>, %both: memref<64xf32>):
+      %row = "gpu.global_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c8 = arith.constant 8 : index
+      %zero = arith.constant 0.0 : f32
+      %base = arith.muli %row, %c8 : index
+      %dot = scf.for %d = %c0 to %c8 step %c1 iter_args(%acc = %zero) -> (f32) {
+        %i = arith.addi %base, %d : index
+        %x = memref.load %lat[%i] : memref<64xf32>
+        %w = memref.load %both[%i] : memref<64xf32>
+        %p = arith.mulf %x, %w : f32
+        %s = arith.addf %acc, %p : f32
+        scf.yield %s : f32
+      }
+      memref.store %dot, %both[%base] : memref<64xf32>
+      "gpu.return"() : () -> ()
+    }) {sym_name = "temps", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "lat", binding = 0, access = temp, shape = [64], dtype = f32>, #vyre.buffer<name = "both", binding = 1, access = temp, shape = [64], dtype = f32>]>} : () -> ()
+  }) : () -> ()
+}
+
+// CHECK-LABEL: "gpu.func"
+// CHECK:         %dot = scf.for %d =
+// CHECK:           %lat_vec = vector.load %lat[%i] : memref<64xf32>, vector<4xf32>
+// CHECK-NOT:       vector.load %both
+// CHECK:           memref.load %both[%i] : memref<64xf32>
+// CHECK-NOT:       vector.load %both
