@@ -213,14 +213,16 @@ def test_run_time_lengths_fit_beside_the_split_at_deepseeks_dims():
 
 
 @pytest.mark.parametrize("row_blocks, tiles, splits", [
-    (32, 64, 16),  # batch 32, 16 heads, 4096 keys
-    (256, 64, 2),  # batch 32, 128 heads
-    (8, 512, 64),  # batch 1, 128 heads, 32768 keys
-    (1, 512, 256),  # batch 1, 16 heads: two tiles a split
+    (32, 64, 4),  # batch 32, 16 heads, 4096 keys: 128 workgroups
+    (66, 64, 2),  # 132: one a streaming multiprocessor
+    (256, 64, 1),  # batch 32, 128 heads
+    (8, 512, 16),  # batch 1, 128 heads, 32768 keys
+    (1, 512, 128),  # batch 1, 16 heads
+    (1, 64, 32),  # ... 4096 keys: two tiles a split
     (1, 2, 1),  # too few tiles to split
-    (264, 64, 1),  # the grid is full
+    (132, 64, 1),  # the grid is full
 ])
-def test_splits_fill_the_grid_keeping_two_tiles_each(row_blocks, tiles, splits):
+def test_splits_fill_the_grid_once_keeping_two_tiles_each(row_blocks, tiles, splits):
     assert tuning.latent_splits(row_blocks, tiles) == splits
 
 

@@ -139,11 +139,12 @@ def tensor_core_tilings(row_dims: int):
             *fallbacks)
 
 
-# vyre-latent-tensor-cores: workgroups to fill the H200's SMs twice over,
-# and the fewest tiles of 64 keys a split keeps; the row blocks a workgroup
-# takes, best first (docs/performance.md, "MLA's latent attention on the
-# matrix units")
-LATENT_WORKGROUPS = SMALL_GRID
+# vyre-latent-tensor-cores: the most workgroups its splits make, one an SM
+# (splits on an H100: docs/performance.md, "Twenty-first session"), and the
+# fewest tiles of 64 keys a split keeps; the row blocks a workgroup takes,
+# best first (docs/performance.md, "MLA's latent attention on the matrix
+# units")
+LATENT_WORKGROUPS = SMS
 LATENT_SPLIT_TILES = 2
 # (row blocks, staged tiles) a workgroup, in the order tried: staged tiles
 # first (docs/performance.md, "Eighteenth session")
@@ -175,10 +176,11 @@ def merge_dims(item_count: int, head_dim: int) -> int:
 
 def latent_splits(row_blocks: int, tiles: int) -> int:
     """vyre-latent-tensor-cores' splits for `row_blocks` workgroups of rows
-    over `tiles` tiles: the smallest power of two that gives
+    over `tiles` tiles: the largest power of two that gives at most
     LATENT_WORKGROUPS workgroups, keeping LATENT_SPLIT_TILES tiles a split."""
     splits = 1
-    while row_blocks * splits < LATENT_WORKGROUPS and tiles // (2 * splits) >= LATENT_SPLIT_TILES:
+    while (row_blocks * 2 * splits <= LATENT_WORKGROUPS
+           and tiles // (2 * splits) >= LATENT_SPLIT_TILES):
         splits *= 2
     return splits
 
