@@ -150,12 +150,6 @@ def is_multiple_of_term(value: SSAValue, coefficient: int, width: int) -> bool:
     return is_multiple_of(value, width // gcd(coefficient, width))
 
 
-def _position(op: Operation) -> int:
-    block = op.parent_block()
-    assert block is not None
-    return block.get_operation_index(op)
-
-
 def _defined_before(value: SSAValue, op: Operation) -> bool:
     """Whether `value` is available just before `op` (same block or above)."""
     block = op.parent_block()
@@ -164,12 +158,15 @@ def _defined_before(value: SSAValue, op: Operation) -> bool:
     owner = value.owner
     if owner.parent_block() is not block:
         return True
-    return _position(owner) < _position(op)
+    return owner.is_before_in_block(op)
 
 
 def _vectorise(group: _Group, width: int) -> None:
     loads = [load for element in sorted(group.loads) for load in group.loads[element]]
-    first = min(loads, key=_position)
+    first = loads[0]  # the first of them in the block (all in one)
+    for load in loads[1:]:
+        if load.is_before_in_block(first):
+            first = load
     new_ops: list[Operation] = []
     base = group.loads[0][0].indices[0]
     if not _defined_before(base, first):
