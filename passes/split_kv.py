@@ -16,8 +16,8 @@ them exactly.
 (flash-decoding across workgroups): the split kernel stores each
 invocation's partial (m, l, o_acc) in `temp` buffers (the skeleton's
 `partials`), and a kernel `@<name>_merge` inserted after it runs
-`vyre.merge_splits`, one invocation per output element, which also writes
-the log-sum-exp where the skeleton did.  P is then bounded by the tile
+`vyre.merge_splits`, which also writes the log-sum-exp where the skeleton
+did.  P is then bounded by the tile
 count only, not by the workgroup.  Each invocation of the merge merges
 `merge_dims` of an item's dims (0, the default: vyre_xdsl.tuning.merge_dims,
 up to 8 while the kernel keeps enough invocations), combining the splits'
