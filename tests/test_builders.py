@@ -16,7 +16,8 @@ from vyre_xdsl.kernel_info import kernel_info
 from requirements import assert_mlir_opt_accepts, needs_mlir_opt
 
 REPO = Path(__file__).resolve().parent.parent
-LOWERED_DIALECTS = {"gpu", "arith", "scf", "math", "memref", "func", "builtin"}
+# vector: vyre-vectorize-loads' loads (docs/lowered-ir.md)
+LOWERED_DIALECTS = {"gpu", "arith", "scf", "math", "memref", "vector", "func", "builtin"}
 
 FA2_SHAPES = [
     dict(seq_len=1, head_dim=1, tile_size=64),  # a single key, a single dim
