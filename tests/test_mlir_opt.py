@@ -112,6 +112,13 @@ CASES = {
         ),
         {"vyre-absorb-mla", "projection-rows"},
     ),
+    # GQA decode whose merge kernel merges two dims an invocation, reading
+    # the splits' partials (temp buffers) as vectors
+    "gqa-decode-64x16/4-512x128": (
+        lambda: vx.flash_attention_2(seq_len=1, kv_len=512, batch=64, num_heads=16,
+                                     num_kv_heads=4, head_dim=128),
+        {"vyre-split-kv", "merge-dims", "temp-vectors"},
+    ),
     # enough heads to leave the attention unsplit
     "mla-64-128-8-8-4": (
         lambda: vx.mla_decode(
@@ -159,6 +166,15 @@ def passes_seen(module: ModuleOp) -> set[str]:
         # vyre-absorb-mla{rows}: the projections' items over groups of sequences
         "projection-rows": any(r.name_hint == "seq_group" for op in module.walk()
                                for r in op.results),
+        # a merge kernel of fewer invocations than output elements (the
+        # buffer it writes besides the log-sum-exp: out, or MLA's o_lat)
+        "merge-dims": any(k.name.endswith("_merge") and k.item_count < next(
+            b.count for b in k.buffers if "_split_" not in b.name and b.name != "lse")
+            for k in kernels),
+        # vector loads of a temp buffer (vyre-vectorize-loads)
+        "temp-vectors": any(op.name == "vector.load" and any(
+            b.name == op.operands[0].name_hint and b.access == "temp"
+            for k in kernels for b in k.buffers) for op in module.walk()),
         # a second row's scratch (row_widening's copies)
         "vyre-block-rows": any(r.name_hint and r.name_hint.endswith("_row1")
                                for op in module.walk() for r in op.results),
