@@ -45,6 +45,7 @@ from vyre_xdsl.dialects.launch import BufferAccess, launch_of
 from vyre_xdsl.dtypes import HALF_DTYPES, element_type
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of, linear_index
+from vyre_xdsl.kernel_info import only_loaded
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
 
@@ -65,9 +66,7 @@ def read_only_buffers(func: gpu.FuncOp, element_types=(f32,)) -> set[SSAValue]:
         for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
         if isinstance(arg.type, MemRefType) and arg.type.element_type in element_types
         and (described.access == BufferAccess.READ
-             or (described.access == BufferAccess.TEMP
-                 and all(isinstance(use.operation, memref.LoadOp | vector.LoadOp)
-                         for use in arg.uses)))
+             or (described.access == BufferAccess.TEMP and only_loaded(arg)))
     }
 
 

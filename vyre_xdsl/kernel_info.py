@@ -27,6 +27,15 @@ from vyre_xdsl.loop_bounds import constant_index, loop_iterations
 from vyre_xdsl.mma_layout import AccumulatorLayout
 
 
+
+def only_loaded(buffer) -> bool:
+    """Whether a kernel does nothing with its buffer argument `buffer` but
+    load from it (memref.load, vector.load): a `temp` buffer it only reads,
+    which vector loads may then read through a view of their own."""
+    from xdsl.dialects import memref, vector
+
+    return all(isinstance(use.operation, memref.LoadOp | vector.LoadOp) for use in buffer.uses)
+
 @dataclass(frozen=True)
 class BufferInfo:
     name: str

@@ -19,12 +19,13 @@ accesses going to vector components.
 
 from __future__ import annotations
 
-from xdsl.dialects import memref, vector
+from xdsl.dialects import vector
 from xdsl.dialects.builtin import Float32Type, VectorType
 from xdsl.ir import Operation, SSAValue
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of
+from vyre_xdsl.kernel_info import only_loaded
 from vyre_xdsl.spirv.emitter import MemoryObject
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Decoration, Op, StorageClass
@@ -50,11 +51,6 @@ def _vector_type(e, op: Operation, ty) -> tuple[int, int, int]:
     )
 
 
-def _only_loaded(buffer: SSAValue) -> bool:
-    """Whether the kernel does nothing with `buffer` but load from it."""
-    return all(isinstance(use.operation, memref.LoadOp | vector.LoadOp) for use in buffer.uses)
-
-
 def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
           dtype: str) -> MemoryObject:
     """The vector view of kernel buffer `buffer`, made on first use in the
@@ -71,7 +67,7 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
             f"'{op.name}': buffer {described.name!r} holds {described.dtype}, but the "
             f"vector load reads {dtype}"
         )
-    if not (described.is_input or (described.access == "temp" and _only_loaded(buffer))):
+    if not (described.is_input or (described.access == "temp" and only_loaded(buffer))):
         raise VyreError(
             f"'{op.name}': buffer {described.name!r} is written by the kernel; "
             f"vector loads are only emitted for buffers it only reads"
