@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import vyre_xdsl as vx
-from requirements import SPIRV_VAL, needs_val, needs_vulkan
+from requirements import SPIRV_VAL, needs_mlir_opt, needs_val, needs_vulkan
+from test_mma import needs_mlir_translate
 from vyre_xdsl.compiler import parse_module
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import as_program, kernel_info, program_info
@@ -307,3 +308,41 @@ def test_vyre_run_runs_a_program(tmp_path, capsys):
     assert main([str(source), "--random", "--output", f"tmp={out}"]) == 1
     assert "program @scale, @shift has no output 'tmp'; its outputs are out" in (
         capsys.readouterr().err)
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_each_kernel_of_a_program_has_a_module_of_its_own(tmp_path):
+    """The Vulkan runtime builds each pipeline from its kernel's own module
+    (SpirvModule.alone): SPIR-V 1.3's entry points do not list their
+    Workgroup variables, so a driver may count a module's all for each. A
+    program whose three kernels use workgroup memory: each module declares
+    one entry point and only its kernel's Workgroup variables, named after
+    it in the whole module.  MLIR's deserialiser verifies each module and
+    the whole (Debian's spirv-val predates cooperative matrices)."""
+    from test_mma import _mlir_verifies_spirv
+
+    from vyre_xdsl.spirv import emit_spirv_module
+
+    module = vx.mla_decode(seq_len=64, num_heads=4, head_dim=16, kv_lora_rank=64,
+                           qk_rope_head_dim=16, batch=2, dtype="bf16")
+    lowered = vx.lower_to_gpu(module, optimize="vyre-absorb-mla{kernels=3},"
+                              "vyre-projection-tensor-cores{device=h200 force=true},"
+                              "vyre-to-gpu{optimize=none}")
+    spirv = emit_spirv_module(lowered)
+    names = [e.name for e in spirv.entries]
+    assert len(names) == 3 and len(spirv.alone) == 3 == len(spirv.binaries())
+    whole = disassemble(spirv.binary)
+    for name in ("mla_decode_absorb_query", "mla_decode_project"):
+        assert f'"{name}.hp_source"' in whole
+    for name, binary in zip(names, spirv.alone, strict=True):
+        text = disassemble(binary)
+        assert text.count("OpEntryPoint") == 1 and f'"{name}"' in text
+        workgroup = {line.split('"')[1].split(".")[0] for line in text.splitlines()
+                     if "OpName" in line and "." in line.split('"')[1]}
+        assert workgroup <= {name}
+        _mlir_verifies_spirv(binary, tmp_path)
+    _mlir_verifies_spirv(spirv.binary, tmp_path)
+    single = emit_spirv_module(vx.lower_to_gpu(vx.flash_attention_2(seq_len=16, head_dim=4),
+                                               optimize="none"))
+    assert single.alone == () and single.binaries() == (single.binary,)

@@ -9,7 +9,7 @@ mapping and what its entry point needs (`KernelEmitter`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -248,7 +248,10 @@ def emit_spirv_module(module: ModuleOp, program: ProgramInfo | None = None, *,
     with what a runtime needs to know of each entry point (SpirvModule):
     one GLCompute entry point per kernel, named after it, in module order.
     `program` is program_info(module), if the caller has it already.
-    The kernels share one StorageBuffer variable per binding.
+    The kernels share one StorageBuffer variable per binding; a program's
+    kernels are also emitted each in a module of its own
+    (`SpirvModule.alone`), which the Vulkan runtime builds its pipelines
+    from.
 
     Memory spaces are taken as the IR says: `memref.alloc` in space 3 is
     Workgroup memory, any other alloc/alloca a per-invocation Function array
@@ -261,5 +264,12 @@ def emit_spirv_module(module: ModuleOp, program: ProgramInfo | None = None, *,
         raise VyreError(
             f"emit_spirv expects a lowered xdsl ModuleOp, got {type(module).__name__}"
         )
-    return ProgramEmitter(module, program, preserve_nan_inf=preserve_nan_inf).emit()
+    program = program_info(module) if program is None else program
+    whole = ProgramEmitter(module, program, preserve_nan_inf=preserve_nan_inf).emit()
+    if len(program.kernels) == 1:
+        return whole
+    alone = tuple(ProgramEmitter(module, replace(program, kernels=(kernel,)),
+                                 preserve_nan_inf=preserve_nan_inf).emit().binary
+                  for kernel in program.kernels)
+    return replace(whole, alone=alone)
 

@@ -115,8 +115,9 @@ def _alloc(e, op: Operation) -> None:
         array = b.type_array(element, count)
         var = e.fn.local_variable(b.type_pointer(StorageClass.Function, array))
         sc = StorageClass.Function
-    if result.name_hint:
-        b.name(var, result.name_hint)
+    if result.name_hint:  # a Workgroup variable is one kernel's: named after it too
+        b.name(var, result.name_hint if sc == StorageClass.Function
+               else f"{e.info.name}.{result.name_hint}")
     e.memories[result] = MemoryObject(var, sc, element, (), shape, width, half=half)
 
 

@@ -28,6 +28,15 @@ class EntryPoint:
 class SpirvModule:
     binary: bytes
     entries: tuple[EntryPoint, ...]  # in module order
+    # a program's kernels each in a module of its own, in module order
+    # (empty for one kernel): SPIR-V 1.3's entry points do not list the
+    # Workgroup variables they use, so a driver may size an entry point's
+    # workgroup memory by every one of its module's
+    alone: tuple[bytes, ...] = ()
+
+    def binaries(self) -> tuple[bytes, ...]:
+        """A binary for each entry point, in order, to build its pipeline from."""
+        return self.alone or (self.binary,) * len(self.entries)
 
     def entry(self, name: str) -> EntryPoint:
         for entry in self.entries:

@@ -201,7 +201,8 @@ def vulkan_error(ctx: _Context, program: ProgramInfo, error: BaseException) -> V
 class Dispatcher:
     """A program made ready once and dispatched many times on one device.
 
-    It keeps the shader module, a pipeline per kernel, the descriptor set
+    It keeps a pipeline per kernel (each built from its own binary of
+    `binaries`: SpirvModule.binaries()), their shader modules, the descriptor set
     layout and set, a command pool with a recorded command buffer, a fence,
     a timestamp query pool, and the buffers of outputs and temporaries.
     The buffer of an input is made the first time the input comes as an
@@ -213,9 +214,9 @@ class Dispatcher:
     Vulkan errors come out as VyreErrors (vulkan_error); a failed call
     leaves the dispatcher usable, `close` destroys everything it made."""
 
-    def __init__(self, ctx: _Context, spirv: bytes, program: ProgramInfo,
+    def __init__(self, ctx: _Context, binaries: tuple[bytes, ...], program: ProgramInfo,
                  staging: bool | None = None):
-        self.ctx, self.program, self.spirv = ctx, program, spirv
+        self.ctx, self.program = ctx, program
         self.staging = ctx.staging if staging is None else bool(staging)
         self.res = _Resources(ctx)
         self.own: dict[str, DeviceBuffer] = {}  # the buffers the dispatcher made
@@ -228,7 +229,7 @@ class Dispatcher:
         self.closed = False
         ctx.users.add(self)
         try:
-            self._create(spirv)
+            self._create(binaries)
         except BaseException as error:
             try:
                 self.close()
@@ -239,11 +240,15 @@ class Dispatcher:
             raise
 
     # setup ------------------------------------------------------------------
-    def _create(self, spirv: bytes) -> None:
+    def _create(self, binaries: tuple[bytes, ...]) -> None:
         ctx, program, res = self.ctx, self.program, self.res
         vk, device = ctx.vk, ctx.device
-        shader_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
-        shader = res.add("shader", vk.vkCreateShaderModule(device, shader_info, None))
+        shaders = {}  # one module for the kernels that share a binary
+        for binary in binaries:
+            if binary not in shaders:
+                shader_info = vk.VkShaderModuleCreateInfo(codeSize=len(binary), pCode=binary)
+                shaders[binary] = res.add("shader",
+                                          vk.vkCreateShaderModule(device, shader_info, None))
         bindings = [
             vk.VkDescriptorSetLayoutBinding(
                 binding=b.binding, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -260,9 +265,10 @@ class Dispatcher:
         self.pipeline_layout = res.add(
             "pipeline_layout", vk.vkCreatePipelineLayout(device, pipeline_layout_info, None))
         self.pipelines = []
-        for kernel in program.kernels:  # entry point = kernel name
-            stage = vk.VkPipelineShaderStageCreateInfo(
-                stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=kernel.name)
+        for kernel, binary in zip(program.kernels, binaries, strict=True):
+            stage = vk.VkPipelineShaderStageCreateInfo(  # entry point = kernel name
+                stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shaders[binary],
+                pName=kernel.name)
             flags = (vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if ctx.statistics
                      else 0)
             pipeline_info = vk.VkComputePipelineCreateInfo(flags=flags, stage=stage,

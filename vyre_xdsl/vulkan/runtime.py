@@ -74,7 +74,7 @@ def load(spirv: SpirvModule, info: KernelInfo | ProgramInfo, *,
     _check_limits(ctx, spirv, program, {} if arrays is None else arrays)
     _check_accumulator(ctx, program)
     ctx.messages.clear()
-    dispatcher = Dispatcher(ctx, spirv.binary, program, staging)
+    dispatcher = Dispatcher(ctx, spirv.binaries(), program, staging)
     try:
         _check(ctx.messages, f"the setup of {program.label} on {ctx.name}")
     except VyreError:
