@@ -14,7 +14,7 @@ from xdsl.ir import Dialect
 
 from vyre_xdsl.dialects.constants import BINDING_MAX, I64_MAX, I64_MIN, U32_MAX
 from vyre_xdsl.dialects.launch import LAUNCH_ATTRIBUTES
-from vyre_xdsl.dialects.mla import MlaAttr
+from vyre_xdsl.dialects.mla import HeadProductAttr, MlaAttr
 from vyre_xdsl.dialects.plan import PLAN_ATTRIBUTES
 from vyre_xdsl.dialects.vyre_checks import (
     ACCESS_MODES,
@@ -126,5 +126,5 @@ Vyre = Dialect(
         LaneIndexOp,
         *STABILITY_OPS,
     ],
-    [*LAUNCH_ATTRIBUTES, *PLAN_ATTRIBUTES, MlaAttr],
+    [*LAUNCH_ATTRIBUTES, *PLAN_ATTRIBUTES, MlaAttr, HeadProductAttr],
 )

@@ -107,6 +107,12 @@ def _latent_tensor_cores():
     return LatentTensorCoresPass
 
 
+def _projection_tensor_cores():
+    from vyre_xdsl.passes.projection_tensor_cores import ProjectionTensorCoresPass
+
+    return ProjectionTensorCoresPass
+
+
 def _tensor_cores():
     from vyre_xdsl.passes.tensor_cores import TensorCoresPass
 
@@ -150,6 +156,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-stage-kv-tiles": _stage_kv_tiles,
     "vyre-tensor-cores": _tensor_cores,
     "vyre-latent-tensor-cores": _latent_tensor_cores,
+    "vyre-projection-tensor-cores": _projection_tensor_cores,
     "vyre-use-exp2": _use_exp2,
     "vyre-vectorize-loads": _vectorize_loads,
     "vyre-to-gpu": _vyre_to_gpu,

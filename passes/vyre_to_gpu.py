@@ -15,6 +15,9 @@
            with that tiling, which reorders sums and reads the weights in
            f16 within its declared tolerance), MLA's latent attention there
            (`vyre.latent_tensor_cores`: vyre-latent-tensor-cores, likewise),
+           the absorbed program's per-head projections there where their
+           weights' type has matrices (vyre-projection-tensor-cores with
+           the tuning's tiling, likewise),
            and those it runs as register blocks
            (`vyre.block_product`: vyre-block-product with that
            blocking, bit-identical to a lane a row with tiles of its
@@ -58,7 +61,13 @@ from vyre_xdsl.dialects.plan import (
 from vyre_xdsl.dialects.vyre import TiledOnlineSoftmaxOp
 from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.kernel_info import lowered_kernels, read_kernel, workgroup_memory_bytes
-from vyre_xdsl.passes import ALL_PASSES, block_product, latent_tensor_cores, tensor_cores
+from vyre_xdsl.passes import (
+    ALL_PASSES,
+    block_product,
+    latent_tensor_cores,
+    projection_tensor_cores,
+    tensor_cores,
+)
 
 OPTIMISATION_LEVELS = ("none", "exact", "default")
 LOWERING = ("vyre-inline-fragments", "vyre-expand-stability", "convert-vyre-to-gpu")
@@ -136,6 +145,10 @@ class VyreToGpuPass(ModulePass):
         unroll, interleave = tuning.UNROLL, ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)
+            for kernel in projection_tensor_cores.recorded(op):
+                tiling = projection_tensor_cores.device_tiling(kernel)
+                if projection_tensor_cores.problem(kernel, device, tiling) is None:
+                    projection_tensor_cores.expand(kernel, tiling)
             plans = list(tuning.record_plans(op, device, self.f32_parts).values())
             for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
                 if isinstance(on_matrices := skeleton.attributes.get(TENSOR_CORES_ATTR),

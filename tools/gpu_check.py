@@ -262,10 +262,12 @@ def split_plan_case(heads: int, n: int, d: int, parts: int, batch: int = 1,
 
 
 def latent_paged_case(batch: int, length: int, heads: int, page: int,
-                      dtype: str = "f16", stage: bool = False) -> Case:
+                      dtype: str = "f16", stage: bool = False,
+                      projections: bool = False) -> Case:
     """MLA decode in f16 or bf16 over a paged latent cache of ragged
     lengths (a shuffled block table; rows past each end NaN) through
-    vyre-latent-tensor-cores (`stage`: its staged tiles), against the
+    vyre-latent-tensor-cores (`stage`: its staged tiles; `projections`:
+    the projections through vyre-projection-tensor-cores), against the
     program's oracle over the pages."""
 
     d, rank, rope, pages = 128, 512, 64, batch * -(-length // page)
@@ -296,10 +298,14 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int,
             kv_lens=ins["kv_lens"], block_table=ins["block_table"], page_size=page,
             kv_len=length, dtype=dtype)
 
+    projected = ("vyre-projection-tensor-cores{device=vulkan force=true},"
+                 if projections else "")
     pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
-                f"force=true stage={str(stage).lower()}}},vyre-to-gpu{{optimize=exact}}")
+                f"force=true stage={str(stage).lower()}}},{projected}"
+                f"vyre-to-gpu{{optimize=exact}}")
     return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} "
-                f"{dtype}{' staged' if stage else ''}", build, inputs, reference, dtype,
+                f"{dtype}{' staged' if stage else ''}{' projections' if projections else ''}",
+                build, inputs, reference, dtype,
                 MATRIX_TOLERANCE[dtype], cooperative_matrix=True, optimize=pipeline)
 
 
@@ -409,6 +415,10 @@ def cases(every: bool) -> list[Case]:
         latent_case(1024, 16, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True),
         latent_paged_case(8, 4096, 16, 64, dtype="bf16", stage=True),
         latent_paged_case(4, 2048, 128, 16, stage=True),
+        # the projections on the matrix units: one row block (batch 4 of 16
+        # rows), three with the last one's rows past the batch
+        latent_paged_case(4, 2048, 128, 16, stage=True, projections=True),
+        latent_paged_case(40, 1024, 16, 16, dtype="bf16", stage=True, projections=True),
         # f32 split into bf16 parts on the matrix units
         tensor_case(32, 4096, 64, dtype="f32", pieces=3, row_tiles=2, stage=True,
                     registers=True),

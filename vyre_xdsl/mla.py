@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
-from vyre_xdsl.dialects.mla import MLA_ATTR, MlaAttr
+from vyre_xdsl.dialects.mla import HEAD_PRODUCT_ATTR, MLA_ATTR, HeadProductAttr, MlaAttr
 from vyre_xdsl.dtypes import check_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.ir_builder import IRBuilder
@@ -542,7 +542,9 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode", rows: int = 1) -> 
     row; the skeleton's own copy of it (q_scratch) goes unread.  q_lat and
     o_lat stay f32; the other arguments are `mla_decode`'s.
 
-    `rows` (a divisor of the batch) gives each item of the projections
+    Each projection records the product it computes (`#vyre.head_product`,
+    which vyre-projection-tensor-cores reads).  `rows` (a divisor of the
+    batch) gives each item of the projections
     that many rows of one head (`rows` sequences') at its column: each
     weight is read once for all of them, and each row's sum keeps its
     order (the same bits)."""
@@ -609,17 +611,23 @@ def mla_decode_program(mla: Mla, *, name: str = "mla_decode", rows: int = 1) -> 
         out="o_lat",
     ).body.block.ops
     attention.detach()
-    module = ModuleOp([
+    projections = [
         per_item_kernel(
             f"{name}_absorb_query", uses("q", "w_uk", "q_lat"),
             mla.items * rank // rows, absorb_query, mla.dtype,
         ),
-        attention,
         per_item_kernel(
             f"{name}_project", uses("w_uv", "o_lat", "out"), mla.items * head_dim // rows,
             project,
             mla.dtype,
         ),
-    ])
+    ]
+    for kernel, (source, weights, dest, depth, width) in zip(projections, (
+            ("q", "w_uk", "q_lat", head_dim, rank), ("o_lat", "w_uv", "out", rank, head_dim)),
+            strict=True):
+        kernel.attributes[HEAD_PRODUCT_ATTR] = HeadProductAttr(
+            source=source, weights=weights, dest=dest, sequences=mla.batch,
+            heads=mla.num_heads, depth=depth, width=width, transposed=weights == "w_uk")
+    module = ModuleOp([projections[0], attention, projections[1]])
     module.verify()
     return module

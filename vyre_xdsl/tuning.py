@@ -163,6 +163,21 @@ def projection_rows(batch: int) -> int:
     return rows
 
 
+# blocks of 16 sequences a workgroup of a projection on the matrix units
+# computes, at most (vyre-projection-tensor-cores; each is 8 f32 registers
+# a lane for each of a subgroup's column blocks)
+PROJECTION_ROW_TILES = 8
+PROJECTION_COL_BLOCKS = 1
+
+
+def projection_tiling(sequences: int) -> tuple[int, int]:
+    """vyre-projection-tensor-cores' (row_tiles, col_blocks) for a product
+    over `sequences` rows a head: every row block of the sequences in one
+    workgroup where there are at most PROJECTION_ROW_TILES (each weight
+    is then read once), else that many."""
+    return min(-(-sequences // 16), PROJECTION_ROW_TILES), PROJECTION_COL_BLOCKS
+
+
 def merge_dims(item_count: int, head_dim: int) -> int:
     """The dims each invocation of a merge kernel merges: the largest power
     of two up to MERGE_DIMS that divides head_dim and leaves at least
