@@ -10,7 +10,10 @@ vyre-tensor-cores' tiling (its options of the same names), and no
 = 2, keys = 4>`: vyre-block-product's blocking, and no `vyre.plan` either;
 MLA's latent attention on the matrix units gets `vyre.latent_tensor_cores =
 #vyre.latent_tensor_cores<row_tiles = 1, splits = 8>`:
-vyre-latent-tensor-cores' tiling.
+vyre-latent-tensor-cores' tiling.  A `vyre.kernel` recording a per-head
+product (`#vyre.head_product`) that runs there gets
+`vyre.projection_tensor_cores = #vyre.projection_tensor_cores<row_tiles =
+2, col_blocks = 1>`: vyre-projection-tensor-cores' tiling.
 
 vyre-plan (and vyre-to-gpu{optimize=default}, which runs it) records the
 tuning's plan (vyre_xdsl.tuning) as the discardable attribute `vyre.plan`
@@ -366,6 +369,37 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
         _print_int_fields(self, printer, (*_LATENT_INTS, *_LATENT_FLAGS), _LATENT_FLAGS)
 
 
+PROJECTION_TENSOR_CORES_ATTR = "vyre.projection_tensor_cores"  # on a vyre.kernel
+_PROJECTION_INTS = ("row_tiles", "col_blocks")
+
+
+@irdl_attr_definition
+class ProjectionTensorCoresAttr(ParametrizedAttribute):
+    """One kernel's plan as a per-head product on the matrix units:
+    vyre-projection-tensor-cores' tiling (its options of the same names)."""
+
+    name = "vyre.projection_tensor_cores"
+
+    row_tiles_attr: IntAttr
+    col_blocks_attr: IntAttr
+
+    def __init__(self, row_tiles: int, col_blocks: int):
+        super().__init__(IntAttr(row_tiles), IntAttr(col_blocks))
+
+    row_tiles = _data("row_tiles_attr")
+    col_blocks = _data("col_blocks_attr")
+
+    def verify(self) -> None:
+        _require_positive(self, _PROJECTION_INTS)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        return _parse_int_fields(cls, parser, _PROJECTION_INTS)
+
+    def print_parameters(self, printer: Printer) -> None:
+        _print_int_fields(self, printer, _PROJECTION_INTS)
+
+
 def _require_positive(attr: ParametrizedAttribute, fields: tuple[str, ...]) -> None:
     """Each of `attr`'s integer `fields` at least 1."""
     for key in fields:
@@ -402,7 +436,7 @@ def _print_int_fields(attr: Attribute, printer: Printer, fields: tuple[str, ...]
 
 
 PLAN_ATTRIBUTES = (PlanAttr, MergeKindAttr, TensorCoresAttr, BlockProductAttr,
-                   LatentTensorCoresAttr)
+                   LatentTensorCoresAttr, ProjectionTensorCoresAttr)
 # the plans that expand a skeleton (it gets no vyre.plan)
 EXPANSION_ATTRS = (TENSOR_CORES_ATTR, LATENT_TENSOR_CORES_ATTR, BLOCK_PRODUCT_ATTR)
 

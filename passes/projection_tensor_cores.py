@@ -38,7 +38,9 @@ destination each f32 or of the weights' type, a depth a multiple of 16 and
 a width a multiple of a workgroup's columns.  `vyre-projection-tensor-cores`
 leaves a kernel that does not qualify as it is; `{force=true}` reports why
 instead.  vyre-to-gpu's default plan takes it where the kernel qualifies on
-the device (vyre_xdsl.tuning.projection_tiling).
+the device, with as many row blocks a workgroup as leave the grid full
+(vyre_xdsl.tuning.projection_tiling; `#vyre.projection_tensor_cores` on the
+kernel).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaStoreMatrixOp,
 )
 from vyre_xdsl.dialects.mla import HEAD_PRODUCT_ATTR, HeadProductAttr
+from vyre_xdsl.dialects.plan import PROJECTION_TENSOR_CORES_ATTR, ProjectionTensorCoresAttr
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_elements import (
@@ -87,6 +90,14 @@ class ProjectionTiling:
 
     row_tiles: int = 1
     col_blocks: int = 1
+
+    @staticmethod
+    def of(attr: ProjectionTensorCoresAttr) -> ProjectionTiling:
+        """The tiling a plan records (`#vyre.projection_tensor_cores`)."""
+        return ProjectionTiling(attr.row_tiles, attr.col_blocks)
+
+    def attr(self) -> ProjectionTensorCoresAttr:
+        return ProjectionTensorCoresAttr(self.row_tiles, self.col_blocks)
 
     @property
     def rows(self) -> int:
@@ -316,6 +327,7 @@ def expand(kernel: vyre.KernelOp, tiling: ProjectionTiling) -> None:
                         if not isinstance(op, vyre.BufferOp)]):
         Rewriter.erase_op(op, safe_erase=False)
     del kernel.attributes[HEAD_PRODUCT_ATTR]  # the body no longer sums in its order
+    kernel.attributes.pop(PROJECTION_TENSOR_CORES_ATTR, None)
     b = IRBuilder(InsertPoint.at_end(kernel.body.block))
     ProjectionExpansion(kernel, record, tiling, b).emit(b)
     kernel.properties["item_count"] = IntegerAttr(tiling.workgroups(record) * LANES, i64)
@@ -326,7 +338,11 @@ def device_tiling(kernel: vyre.KernelOp, row_tiles: int = 0,
                   col_blocks: int = 0) -> ProjectionTiling:
     """The tiling given, its zeros the tuning's (vyre_xdsl.tuning.projection_tiling)."""
     record = record_of(kernel)
-    chosen = tuning.projection_tiling(record.dims()[0] if record else 1)
+    if record is None:  # nothing to tile: problem() says so
+        return ProjectionTiling(row_tiles or 1, col_blocks or 1)
+    sequences, heads, _, width = record.dims()
+    columns = ProjectionTiling(1, col_blocks or tuning.PROJECTION_COL_BLOCKS).columns
+    chosen = tuning.projection_tiling(sequences, heads * max(width // columns, 1))
     return ProjectionTiling(row_tiles or chosen[0], col_blocks or chosen[1])
 
 

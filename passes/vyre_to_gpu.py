@@ -15,9 +15,9 @@
            with that tiling, which reorders sums and reads the weights in
            f16 within its declared tolerance), MLA's latent attention there
            (`vyre.latent_tensor_cores`: vyre-latent-tensor-cores, likewise),
-           the absorbed program's per-head projections there where their
-           weights' type has matrices (vyre-projection-tensor-cores with
-           the tuning's tiling, likewise),
+           the absorbed program's per-head projections there
+           (`vyre.projection_tensor_cores` on their kernels:
+           vyre-projection-tensor-cores with that tiling, likewise),
            and those it runs as register blocks
            (`vyre.block_product`: vyre-block-product with that
            blocking, bit-identical to a lane a row with tiles of its
@@ -53,9 +53,11 @@ from vyre_xdsl.device import GENERIC, DeviceProfile, device_profile
 from vyre_xdsl.dialects.plan import (
     BLOCK_PRODUCT_ATTR,
     LATENT_TENSOR_CORES_ATTR,
+    PROJECTION_TENSOR_CORES_ATTR,
     TENSOR_CORES_ATTR,
     BlockProductAttr,
     LatentTensorCoresAttr,
+    ProjectionTensorCoresAttr,
     TensorCoresAttr,
 )
 from vyre_xdsl.dialects.vyre import TiledOnlineSoftmaxOp
@@ -145,11 +147,12 @@ class VyreToGpuPass(ModulePass):
         unroll, interleave = tuning.UNROLL, ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)
-            for kernel in projection_tensor_cores.recorded(op):
-                tiling = projection_tensor_cores.device_tiling(kernel)
-                if projection_tensor_cores.problem(kernel, device, tiling) is None:
-                    projection_tensor_cores.expand(kernel, tiling)
             plans = list(tuning.record_plans(op, device, self.f32_parts).values())
+            for kernel in projection_tensor_cores.recorded(op):
+                if isinstance(on_matrices := kernel.attributes.get(PROJECTION_TENSOR_CORES_ATTR),
+                              ProjectionTensorCoresAttr):
+                    projection_tensor_cores.expand(
+                        kernel, projection_tensor_cores.ProjectionTiling.of(on_matrices))
             for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
                 if isinstance(on_matrices := skeleton.attributes.get(TENSOR_CORES_ATTR),
                               TensorCoresAttr):

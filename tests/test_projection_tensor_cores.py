@@ -194,19 +194,30 @@ def test_force_names_the_kernel_that_does_not_qualify():
     assert "gpu.subgroup_mma" not in str(left)
 
 
-@pytest.mark.parametrize("sequences, tiling", [
-    (1, (1, 1)), (16, (1, 1)), (17, (2, 1)), (32, (2, 1)), (128, (8, 1)), (512, (8, 1)),
+@pytest.mark.parametrize("sequences, others, row_tiles", [
+    (1, 4096, 1),  # one row block
+    (32, 16 * 2, 1),  # B=32 H=16, out = W_uv o_lat (2 groups of 64 columns a head)
+    (32, 16 * 8, 1),  # its q_lat = W_uk q (8 groups): 256 workgroups with one
+    (128, 16 * 8, 2),  # B=128 H=16: 512 workgroups of 2 row blocks
+    (32, 128 * 8, 2),  # B=32 H=128
+    (128, 64 * 2, 2),  # B=128 H=64
+    (128, 64 * 8, 8),  # B=128 H=64: 512 workgroups of 8 row blocks
+    (1024, 4096, 8),  # no more than PROJECTION_ROW_TILES
+    (48, 4096, 2),  # 3 row blocks: a power of two up to them
 ])
-def test_the_tuning_puts_a_heads_rows_in_one_workgroup(sequences, tiling):
-    assert tuning.projection_tiling(sequences) == tiling
+def test_the_tuning_keeps_the_grid_full(sequences, others, row_tiles):
+    """The tilings that were fastest on an H100 (docs/performance.md,
+    "Twenty-second session")."""
+    assert tuning.projection_tiling(sequences, others) == (row_tiles, 1)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_the_default_plan_takes_the_projections_where_the_device_has_matrices(dtype):
     module = vx.mla_decode(dtype=dtype, batch=20, **SMALL)
     lowered = vx.lower_to_gpu(module, optimize="default", device="h200")
-    # 20 sequences: two row blocks a workgroup, 4 heads, one workgroup of columns
-    assert _workgroups(lowered) == {name: (128, 4) for name in PROJECTIONS}
+    # 20 sequences: two row blocks, a workgroup each (8 workgroups are far
+    # from a full grid), 4 heads, one group of columns
+    assert _workgroups(lowered) == {name: (128, 8) for name in PROJECTIONS}
     _check(lowered, dtype)
     lanes = vx.lower_to_gpu(vx.mla_decode(dtype=dtype, batch=20, **SMALL),
                             optimize="vyre-to-gpu{device=h200 matrix_units=false}")

@@ -29,6 +29,7 @@ from vyre_xdsl.dialects.plan import (
     EXPANSION_ATTRS,
     LATENT_TENSOR_CORES_ATTR,
     PLAN_ATTR,
+    PROJECTION_TENSOR_CORES_ATTR,
     TENSOR_CORES_ATTR,
     MergeKind,
     PlanAttr,
@@ -168,14 +169,23 @@ def projection_rows(batch: int) -> int:
 # a lane for each of a subgroup's column blocks)
 PROJECTION_ROW_TILES = 8
 PROJECTION_COL_BLOCKS = 1
+# the workgroups a projection keeps while it gives each more row blocks:
+# about four an SM (docs/performance.md, "Twenty-second session")
+PROJECTION_WORKGROUPS = 512
 
 
-def projection_tiling(sequences: int) -> tuple[int, int]:
+def projection_tiling(sequences: int, others: int) -> tuple[int, int]:
     """vyre-projection-tensor-cores' (row_tiles, col_blocks) for a product
-    over `sequences` rows a head: every row block of the sequences in one
-    workgroup where there are at most PROJECTION_ROW_TILES (each weight
-    is then read once), else that many."""
-    return min(-(-sequences // 16), PROJECTION_ROW_TILES), PROJECTION_COL_BLOCKS
+    over `sequences` rows a head, with `others` workgroups for each group
+    of row blocks (heads x groups of columns): the most row blocks a
+    workgroup, a power of two up to PROJECTION_ROW_TILES, that leave at
+    least PROJECTION_WORKGROUPS workgroups (each weight is read once a
+    workgroup); 1 where none does."""
+    blocks, rows = -(-sequences // 16), 1
+    while (2 * rows <= min(blocks, PROJECTION_ROW_TILES)
+           and -(-blocks // (2 * rows)) * others >= PROJECTION_WORKGROUPS):
+        rows *= 2
+    return rows, PROJECTION_COL_BLOCKS
 
 
 def merge_dims(item_count: int, head_dim: int) -> int:
@@ -736,7 +746,9 @@ def record_plans(module: ModuleOp, device: DeviceProfile,
     skeleton: `vyre.tensor_cores` for those that run on `device`'s matrix
     units (tensor_core_tiling; f32 ones only with `f32_parts`, split into
     that many bf16 parts), `vyre.latent_tensor_cores` for MLA's latent
-    attention there (latent_tiling), `vyre.block_product` for those that
+    attention there (latent_tiling), `vyre.projection_tensor_cores` on
+    the kernels of per-head products there (projection_plan),
+    `vyre.block_product` for those that
     run as register blocks (block_blocking), `vyre.plan` for the others,
     where the passes given `0` read it; returns the latter."""
     for skeleton in _skeletons(module):
@@ -750,10 +762,27 @@ def record_plans(module: ModuleOp, device: DeviceProfile,
         if expansion is not None:
             skeleton.attributes.pop(PLAN_ATTR, None)
             skeleton.attributes[name] = expansion.attr()
+    for kernel in [k for k in module.walk() if isinstance(k, vyre.KernelOp)]:
+        kernel.attributes.pop(PROJECTION_TENSOR_CORES_ATTR, None)
+        if (tiling := projection_plan(kernel, device)) is not None:
+            kernel.attributes[PROJECTION_TENSOR_CORES_ATTR] = tiling.attr()
     plans = module_plans(module, device)
     for skeleton, plan in plans.items():
         skeleton.attributes[PLAN_ATTR] = plan
     return plans
+
+
+def projection_plan(kernel: vyre.KernelOp, device: DeviceProfile):
+    """How `kernel`'s recorded per-head product runs on `device`'s matrix
+    units (a vyre-projection-tensor-cores ProjectionTiling, rows as
+    projection_tiling chooses), or None where it records none or does not
+    qualify."""
+    from vyre_xdsl.passes.projection_tensor_cores import device_tiling, problem, record_of
+
+    if record_of(kernel) is None:
+        return None
+    tiling = device_tiling(kernel)
+    return tiling if problem(kernel, device, tiling) is None else None
 
 
 def _skeletons(module: ModuleOp) -> list[vyre.TiledOnlineSoftmaxOp]:

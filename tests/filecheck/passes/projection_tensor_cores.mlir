@@ -2,6 +2,8 @@
 // RUN: vyre-opt %s -p 'vyre-projection-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=DEFAULT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200 matrix_units=false}' | filecheck %s --check-prefix=LANES
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200 matrix_units=false}' | filecheck %s --check-prefix=NOPLAN
 
 // MLA decode's output projection in bf16 (vx.mla_decode(batch=2,
 // seq_len=64, num_heads=2, head_dim=16, kv_lora_rank=32,
@@ -28,6 +30,9 @@
 
 // LEFT:       vyre.kernel @mla_decode_project items 32 workgroup_size 64 attributes {vyre.head_product = #vyre.head_product<source = "o_lat", weights = "w_uv", dest = "out", sequences = 2, heads = 2, depth = 32, width = 16, transposed = false>}
 // LEFT-NOT:   gpu.subgroup_mma
+
+// PLAN:       vyre.kernel @mla_decode_project items 32 workgroup_size 64 attributes {vyre.head_product = #vyre.head_product<{{.*}}>, vyre.projection_tensor_cores = #vyre.projection_tensor_cores<row_tiles = 1, col_blocks = 1>}
+// NOPLAN-NOT: vyre.projection_tensor_cores
 
 // DEFAULT:    "gpu.module"() <{sym_name = "mla_decode_project"}>
 // DEFAULT:    gpu.subgroup_mma_compute

@@ -103,3 +103,16 @@ builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 0, splits =
 // ... and a row block's keys go to at least one workgroup.
 builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = -2, stage = true, skip_rescale = false>} {}
 // CHECK: error: #vyre.latent_tensor_cores: splits must be >= 1, got -2
+
+// -----
+
+// A per-head product on the matrix units (#vyre.projection_tensor_cores):
+// a workgroup takes at least one block of 16 sequences ...
+builtin.module attributes {t = #vyre.projection_tensor_cores<row_tiles = 0, col_blocks = 1>} {}
+// CHECK: error: #vyre.projection_tensor_cores: row_tiles must be >= 1, got 0
+
+// -----
+
+// ... and each subgroup at least one block of 16 columns.
+builtin.module attributes {t = #vyre.projection_tensor_cores<row_tiles = 2, col_blocks = 0>} {}
+// CHECK: error: #vyre.projection_tensor_cores: col_blocks must be >= 1, got 0
