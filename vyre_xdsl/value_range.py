@@ -31,6 +31,9 @@ MARGIN = 1e-6
 # how far a device's tanh may stray past +-1 (approximate math)
 TANH_SLACK = 1e-3
 DEPTH = 64  # ops followed back from a value
+# the ops whose result's interval follows from their operands'
+READ = (arith.SelectOp, xmath.TanhOp, vyre.BoundedExpArgOp, xmath.ExpOp, xmath.Exp2Op,
+        arith.NegfOp, xmath.AbsFOp, arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
 
 def bounds(value: SSAValue, depth: int = DEPTH) -> Interval:
@@ -55,6 +58,8 @@ def _interval(value: SSAValue, depth: int, seen: dict) -> Interval:
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr):
         c = op.value.value.data
         return EMPTY if math.isnan(c) else (c, c)
+    if not isinstance(op, READ):  # its operands (a load's indices, say) tell nothing
+        return UNKNOWN
     operands = [_bounds(v, depth - 1, seen) for v in getattr(op, "operands", ())]
     if isinstance(op, arith.SelectOp):  # either branch; an always-NaN one adds no number
         branches = [b for b in operands[1:] if b[0] <= b[1]]
