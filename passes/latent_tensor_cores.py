@@ -51,6 +51,13 @@ ends in has its rows past the end cleared first (0 * inf is NaN).  The
 global loads are then those of whole 16x16 blocks, once for K and V
 together (docs/performance.md, "Eighteenth session").
 
+With `row_groups=2` (staged only) a workgroup is two groups of four
+subgroups (256 lanes), each group owning its own `row_tiles` row blocks as
+one group does, the two sharing each staged tile: a tile's blocks are
+staged by all eight subgroups, half as many each, and every row's sums
+keep their order (the same bits as one group).  The rows of a workgroup
+must read the same keys (32 heads of a sequence or more).
+
 With `skip_rescale=true` O's rescale (every element of O's matrices times
 its row's rescale) sits in a branch that a subgroup skips where none of its
 rows moved its running max: each rescale is then 1 and x * 1 is x, so the
@@ -169,11 +176,17 @@ class LatentTiling:
     splits: int = 1
     stage: bool = False
     skip_rescale: bool = False
+    row_groups: int = 1
 
     @property
     def rows(self) -> int:
         """Query rows of a workgroup (they read the same keys)."""
-        return TILE * self.row_tiles
+        return TILE * self.row_tiles * self.row_groups
+
+    @property
+    def lanes(self) -> int:
+        """A workgroup's lanes: four subgroups for each group of row blocks."""
+        return LANES * self.row_groups
 
     @staticmethod
     def of(attr: LatentTensorCoresAttr) -> LatentTiling:
@@ -181,6 +194,7 @@ class LatentTiling:
         return LatentTiling(attr.row_tiles, attr.splits, attr.stage, attr.skip_rescale)
 
     def attr(self) -> LatentTensorCoresAttr:
+        assert self.row_groups == 1, "the plan records one group of row blocks"
         return LatentTensorCoresAttr(self.row_tiles, self.splits, self.stage,
                                      self.skip_rescale)
 
@@ -220,11 +234,15 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
         return reason
     if tiling.row_tiles < 1 or tiling.splits < 1:
         return f"row_tiles {tiling.row_tiles} and splits {tiling.splits} must be positive"
+    if tiling.row_groups not in (1, 2):
+        return f"row_groups must be 1 or 2, got {tiling.row_groups}"
+    if tiling.row_groups > 1 and not tiling.stage:
+        return "row groups share the staged tiles: row_groups 2 needs stage=true"
     shape = op.shape()
-    if tiling.rows > LANES or LANES % tiling.rows:
-        # each row's query is staged by LANES // rows neighbouring lanes
-        return (f"{tiling.rows} rows a workgroup: its {LANES} lanes stage them in equal "
-                f"shares, so row_tiles must be 1, 2, 4 or 8")
+    if tiling.rows > tiling.lanes or tiling.lanes % tiling.rows:
+        # each row's query is staged by lanes // rows neighbouring lanes
+        return (f"{tiling.rows} rows a workgroup: its {tiling.lanes} lanes stage them in "
+                f"equal shares, so row_tiles must be 1, 2, 4 or 8")
     try:
         require_multiples((("v_head_dim", op.v_dim, TILE * SUBGROUPS),
                            ("the keys (seq_len)", shape["seq_len"], KEYS),
@@ -328,26 +346,42 @@ class LatentExpansion(MatrixElements):
             "tc_value_block")
         self.lane = b.emit(vyre.LaneIndexOp()).results[0]
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
-        self.group = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
+        # with row groups, a subgroup's place in its group (its query
+        # blocks, value dims and part of S) and its group's row blocks
+        self.subgroup = b.divui(self.lane, b.index(SUBGROUP), "subgroup")
+        self.group, self.row_base = self.subgroup, None
+        if tiling.row_groups > 1:
+            self.group = b.remui(self.subgroup, b.index(SUBGROUPS), "group_subgroup")
+            self.row_base = b.muli(b.divui(self.subgroup, b.index(SUBGROUPS)),
+                                   b.index(tiling.row_tiles), "row_base")
         self.sublane = b.remui(self.lane, b.index(SUBGROUP), "sublane")
         # a split's workgroups are neighbours: a sequence's row blocks read
         # the same keys at about the same time
-        workgroup = b.divui(invocation, b.index(LANES))
+        workgroup = b.divui(invocation, b.index(tiling.lanes))
         self.split = b.divui(workgroup, b.index(self.blocks), "split")
         self.first = b.muli(b.remui(workgroup, b.index(self.blocks)), b.index(rows),
                             "first_row")
+        self.mine = self.first  # this subgroup's first row
+        if self.row_base is not None:
+            self.mine = b.addi(self.first, b.muli(self.row_base, b.index(TILE)), "my_row")
         self.width = b.subgroup_width()
         if self.ragged:  # the row block's sequence's keys
             seq = b.divui(self.first, b.index(op.seq_items), "seq")
             self.length = b.load_clamped_index(op.kv_lens, seq, shape["seq_len"])
             self.length.name_hint = "kv_len"
 
+    def block_at(self, b: IRBuilder, r: int, size: int) -> SSAValue:
+        """Where this subgroup's row block r starts in an array of `size`
+        elements a row block."""
+        at = b.index(r * size)
+        return at if self.row_base is None else b.addi(b.muli(self.row_base, b.index(size)), at)
+
     def emit(self, b: IRBuilder) -> None:
         self.stage_queries(b)
         c32, rows = tile_matrix(f32, MMAOperand.C), self.layout.row_count
         # each row block's elements' query scales, by the accumulator's layout
         scales = [self.slot_values(b, b.emit(SubgroupMmaLoadMatrixOp(
-            self.query_scale, [b.index(r * TILE * TILE)], c32, TILE)).results[0])
+            self.query_scale, [self.block_at(b, r, TILE * TILE)], c32, TILE)).results[0])
             if self.scaled else None for r in range(self.latent.row_tiles)]
         self.columns = None
         if self.ragged:  # each of this lane's elements' column, as f32
@@ -395,7 +429,8 @@ class LatentExpansion(MatrixElements):
         a16, count = tile_matrix(self.half, MMAOperand.A), self.depth // TILE // SUBGROUPS
         dims = b.muli(self.group, b.index(TILE))  # the subgroup's first block
         queries = [[b.emit(SubgroupMmaLoadMatrixOp(
-            self.staged, [b.addi(dims, b.index(r * TILE * self.depth + j * SUBGROUPS * TILE))],
+            self.staged, [b.addi(b.addi(dims, self.block_at(b, r, TILE * self.depth)),
+                                 b.index(j * SUBGROUPS * TILE))],
             a16, self.depth)).results[0] for j in range(count)]
             for r in range(self.latent.row_tiles)]
         b.emit(gpu.BarrierOp())  # every query read before the tiles overwrite it
@@ -448,7 +483,7 @@ class LatentExpansion(MatrixElements):
                 totals[r] = b.emit(SubgroupMmaComputeOp(queries[r][j], key, total)).results[0]
         for r, total in enumerate(totals):
             b.emit(SubgroupMmaStoreMatrixOp(total, self.partial_scores, [
-                b.addi(b.index(r * SUBGROUPS * TILE * TILE),
+                b.addi(self.block_at(b, r, SUBGROUPS * TILE * TILE),
                        b.muli(self.group, b.index(TILE * TILE)))], TILE))
         b.emit(gpu.BarrierOp())  # every subgroup's part of S in place
         may_drop = may_be_minus_inf(self.f.score)
@@ -456,7 +491,8 @@ class LatentExpansion(MatrixElements):
         new_blocks, weights = [], []
         for r, (carried, scale) in enumerate(zip(blocks, scales, strict=True)):
             parts = [self.elements(b, b.emit(SubgroupMmaLoadMatrixOp(
-                self.partial_scores, [b.index((r * SUBGROUPS + g) * TILE * TILE)], c32,
+                self.partial_scores, [b.addi(self.block_at(b, r, SUBGROUPS * TILE * TILE),
+                                             b.index(g * TILE * TILE))], c32,
                 TILE)).results[0]) for g in range(SUBGROUPS)]
             scores = []
             for i, (slot, kept) in enumerate(zip(layout.slots, keep, strict=True)):
@@ -498,7 +534,8 @@ class LatentExpansion(MatrixElements):
                 return StagedBlock(dot.key.load.memref, b.addi(start, column), dot.width,
                                    self.staged, b.addi(column, b.index(offset)), self.stride)
 
-            blocks += spread_blocks(b, dot.width // TILE, self.group, block)
+            blocks += spread_blocks(b, dot.width // TILE, self.subgroup, block,
+                                    SUBGROUPS * self.latent.row_groups)
             offset += dot.width
         return blocks
 
@@ -513,15 +550,16 @@ class LatentExpansion(MatrixElements):
         size = TILE * self.stride
 
         def one(b: IRBuilder, e, _):
-            at = b.addi(self.lane, b.muli(e, b.index(LANES)))
+            at = b.addi(self.lane, b.muli(e, b.index(lanes)))
             past = b.cmpi(b.addi(tile_start, b.divui(at, b.index(self.stride))), self.length,
                           "uge")
-            if size % LANES:
+            if size % lanes:
                 past = b.andi(past, b.cmpi(at, b.index(size), "ult"))
             b.if_then(past, lambda b: b.store(b.f32(0.0), self.staged, b.addi(base, at)))
             return []
 
-        b.loop(0, -(-size // LANES), one, hint="clear_e",
+        lanes = self.latent.lanes
+        b.loop(0, -(-size // lanes), one, hint="clear_e",
                attributes={ROLLED_ATTR: UnitAttr()})
         b.emit(gpu.BarrierOp())  # cleared before any subgroup reads the tile
 
@@ -530,7 +568,7 @@ class LatentExpansion(MatrixElements):
         16-bit type; in f16 each at its own power of two, whose inverse
         goes to tc_query_scale."""
         op, rows = self.op, self.latent.rows
-        lanes = LANES // rows  # a row's lanes, neighbours
+        lanes = self.latent.lanes // rows  # a row's lanes, neighbours
         row = b.divui(self.lane, b.index(lanes), "query_row")
         part = b.remui(self.lane, b.index(lanes))
         item = b.addi(self.first, row)
@@ -557,8 +595,8 @@ class LatentExpansion(MatrixElements):
 
         each_dim(b, copy, [])
         if self.ragged:  # element (r, c) of tc_columns is c
-            for i in range(TILE * TILE // LANES):
-                at = b.addi(self.lane, b.index(i * LANES))
+            for i in range(TILE * TILE // self.latent.lanes):
+                at = b.addi(self.lane, b.index(i * self.latent.lanes))
                 b.store(_to_f32(b, b.remui(at, b.index(TILE))), self.columns_tile, at)
         b.emit(gpu.BarrierOp())
 
@@ -808,7 +846,7 @@ class LatentExpansion(MatrixElements):
                     return value if element == f32 else self.narrow(b, value)
 
                 for c, o in enumerate(carried[2 * rows:]):
-                    row = b.addi(self.first, b.index(r * TILE))
+                    row = b.addi(self.mine, b.index(r * TILE))
                     at = b.addi(b.muli(row, b.index(self.v_dim)),
                                 b.addi(at_dims, b.index(c * TILE)))
                     b.emit(SubgroupMmaStoreMatrixOp(self.map_elements(b, o, final, result),
@@ -818,7 +856,7 @@ class LatentExpansion(MatrixElements):
         m_buffer, l_buffer = op.partials
         for r, (carried, total) in enumerate(zip(blocks, sums, strict=True)):
             for c, o in enumerate(carried[2 * rows:]):
-                row = b.addi(b.muli(b.addi(self.first, b.index(r * TILE)), b.index(splits)),
+                row = b.addi(b.muli(b.addi(self.mine, b.index(r * TILE)), b.index(splits)),
                              self.split)
                 at = b.addi(b.muli(row, b.index(self.v_dim)), b.addi(at_dims, b.index(c * TILE)))
                 scaled = self.map_elements(b, o, lambda b, x, _slot: b.mulf(x, b.f32(scale)))
@@ -828,7 +866,8 @@ class LatentExpansion(MatrixElements):
                 for i, values in enumerate((carried[:rows],
                                             [b.mulf(t, b.f32(scale)) for t in total])):
                     matrix = self.assemble(b, [values[s] for s in self.layout.slots], c32)
-                    at = b.index((i * self.latent.rows + r * TILE) * TILE)
+                    at = b.addi(b.index(i * self.latent.rows * TILE),
+                                self.block_at(b, r, TILE * TILE))
                     b.emit(SubgroupMmaStoreMatrixOp(matrix, self.exported, [at], TILE))
 
             b.if_then(b.cmpi(self.group, b.index(0), "eq"), export)
@@ -887,15 +926,16 @@ def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorL
         if not array.uses:
             Rewriter.erase_op(array.owner)
     workgroups = op.shape()["item_count"] // tiling.rows * tiling.splits
-    kernel.properties["item_count"] = IntegerAttr(workgroups * LANES, i64)
-    kernel.properties["workgroup_size"] = IntegerAttr(LANES, i64)
+    kernel.properties["item_count"] = IntegerAttr(workgroups * tiling.lanes, i64)
+    kernel.properties["workgroup_size"] = IntegerAttr(tiling.lanes, i64)
 
 
 @dataclass(frozen=True)
 class LatentTensorCoresPass(ModulePass):
     """Expand every qualifying skeleton (MLA's latent attention) onto the
     subgroup matrix ops of `device` (a profile name, vyre_xdsl.device):
-    `row_tiles` blocks of 16 rows a workgroup, each row block's keys split
+    `row_tiles` blocks of 16 rows a subgroup, in `row_groups` (1 or 2,
+    staged) groups of four subgroups, each row block's keys split
     over `splits` workgroups (0: the tuning's, vyre_xdsl.tuning.latent_splits),
     merged by a kernel of their own; `stage`: the key rows staged by the
     workgroup; `skip_rescale`: O's rescale skipped by a subgroup whose rows
@@ -909,6 +949,7 @@ class LatentTensorCoresPass(ModulePass):
     splits: int = 0
     stage: bool = False
     skip_rescale: bool = False
+    row_groups: int = 1
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -924,17 +965,21 @@ class LatentTensorCoresPass(ModulePass):
 
     def tiling(self, op: vyre.TiledOnlineSoftmaxOp) -> LatentTiling:
         if self.splits:
-            return LatentTiling(self.row_tiles, self.splits, self.stage, self.skip_rescale)
-        return split_tiling(op, self.row_tiles, self.stage, self.skip_rescale)
+            return LatentTiling(self.row_tiles, self.splits, self.stage, self.skip_rescale,
+                                self.row_groups)
+        return split_tiling(op, self.row_tiles, self.stage, self.skip_rescale,
+                            self.row_groups)
 
 
 def split_tiling(op: vyre.TiledOnlineSoftmaxOp, row_tiles: int, stage: bool = False,
-                 skip_rescale: bool = False) -> LatentTiling:
-    """`row_tiles` blocks of rows a workgroup (`stage`: staged tiles;
-    `skip_rescale`), split as the tuning says (vyre_xdsl.tuning.latent_splits)."""
-    shape, rows = op.shape(), TILE * row_tiles
+                 skip_rescale: bool = False, row_groups: int = 1) -> LatentTiling:
+    """`row_tiles` blocks of rows a subgroup, in `row_groups` groups of
+    four subgroups (`stage`: staged tiles; `skip_rescale`), split as the
+    tuning says (vyre_xdsl.tuning.latent_splits)."""
+    shape, rows = op.shape(), TILE * row_tiles * row_groups
     return LatentTiling(row_tiles, tuning.latent_splits(
-        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS), stage, skip_rescale)
+        max(shape["item_count"] // rows, 1), shape["seq_len"] // KEYS), stage, skip_rescale,
+        row_groups)
 
 
 def fitting_problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,

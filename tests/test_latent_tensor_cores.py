@@ -23,7 +23,7 @@ from vyre_xdsl.device import GENERIC, H200
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import program_info
+from vyre_xdsl.kernel_info import lowered_kernels, program_info, read_kernel
 from vyre_xdsl.mma_elements import MATRIX_TOLERANCE
 from vyre_xdsl.passes.latent_tensor_cores import (
     KEYS,
@@ -524,3 +524,74 @@ def test_the_default_plan_with_staged_tiles_matches_the_oracle():
     got = _run(lowered, inputs)
     want = vx.reference.mla_decode_program(*(inputs[n] for n in NAMES), dtype="bf16")
     assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= MATRIX_TOLERANCE["bf16"]
+
+
+# Two groups of four subgroups sharing the staged tiles (row_groups) --------------
+
+
+@pytest.mark.parametrize("kwargs, options", [
+    (dict(STAGED_CASES["heads32"], batch=2), "splits=2"),
+    (dict(STAGED, num_heads=64), "row_tiles=2 splits=1"),
+    (dict(CASES["deepseek_dims"], num_heads=32), "skip_rescale=true"),
+])
+def test_two_row_groups_give_one_groups_bits(kwargs, options):
+    """Each group of four subgroups computes its row block as one group
+    does (the same parts of S in the same order, the same P V): the
+    workgroup of 256 lanes shares each staged tile between them and stages
+    it in half the turns, with the same bits."""
+    kernels = [_lowered(kwargs, f"stage=true row_groups={groups} {options}")
+               for groups in (1, 2)]
+    lanes = {k: read_kernel(f).workgroup_size[0] for k in kernels
+             for f in lowered_kernels(k) if f.sym_name.data == "mla_decode"}
+    assert sorted(lanes.values()) == [128, 256]
+    inputs = _inputs(kernels[0])
+    got = [_run(kernel, inputs) for kernel in kernels]
+    assert np.array_equal(got[0], got[1])
+    assert _error(got[1], _oracle(inputs).reshape(got[1].shape)) <= TOLERANCE
+
+
+def test_two_row_groups_on_serving_caches_match_the_oracle():
+    _check_serving((3, 192, 32, 64, 64, 64, 64, 16, 40, [150, 5, 64]),
+                   "stage=true row_groups=2 splits=2")
+
+
+@pytest.mark.parametrize("tiling, reason", [
+    (LatentTiling(row_groups=2), "row_groups 2 needs stage=true"),
+    (LatentTiling(stage=True, row_groups=3), "row_groups must be 1 or 2, got 3"),
+])
+def test_row_groups_that_do_not_qualify(tiling, reason):
+    op = _skeleton(dtype="f16", **dict(STAGED, num_heads=32))
+    assert reason in problem(op, H200, tiling)
+
+
+def test_two_row_groups_need_their_rows_to_share_keys():
+    """16 heads a sequence: a workgroup of 32 rows would hold two sequences."""
+    op = _skeleton(dtype="f16", **dict(STAGED, batch=2))
+    assert "read different rows of kv_cache" in problem(
+        op, H200, LatentTiling(stage=True, row_groups=2))
+
+
+def test_two_row_groups_fit_at_deepseeks_dims():
+    """32 rows of 576 dims staged, S of both groups: 45,568 bytes in bf16
+    (47,616 in f16, with the rows' scales), under the H200's 49,152."""
+    for dtype, size in (("bf16", 45568), ("f16", 47616)):
+        op = _skeleton(seq_len=128, num_heads=32, head_dim=128, kv_lora_rank=512,
+                       qk_rope_head_dim=64, dtype=dtype)
+        assert workgroup_bytes(op, LatentTiling(stage=True, splits=2, row_groups=2),
+                               H200) == size
+
+
+@needs_mlir_opt
+def test_mlir_opt_accepts_two_row_groups():
+    kwargs = dict(STAGED_CASES["heads32"], batch=2)
+    printed = assert_mlir_opt_accepts(_lowered(kwargs, "stage=true row_groups=2 splits=2",
+                                               "default device=h200"))
+    assert "gpu.subgroup_mma_compute" in printed
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_two_row_groups_spirv_verifies_in_mlir(tmp_path):
+    spirv = emit_spirv_module(_lowered(STAGED_CASES["heads32"], "stage=true row_groups=2"))
+    assert spirv.entry("mla_decode").workgroup_size == (256, 1, 1)
+    assert "spirv.KHR.CooperativeMatrixMulAdd" in _mlir_verifies_spirv(spirv.binary, tmp_path)

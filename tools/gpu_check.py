@@ -310,20 +310,22 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int,
 
 
 def latent_case(s: int, heads: int, splits: int = 0, dtype: str = "f16", stage: bool = False,
-                row_tiles: int = 1, skip_rescale: bool = False, **kwargs) -> Case:
+                row_tiles: int = 1, skip_rescale: bool = False, row_groups: int = 1,
+                **kwargs) -> Case:
     """MLA decode in f16 or bf16 with its latent attention through
     vyre-latent-tensor-cores (`splits`, 0: the tuning's; `stage`: its
     staged tiles; `row_tiles` row blocks a workgroup; `skip_rescale`; its
     tolerance) and mla_case's `kwargs`."""
     case = mla_case(s, heads, dtype=dtype, **kwargs)
     options = (f"splits={splits} stage={str(stage).lower()} row_tiles={row_tiles} "
-               f"skip_rescale={str(skip_rescale).lower()}")
+               f"skip_rescale={str(skip_rescale).lower()} row_groups={row_groups}")
     pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
                 f"force=true {options}}},vyre-to-gpu{{optimize=exact}}")
     rows = f" row_tiles={row_tiles}" if row_tiles != 1 else ""
     skip = " skip_rescale" if skip_rescale else ""
+    groups = f" row_groups={row_groups}" if row_groups != 1 else ""
     return Case(f"latent tensor cores {case.name} splits={splits}{' staged' if stage else ''}"
-                f"{rows}{skip}",
+                f"{rows}{skip}{groups}",
                 case.build, case.inputs, case.reference, dtype, MATRIX_TOLERANCE[dtype],
                 cooperative_matrix=True, optimize=pipeline)
 
@@ -410,6 +412,10 @@ def cases(every: bool) -> list[Case]:
         latent_case(4096, 128, stage=True),
         latent_case(4096, 128, dtype="bf16", stage=True, row_tiles=2),
         latent_case(4096, 128, dtype="bf16", stage=True, skip_rescale=True),
+        # two groups of four subgroups sharing each staged tile
+        latent_case(4096, 128, dtype="bf16", stage=True, row_groups=2),
+        latent_case(1024, 32, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True,
+                    row_groups=2),
         latent_case(1024, 16, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True,
                     skip_rescale=True),
         latent_case(1024, 16, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True),

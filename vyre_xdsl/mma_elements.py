@@ -256,16 +256,17 @@ class StagedBlock:
 
 
 def spread_blocks(b: IRBuilder, count: int, group: SSAValue,
-                  block: Callable[[IRBuilder, SSAValue], StagedBlock]) -> list[StagedBlock]:
-    """`count` blocks of a tile spread over the workgroup's subgroups in
-    turns, `block(b, n)` giving block n: this subgroup's (`group`), loaded,
-    but for a block of a last turn that only some subgroups have, which
-    `stage_blocks` loads under its guard."""
+                  block: Callable[[IRBuilder, SSAValue], StagedBlock],
+                  subgroups: int = SUBGROUPS) -> list[StagedBlock]:
+    """`count` blocks of a tile spread over the workgroup's `subgroups`
+    subgroups in turns, `block(b, n)` giving block n: this subgroup's
+    (`group`), loaded, but for a block of a last turn that only some
+    subgroups have, which `stage_blocks` loads under its guard."""
     blocks = []
-    for turn in range(-(-count // SUBGROUPS)):
-        n = b.addi(b.index(turn * SUBGROUPS), group)
+    for turn in range(-(-count // subgroups)):
+        n = b.addi(b.index(turn * subgroups), group)
         mine = block(b, n)
-        if (turn + 1) * SUBGROUPS <= count:
+        if (turn + 1) * subgroups <= count:
             mine.matrix = mine.load(b)
         else:
             mine.guard = b.cmpi(n, b.index(count), "ult")
