@@ -124,6 +124,7 @@ from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.kv_split import merge_in_kernel
 from vyre_xdsl.mma_elements import (
+    F32_BYTES,
     HALF_BYTES,
     LANES,
     SUBGROUP,
@@ -153,7 +154,6 @@ from vyre_xdsl.tile_products import (
 from vyre_xdsl.unrolling import ROLLED_ATTR
 
 KEYS = TILE * SUBGROUPS  # a tile's keys: each subgroup scores 16
-F32_BYTES = 4
 # a staged query row's largest |element| is scaled into [2^14, 2^15): its
 # products with f16 keys (< 2^16) summed over any row stay far below f32's
 # range, and f16 keeps the row's smaller elements

@@ -68,6 +68,7 @@ from vyre_xdsl.dialects.plan import PROJECTION_TENSOR_CORES_ATTR, ProjectionTens
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.mma_elements import (
+    F32_BYTES,
     HALF_BYTES,
     LANES,
     SUBGROUP,
@@ -79,7 +80,6 @@ from vyre_xdsl.mma_elements import (
 )
 from vyre_xdsl.mma_layout import TILE
 
-F32_BYTES = 4
 CHUNK = 64  # the most source dims a workgroup stages at a time
 
 

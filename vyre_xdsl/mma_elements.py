@@ -33,6 +33,7 @@ from vyre_xdsl.value_range import bounds, is_zero_constant
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
 HALF_BYTES = 2  # an f16 or bf16 element
+F32_BYTES = 4  # an accumulator's element
 LANES = SUBGROUP * SUBGROUPS
 HALF_TYPES = (Float16Type, BFloat16Type)  # what the matrices multiply
 # max |out - oracle| / max |oracle| of the matrix expansions, by input type
