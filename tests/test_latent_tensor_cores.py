@@ -582,10 +582,11 @@ def test_two_row_groups_fit_at_deepseeks_dims():
 
 
 @needs_mlir_opt
-def test_mlir_opt_accepts_two_row_groups():
+@pytest.mark.parametrize("level", ["none", "exact", "default device=h200"])
+def test_mlir_opt_accepts_two_row_groups(level):
     kwargs = dict(STAGED_CASES["heads32"], batch=2)
     printed = assert_mlir_opt_accepts(_lowered(kwargs, "stage=true row_groups=2 splits=2",
-                                               "default device=h200"))
+                                               level))
     assert "gpu.subgroup_mma_compute" in printed
 
 
