@@ -326,7 +326,7 @@ class BlockProductAttr(ParametrizedAttribute):
 
 
 LATENT_TENSOR_CORES_ATTR = "vyre.latent_tensor_cores"  # on a vyre.tiled_online_softmax
-_LATENT_INTS = ("row_tiles", "splits")
+_LATENT_INTS = ("row_tiles", "splits", "row_groups")
 _LATENT_FLAGS = ("stage", "skip_rescale")
 
 
@@ -339,16 +339,18 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
 
     row_tiles_attr: IntAttr
     splits_attr: IntAttr
+    row_groups_attr: IntAttr
     stage_attr: IntAttr  # 0 or 1
     skip_rescale_attr: IntAttr  # 0 or 1
 
     def __init__(self, row_tiles: int, splits: int, stage: bool = False,
-                 skip_rescale: bool = False):
-        super().__init__(IntAttr(row_tiles), IntAttr(splits), IntAttr(int(stage)),
-                         IntAttr(int(skip_rescale)))
+                 skip_rescale: bool = False, row_groups: int = 1):
+        super().__init__(IntAttr(row_tiles), IntAttr(splits), IntAttr(row_groups),
+                         IntAttr(int(stage)), IntAttr(int(skip_rescale)))
 
     row_tiles = _data("row_tiles_attr")
     splits = _data("splits_attr")
+    row_groups = _data("row_groups_attr")
 
     @property
     def stage(self) -> bool:

@@ -191,12 +191,12 @@ class LatentTiling:
     @staticmethod
     def of(attr: LatentTensorCoresAttr) -> LatentTiling:
         """The tiling a plan records (`#vyre.latent_tensor_cores`)."""
-        return LatentTiling(attr.row_tiles, attr.splits, attr.stage, attr.skip_rescale)
+        return LatentTiling(attr.row_tiles, attr.splits, attr.stage, attr.skip_rescale,
+                            attr.row_groups)
 
     def attr(self) -> LatentTensorCoresAttr:
-        assert self.row_groups == 1, "the plan records one group of row blocks"
         return LatentTensorCoresAttr(self.row_tiles, self.splits, self.stage,
-                                     self.skip_rescale)
+                                     self.skip_rescale, self.row_groups)
 
     @property
     def keys(self) -> int:

@@ -271,6 +271,25 @@ def test_the_default_plan_takes_the_expansion_where_the_device_has_matrices(dtyp
     assert _error(got, np.asarray(want, np.float32).reshape(got.shape)) <= HALF_ULP[dtype]
 
 
+@pytest.mark.parametrize("heads, dtype, extra, groups", [
+    (16, "bf16", {}, 1),  # two groups would mix two sequences' keys
+    (32, "bf16", {}, 2),
+    (64, "f16", dict(kv_lens=True, page_size=32, num_pages=16), 2),
+])
+def test_the_plan_shares_staged_tiles_between_two_groups_where_the_heads_fill_them(
+        heads, dtype, extra, groups):
+    kwargs = dict(STAGED, num_heads=heads, batch=2, dtype=dtype, **extra)
+    module = vx.mla_decode(**kwargs)
+    apply_pipeline(module, "vyre-absorb-mla{kernels=3}")
+    (op,) = [o for o in module.walk() if isinstance(o, vyre.TiledOnlineSoftmaxOp)]
+    chosen = tuning.latent_tiling(op, H200)
+    assert chosen.stage and chosen.row_groups == groups
+    assert workgroup_bytes(op, chosen, H200) <= H200.shared_memory_bytes
+    lowered = vx.lower_to_gpu(vx.mla_decode(**kwargs), optimize="default", device="h200")
+    (kernel,) = [k for k in lowered_kernels(lowered) if k.sym_name.data == "mla_decode"]
+    assert read_kernel(kernel).workgroup_size[0] == 128 * groups
+
+
 @needs_mlir_opt
 @pytest.mark.parametrize("level", ["none", "exact", "default device=h200"])
 @pytest.mark.parametrize("options", ["splits=1", "splits=2"])
@@ -401,13 +420,16 @@ def test_skipping_the_rescale_changes_no_bit(options):
     assert _error(got[1][finite], want[finite]) <= TOLERANCE
 
 
-def test_the_plan_records_skip_rescale():
+def test_the_plan_records_skip_rescale_and_row_groups():
     from vyre_xdsl.dialects.plan import LatentTensorCoresAttr
 
-    tiling = LatentTiling(2, 4, True, skip_rescale=True)
-    assert LatentTiling.of(tiling.attr()) == tiling
-    assert "skip_rescale = true" in str(tiling.attr())
-    assert LatentTiling.of(LatentTensorCoresAttr(1, 1, True)).skip_rescale is False
+    for tiling in (LatentTiling(2, 4, True, skip_rescale=True),
+                   LatentTiling(1, 2, True, row_groups=2)):
+        assert LatentTiling.of(tiling.attr()) == tiling
+    assert "skip_rescale = true" in str(LatentTiling(2, 4, True, skip_rescale=True).attr())
+    assert "row_groups = 2" in str(LatentTiling(1, 2, True, row_groups=2).attr())
+    default = LatentTiling.of(LatentTensorCoresAttr(1, 1, True))
+    assert default.skip_rescale is False and default.row_groups == 1
 
 
 def test_staged_tiles_in_bf16_match_the_oracle():

@@ -147,9 +147,11 @@ def tensor_core_tilings(row_dims: int):
 # units")
 LATENT_WORKGROUPS = SMS
 LATENT_SPLIT_TILES = 2
-# (row blocks, staged tiles) a workgroup, in the order tried: staged tiles
-# first (docs/performance.md, "Eighteenth session")
-LATENT_TILINGS = ((1, True), (1, False))
+# (row blocks, staged tiles, groups of row blocks) a workgroup, in the
+# order tried: two groups sharing each staged tile where a sequence's heads
+# fill them, then one; staged tiles first (docs/performance.md, "Eighteenth
+# session", "Twenty-third session")
+LATENT_TILINGS = ((1, True, 2), (1, True, 1), (1, False, 1))
 # rows of a head an item of MLA's projections computes, at most
 # (vyre-absorb-mla{kernels=3 rows}; docs/performance.md)
 PROJECTION_ROWS = 8
@@ -217,8 +219,8 @@ def latent_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile):
     that does, split by latent_splits."""
     from vyre_xdsl.passes.latent_tensor_cores import fitting_problem, split_tiling
 
-    for row_tiles, stage in LATENT_TILINGS:
-        tiling = split_tiling(op, row_tiles, stage)
+    for row_tiles, stage, row_groups in LATENT_TILINGS:
+        tiling = split_tiling(op, row_tiles, stage, row_groups=row_groups)
         if fitting_problem(op, device, tiling) is None:
             return tiling
     return None

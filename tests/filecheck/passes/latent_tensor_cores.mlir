@@ -164,7 +164,7 @@ builtin.module {
 // The H200's plan takes the expansion (vyre_xdsl.tuning.latent_tiling):
 // one block of rows a workgroup, two tiles of keys too few to split.
 // PLAN:      vyre.tiled_online_softmax
-// PLAN:        item_count 16 seq_len 128 head_dim 64 tile_size 64 tile_count 2 attributes {vyre.latent_tensor_cores = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1, stage = false, skip_rescale = false>}
+// PLAN:        item_count 16 seq_len 128 head_dim 64 tile_size 64 tile_count 2 attributes {vyre.latent_tensor_cores = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1, row_groups = 1, stage = false, skip_rescale = false>}
 // PLAN-NOT:  vyre.plan
 // DEFAULT:      "gpu.func"()
 // DEFAULT:        gpu.subgroup_mma_compute {{.*}} : !gpu.mma_matrix<16x16xf16, "AOp">, !gpu.mma_matrix<16x16xf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">

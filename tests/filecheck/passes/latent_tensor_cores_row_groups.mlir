@@ -1,5 +1,7 @@
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true stage=true row_groups=2}' | filecheck %s
 // RUN: vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true stage=true row_groups=2},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
+// RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
+// RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=DEFAULT
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true row_groups=2}' 2>&1 | filecheck %s --check-prefix=UNSTAGED
 // RUN: not vyre-opt %s -p 'vyre-latent-tensor-cores{device=h200 force=true stage=true row_groups=4}' 2>&1 | filecheck %s --check-prefix=FOUR
 
@@ -21,6 +23,13 @@
 // CHECK-NOT:    vyre.tiled_online_softmax
 
 // LOWERED:    sym_name = "mla_decode", gpu.kernel, vyre.launch = #vyre.launch<items = 256, workgroup = [256, 1, 1], grid = [1, 1, 1]
+
+// The plan takes two groups where a sequence's heads fill them and the
+// workgroup memory holds them (vyre_xdsl.tuning.LATENT_TILINGS), and
+// vyre-to-gpu follows it.
+// PLAN:       vyre.tiled_online_softmax
+// PLAN:         item_count 32 seq_len 64 {{.*}} {vyre.latent_tensor_cores = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1, row_groups = 2, stage = true, skip_rescale = false>}
+// DEFAULT:    sym_name = "mla_decode", gpu.kernel, vyre.launch = #vyre.launch<items = 256, workgroup = [256, 1, 1]
 
 // UNSTAGED:   error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: row groups share the staged tiles: row_groups 2 needs stage=true
 // FOUR:       error: vyre-latent-tensor-cores: this skeleton cannot run on subgroup matrix ops: row_groups must be 1 or 2, got 4

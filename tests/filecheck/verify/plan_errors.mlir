@@ -95,14 +95,20 @@ builtin.module attributes {t = #vyre.block_product<lanes = 128, key_lanes = 6, r
 
 // MLA's latent attention on the matrix units (#vyre.latent_tensor_cores):
 // a workgroup takes at least one block of 16 rows ...
-builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 0, splits = 1, stage = false, skip_rescale = false>} {}
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 0, splits = 1, row_groups = 1, stage = false, skip_rescale = false>} {}
 // CHECK: error: #vyre.latent_tensor_cores: row_tiles must be >= 1, got 0
 
 // -----
 
 // ... and a row block's keys go to at least one workgroup.
-builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = -2, stage = true, skip_rescale = false>} {}
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = -2, row_groups = 1, stage = true, skip_rescale = false>} {}
 // CHECK: error: #vyre.latent_tensor_cores: splits must be >= 1, got -2
+
+// -----
+
+// ... and its rows come in at least one group of four subgroups.
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1, row_groups = 0, stage = true, skip_rescale = false>} {}
+// CHECK: error: #vyre.latent_tensor_cores: row_groups must be >= 1, got 0
 
 // -----
 
