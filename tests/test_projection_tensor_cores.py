@@ -227,6 +227,21 @@ def test_the_default_plan_takes_the_projections_where_the_device_has_matrices(dt
     assert "gpu.subgroup_mma" not in str(on_f32)
 
 
+@pytest.mark.parametrize("batch, on_matrices", [
+    (1, {"mla_decode_project"}),  # W_uk's product of one sequence: 15 rows of padding
+    (15, {"mla_decode_project"}),
+    (16, set(PROJECTIONS)),
+])
+def test_the_plan_keeps_a_transposed_product_of_few_sequences_on_the_lanes(
+        batch, on_matrices):
+    lowered = vx.lower_to_gpu(vx.mla_decode(dtype="bf16", batch=batch, **SMALL),
+                              optimize="default", device="h200")
+    matrices = {f.sym_name.data for f in lowered_kernels(lowered)
+                if f.sym_name.data in PROJECTIONS and "gpu.subgroup_mma" in str(f)}
+    assert matrices == on_matrices
+    _check(lowered, "bf16")
+
+
 @needs_mlir_opt
 @pytest.mark.parametrize("level", ["none", "exact", "default device=h200"])
 def test_mlir_opt_accepts_the_lowered_kernels(level):

@@ -174,6 +174,10 @@ PROJECTION_COL_BLOCKS = 1
 # the workgroups a projection keeps while it gives each more row blocks:
 # about four an SM (docs/performance.md, "Twenty-second session")
 PROJECTION_WORKGROUPS = 512
+# a transposed product (W_uk's) of fewer sequences than a row block of 16
+# stays on the lanes: most of its matrix rows would be padding (faster at
+# batch 1; docs/performance.md, "Twenty-third session")
+PROJECTION_TRANSPOSED_SEQUENCES = 16
 
 
 def projection_tiling(sequences: int, others: int) -> tuple[int, int]:
@@ -777,11 +781,14 @@ def record_plans(module: ModuleOp, device: DeviceProfile,
 def projection_plan(kernel: vyre.KernelOp, device: DeviceProfile):
     """How `kernel`'s recorded per-head product runs on `device`'s matrix
     units (a vyre-projection-tensor-cores ProjectionTiling, rows as
-    projection_tiling chooses), or None where it records none or does not
-    qualify."""
+    projection_tiling chooses), or None where it records none, does not
+    qualify, or is a transposed product of fewer than
+    PROJECTION_TRANSPOSED_SEQUENCES sequences."""
     from vyre_xdsl.passes.projection_tensor_cores import device_tiling, problem, record_of
 
-    if record_of(kernel) is None:
+    record = record_of(kernel)
+    if record is None or (record.is_transposed
+                          and record.dims()[0] < PROJECTION_TRANSPOSED_SEQUENCES):
         return None
     tiling = device_tiling(kernel)
     return tiling if problem(kernel, device, tiling) is None else None
