@@ -243,7 +243,7 @@ class StagedBlock:
     at: SSAValue
     stride: int
     matrix: SSAValue | None = None  # loaded
-    guard: SSAValue | None = None  # loaded and stored only where this holds
+    guard: SSAValue | None = None  # stored only where this holds
 
     def load(self, b: IRBuilder) -> SSAValue:
         c16 = tile_matrix(self.source.type.element_type, MMAOperand.C)
@@ -261,29 +261,32 @@ def spread_blocks(b: IRBuilder, count: int, group: SSAValue,
                   subgroups: int = SUBGROUPS) -> list[StagedBlock]:
     """`count` blocks of a tile spread over the workgroup's `subgroups`
     subgroups in turns, `block(b, n)` giving block n: this subgroup's
-    (`group`), loaded, but for a block of a last turn that only some
-    subgroups have, which `stage_blocks` loads under its guard."""
+    (`group`), loaded now.  In a last turn that only some subgroups have,
+    the others load the last block too (a load inside a branch would
+    wait where the store is) and `stage_blocks` stores it under its
+    guard."""
     blocks = []
     for turn in range(-(-count // subgroups)):
         n = b.addi(b.index(turn * subgroups), group)
+        guard = None
+        if (turn + 1) * subgroups > count:
+            guard = b.cmpi(n, b.index(count), "ult")
+            n = b.minui(n, b.index(count - 1))
         mine = block(b, n)
-        if (turn + 1) * subgroups <= count:
-            mine.matrix = mine.load(b)
-        else:
-            mine.guard = b.cmpi(n, b.index(count), "ult")
+        mine.matrix, mine.guard = mine.load(b), guard
         blocks.append(mine)
     return blocks
 
 
 def stage_blocks(b: IRBuilder, blocks: list[StagedBlock],
                  store: Callable[[IRBuilder, StagedBlock, SSAValue], None]) -> None:
-    """`spread_blocks`' blocks stored by `store(b, block, its matrix)`; a
-    guarded one loaded and stored where its guard holds."""
+    """`spread_blocks`' blocks stored by `store(b, block, its matrix)`, a
+    guarded one where its guard holds."""
     for block in blocks:
         if block.guard is None:
             store(b, block, block.matrix)
         else:
-            b.if_then(block.guard, lambda b, block=block: store(b, block, block.load(b)))
+            b.if_then(block.guard, lambda b, block=block: store(b, block, block.matrix))
 
 
 def _powers_of_two_below(n: int) -> list[int]:
