@@ -38,6 +38,7 @@ from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.dtypes import HALF_DTYPES, INT_DTYPES, dtype_name
 from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
 from vyre_xdsl.mma_elements import HALF_TYPES, SPLIT_TOLERANCE
+from vyre_xdsl.mma_layout import TILE
 from vyre_xdsl.row_widening import loads_shared
 
 # Rows of at most SHORT_ROWS dims fit an invocation's registers with their
@@ -174,10 +175,10 @@ PROJECTION_COL_BLOCKS = 1
 # the workgroups a projection keeps while it gives each more row blocks:
 # about four an SM (docs/performance.md, "Twenty-second session")
 PROJECTION_WORKGROUPS = 512
-# a transposed product (W_uk's) of fewer sequences than a row block of 16
-# stays on the lanes: most of its matrix rows would be padding (faster at
-# batch 1; docs/performance.md, "Twenty-third session")
-PROJECTION_TRANSPOSED_SEQUENCES = 16
+# a transposed product (W_uk's) of fewer sequences than a matrix has rows
+# stays on the lanes: most of its rows would be padding (faster at batch
+# 1; docs/performance.md, "Twenty-third session")
+PROJECTION_TRANSPOSED_SEQUENCES = TILE
 
 
 def projection_tiling(sequences: int, others: int) -> tuple[int, int]:
@@ -187,7 +188,7 @@ def projection_tiling(sequences: int, others: int) -> tuple[int, int]:
     workgroup, a power of two up to PROJECTION_ROW_TILES, that leave at
     least PROJECTION_WORKGROUPS workgroups (each weight is read once a
     workgroup); 1 where none does."""
-    blocks, rows = -(-sequences // 16), 1
+    blocks, rows = -(-sequences // TILE), 1
     while (2 * rows <= min(blocks, PROJECTION_ROW_TILES)
            and -(-blocks // (2 * rows)) * others >= PROJECTION_WORKGROUPS):
         rows *= 2
