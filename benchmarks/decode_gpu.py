@@ -25,8 +25,13 @@ GPU time of the dispatches (Vulkan timestamps, `timings=`), host wall time
 per call where the backend has none. PyTorch: medians of CUDA events (host
 wall time with --device cpu), TF32 off. ratio = best PyTorch ms / ours ms,
 against the path named in the table (> 1: we are faster). Outputs are
-compared with PyTorch's before anything is timed. A point whose buffers
-exceed the device's limits is skipped with the reason in the JSON.
+compared with PyTorch's before anything is timed. An MLA cache past the
+device's largest buffer binding (maxStorageBufferRange: 4 GiB - 1 on
+NVIDIA's Vulkan, reached at batch 128 with 32768 keys in bf16) runs as
+calls of a kernel of half the batch or less, as a user would split it
+(the row's `calls`; its time the calls' times added); a point whose
+buffers exceed the device's limits otherwise is skipped with the reason
+in the JSON.
 
     python benchmarks/decode_gpu.py --out docs/figures/decode_gpu_h200.json
     python benchmarks/decode_gpu.py --dtype bf16 --only mla --out mla_bf16.json
@@ -133,6 +138,10 @@ MLA_VARIANTS = ("dense", "paged", "matrix", "lanes")  # paged with --mla-paged, 
 # matrix units
 LANES_PIPELINE = "vyre-to-gpu{optimize=default device=vulkan matrix_units=false}"
 PIPELINES = {"lanes": LANES_PIPELINE}
+# the device limit whose refusal splits an MLA batch into calls (at most
+# MAX_CALLS) instead of skipping the point
+RANGE_LIMIT = "maxStorageBufferRange"
+MAX_CALLS = 8
 
 
 def latent_pipeline(options: str = "") -> str:
@@ -179,6 +188,9 @@ class Row(AgainstTorch):
     # it reports them (vx.Kernel.statistics)
     compiled: dict = field(default_factory=dict)
     max_abs_err: float | None = None
+    # calls of a kernel of batch / calls that ours took: a cache past the
+    # device's largest buffer binding (maxStorageBufferRange) split by batch
+    calls: int = 1
     skipped: str = ""  # why this kernel of ours did not run
     note: str = ""
 
@@ -242,10 +254,12 @@ def paged_inputs(dense: dict, caches: dict, page_size: int, opts) -> dict:
 
 # Our side ------------------------------------------------------------------------
 
-def mla_module(point: MlaPoint, variant: str, dtype: str):
-    """vx.mla_decode of the point; batch=1 is built without `batch=` so that
-    it runs where mla_decode predates it (TypeError at batch > 1 there)."""
-    extra = {} if point.batch == 1 else {"batch": point.batch}
+def mla_module(point: MlaPoint, variant: str, dtype: str, calls: int = 1):
+    """vx.mla_decode of the point, its batch in `calls` calls; batch=1 is
+    built without `batch=` so that it runs where mla_decode predates it
+    (TypeError at batch > 1 there)."""
+    batch = point.batch // calls
+    extra = {} if batch == 1 else {"batch": batch}
     if variant == "paged":
         extra.update(page_size=point.page_size,
                      num_pages=point.batch * point.seq // point.page_size)
@@ -308,18 +322,49 @@ def time_ours(kernel, query: dict, resident: dict, expected: np.ndarray | None,
                 ours_kernel_ms=kernel_ms)
 
 
+def batch_part(array: np.ndarray, batch: int, calls: int, part: int) -> np.ndarray:
+    """Call `part`'s share of an input whose leading dim is the batch (the
+    whole of any other: MLA's weights)."""
+    if calls == 1 or array.ndim == 0 or array.shape[0] != batch:
+        return array
+    size = batch // calls
+    return array[part * size:(part + 1) * size]
+
+
+def summed(parts: list[dict]) -> dict:
+    """time_ours' results of the calls of one step: times added (the calls
+    run one after another), the largest error."""
+    total = dict(parts[0])
+    for key in ("ours_ms", "ours_device_ms", "ours_call_ms"):
+        values = [p[key] for p in parts]
+        total[key] = None if None in values else sum(values)
+    errors = [p["max_abs_err"] for p in parts]
+    total["max_abs_err"] = None if None in errors else max(errors)
+    total["ours_kernel_ms"] = {name: sum(p["ours_kernel_ms"][name] for p in parts)
+                               for name in parts[0]["ours_kernel_ms"]}
+    return total
+
+
 def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts) -> Row:
     """Upload every input but q once; time calls that copy q in (a decode
-    step's new query)."""
+    step's new query); with row.calls > 1, each call's share of the batch
+    resident at once, the step's time the calls' times added."""
     row.ours_launch = [f"{k.name} grid={k.grid_size} workgroup={k.workgroup_size}"
                        for k in kernel.info.kernels]
+    batch, calls = row.params["batch"], row.calls
     try:
         row.compiled = kernel.statistics()
-        resident = {name: kernel.upload(name, inputs[name])
-                    for name in kernel.inputs if name != "q"}
-        measured = time_ours(kernel, {"q": inputs["q"]}, resident, expected,
-                             opts.warmup, opts.repeat)
-        for name, value in measured.items():
+        parts = []
+        for part in range(calls):
+            share = {name: batch_part(value, batch, calls, part)
+                     for name, value in inputs.items()}
+            want = None if expected is None else batch_part(
+                expected.reshape(batch, -1), batch, calls, part)
+            resident = {name: kernel.upload(name, share[name])
+                        for name in kernel.inputs if name != "q"}
+            parts.append(time_ours(kernel, {"q": share["q"]}, resident, want,
+                                   opts.warmup, opts.repeat))
+        for name, value in summed(parts).items():
             setattr(row, name, value)
     except Exception as error:  # one kernel failing is a result, not the end of the run
         row.note += f"{type(error).__name__}: {error}"[:300]
@@ -334,10 +379,12 @@ def run_variant(row: Row, kernel, inputs: dict[str, np.ndarray], expected, opts)
 # Points: ours compiled first (a refused shape costs no data), then PyTorch, then ours
 
 def measure(point, variants: dict[str, tuple[Callable, str]], make_inputs: Callable,
-            opts) -> list[Row]:
+            opts, in_calls: Callable[[str, int], Callable] | None = None) -> list[Row]:
     """One row per variant of ours, {name: (module builder, optimize=)}.
     `make_inputs()` returns (PyTorch's paths, {variant: host inputs},
-    {PyTorch path left out: why})."""
+    {PyTorch path left out: why}). `in_calls(variant, calls)`: the builder
+    of a variant whose batch may run in `calls` calls where a buffer is
+    past the device's largest binding (None where it may not)."""
     from vyre_xdsl.dtypes import numpy_dtype
 
     bytes_read = point.cache_bytes(numpy_dtype(opts.dtype).itemsize)
@@ -346,7 +393,16 @@ def measure(point, variants: dict[str, tuple[Callable, str]], make_inputs: Calla
     kernels = {}
     for name, (build, optimize) in variants.items():
         kernels[name], why_not = compile_ours(build, opts.backend, optimize)
-        rows[name].skipped = why_not or ""
+        calls = 1
+        while (why_not and RANGE_LIMIT in why_not and in_calls is not None
+               and in_calls(name, 2 * calls) is not None):
+            calls *= 2
+            kernels[name], why_not = compile_ours(in_calls(name, calls), opts.backend,
+                                                  optimize)
+        rows[name].skipped, rows[name].calls = why_not or "", calls
+        if calls > 1 and not why_not:
+            rows[name].note = (f"batch in {calls} calls of {point.batch // calls} "
+                               f"({RANGE_LIMIT}) ")
     if not any(kernels.values()):
         return list(rows.values())
     paths, inputs, left_out = make_inputs()
@@ -354,7 +410,8 @@ def measure(point, variants: dict[str, tuple[Callable, str]], make_inputs: Calla
     for name, row in rows.items():
         row.torch_ms = {**result.times, **{path: None for path in left_out}}
         row.torch_notes = {**result.notes, **left_out}
-        row.checked_against, row.note = result.checked_against, result.disagree
+        row.checked_against = result.checked_against
+        row.note += result.disagree
         if kernels[name] is not None:
             run_variant(row, kernels[name], inputs[name], result.expected, opts)
     return list(rows.values())
@@ -389,7 +446,14 @@ def mla_point(point: MlaPoint, opts) -> list[Row]:
     variants = {name: (lambda name=name: mla_module(point, name, opts.dtype),
                        pipelines.get(name, "default"))
                 for name in MLA_VARIANTS if wanted[name]}
-    return measure(point, variants, make_inputs, opts)
+
+    def in_calls(name: str, calls: int):
+        # a paged pool is shared by the batch: not split
+        if name == "paged" or point.batch % calls or calls > MAX_CALLS:
+            return None
+        return lambda: mla_module(point, name, opts.dtype, calls)
+
+    return measure(point, variants, make_inputs, opts, in_calls)
 
 
 def gqa_point(point: GqaPoint, opts) -> list[Row]:

@@ -101,6 +101,74 @@ def test_a_refused_shape_is_skipped_with_the_reason(bench):
         bench.compile_ours(broken, "interpreter")
 
 
+def test_a_batch_in_calls_runs_each_share_and_adds_their_times(bench):
+    """run_variant with row.calls = 2: a kernel of half the batch called on
+    each half (the weights whole), its output checked against that half of
+    the expected output, the step's time the two calls' times added."""
+    point = bench.MlaPoint(2, 64, 2, dim=16, rank=32, rope=16)
+    kernel = vx.compile(bench.mla_module(point, "dense", "f32", calls=2), "interpreter")
+    rng = np.random.default_rng(3)
+    inputs = {"q": rng.standard_normal((2, 2, 16)), "kv_cache": rng.standard_normal((2, 64, 32)),
+              "kr_cache": rng.standard_normal((2, 64, 16)),
+              "w_uk": rng.standard_normal((32, 32)) / 8, "w_uv": rng.standard_normal((32, 32)) / 8}
+    inputs = {name: a.astype(np.float32) for name, a in inputs.items()}
+    expected = np.stack([vx.reference.mla_decode(
+        inputs["q"][b], inputs["kv_cache"][b], inputs["kr_cache"][b], inputs["w_uk"],
+        inputs["w_uv"]) for b in range(2)])
+    opts = type("Opts", (), dict(warmup=1, repeat=3, dtype="f32"))
+    row = bench.Row("mla", point.label, "dense", 1, params={"batch": 2}, calls=2)
+    bench.run_variant(row, kernel, inputs, expected, opts)
+    assert row.note == "" and row.max_abs_err < 1e-4
+    wrong = dict(expected=expected.copy())
+    wrong["expected"][1] += 1.0  # the second call's half checked against its own rows
+    row2 = bench.Row("mla", point.label, "dense", 1, params={"batch": 2}, calls=2)
+    bench.run_variant(row2, vx.compile(bench.mla_module(point, "dense", "f32", calls=2),
+                                       "interpreter"), inputs, wrong["expected"], opts)
+    assert row2.max_abs_err > 0.5 and row2.note.startswith("WRONG")
+    parts = [{"ours_ms": 1.0, "ours_device_ms": None, "ours_call_ms": 2.0,
+              "max_abs_err": e, "ours_kernel_ms": {"k": 0.5}} for e in (1e-3, 2e-3)]
+    total = bench.summed(parts)
+    assert total["ours_ms"] == 2.0 and total["ours_call_ms"] == 4.0
+    assert total["ours_device_ms"] is None and total["max_abs_err"] == 2e-3
+    assert total["ours_kernel_ms"] == {"k": 1.0}
+
+
+def test_a_cache_past_the_largest_binding_is_split_by_batch(bench, common, monkeypatch):
+    """measure() halves the batch until the kernel compiles where the device
+    refuses a buffer for maxStorageBufferRange, and says so in the row; any
+    other refusal, or a variant that may not split, stays skipped."""
+    refused = f"VyreError: buffer 'kv_cache' is 4294967296 bytes but ... {bench.RANGE_LIMIT}"
+
+    def compile_ours(build, backend, optimize="default"):
+        batch = build()
+        return (("kernel", batch), None) if batch <= 32 else (None, refused)
+
+    ran = {}
+
+    def run_variant(row, kernel, inputs, expected, opts):
+        ran[row.variant] = kernel
+        row.ours_ms = 1.0
+
+    monkeypatch.setattr(bench, "compile_ours", compile_ours)
+    monkeypatch.setattr(bench, "run_variant", run_variant)
+    monkeypatch.setattr(bench, "run_torch",
+                        lambda *a: common.TorchResult(times={"absorbed": 1.0}, notes={}))
+    point = bench.MlaPoint(128, 32768, 16)
+    variants = {"dense": (lambda: 128, "default"), "paged": (lambda: 128, "default")}
+
+    def in_calls(name, calls):
+        return None if name == "paged" else (lambda: 128 // calls)
+
+    opts = type("Opts", (), dict(dtype="bf16", device="cpu", warmup=1, repeat=3,
+                                 backend="interpreter"))
+    rows = {r.variant: r for r in bench.measure(
+        point, variants, lambda: ([], {"dense": {}, "paged": {}}, {}), opts, in_calls)}
+    assert rows["dense"].calls == 4 and rows["dense"].skipped == ""
+    assert rows["dense"].note.startswith("batch in 4 calls of 32")
+    assert ran == {"dense": ("kernel", 32)}
+    assert rows["paged"].calls == 1 and rows["paged"].skipped == refused
+
+
 def test_paged_pools_read_back_in_order(bench):
     torch = pytest.importorskip("torch")
     k, kr = torch.randn(2, 32, 3, 4), torch.randn(2, 32, 5)  # [B, L, ...]
