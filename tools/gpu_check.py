@@ -263,11 +263,12 @@ def split_plan_case(heads: int, n: int, d: int, parts: int, batch: int = 1,
 
 def latent_paged_case(batch: int, length: int, heads: int, page: int,
                       dtype: str = "f16", stage: bool = False,
-                      projections: bool = False) -> Case:
+                      projections: bool = False, plan: bool = False) -> Case:
     """MLA decode in f16 or bf16 over a paged latent cache of ragged
     lengths (a shuffled block table; rows past each end NaN) through
     vyre-latent-tensor-cores (`stage`: its staged tiles; `projections`:
-    the projections through vyre-projection-tensor-cores), against the
+    the projections through vyre-projection-tensor-cores; `plan`: as the
+    default plan chooses instead), against the
     program's oracle over the pages."""
 
     d, rank, rope, pages = 128, 512, 64, batch * -(-length // page)
@@ -300,11 +301,12 @@ def latent_paged_case(batch: int, length: int, heads: int, page: int,
 
     projected = ("vyre-projection-tensor-cores{device=vulkan force=true},"
                  if projections else "")
-    pipeline = (f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
-                f"force=true stage={str(stage).lower()}}},{projected}"
-                f"vyre-to-gpu{{optimize=exact}}")
+    pipeline = "default" if plan else (
+        f"vyre-absorb-mla{{kernels=3}},vyre-latent-tensor-cores{{device=vulkan "
+        f"force=true stage={str(stage).lower()}}},{projected}vyre-to-gpu{{optimize=exact}}")
     return Case(f"latent tensor cores mla paged B={batch} S<={length} H={heads} P={page} "
-                f"{dtype}{' staged' if stage else ''}{' projections' if projections else ''}",
+                f"{dtype}{' staged' if stage else ''}{' projections' if projections else ''}"
+                f"{' plan' if plan else ''}",
                 build, inputs, reference, dtype,
                 MATRIX_TOLERANCE[dtype], cooperative_matrix=True, optimize=pipeline)
 
@@ -416,6 +418,10 @@ def cases(every: bool) -> list[Case]:
         latent_case(4096, 128, dtype="bf16", stage=True, row_groups=2),
         latent_case(1024, 32, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True,
                     row_groups=2),
+        # ... as the plan takes them from 32 heads: bf16 dense, and f16 paged
+        # with run-time lengths (48,640 bytes of workgroup memory)
+        mla_case(4096, 128, dtype="bf16"),
+        latent_paged_case(4, 2048, 128, 64, plan=True),
         latent_case(1024, 16, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True,
                     skip_rescale=True),
         latent_case(1024, 16, d=64, rank=64, rope=64, nan_inf=True, splits=2, stage=True),
