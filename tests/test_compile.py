@@ -146,6 +146,24 @@ def test_outputs_are_new_arrays(fa2, backend, kernels):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("decoder", ["fa2", "mla"])
+def test_a_vulkan_kernel_gives_the_spirv_module_it_dispatches(decoder, backend, kernels,
+                                                               request):
+    """kernel.spirv: the program's whole module (MLA's three kernels' entry
+    points in one, as vx.compile_spirv gives it) on Vulkan, None on the
+    interpreter and once closed."""
+    module = request.getfixturevalue(decoder)
+    kernel = kernels(module, backend)
+    if backend == "interpreter":
+        assert kernel.spirv is None
+        return
+    assert kernel.spirv == vx.compile_spirv(module)
+    assert kernel.spirv[:4] == b"\x03\x02\x23\x07"  # the SPIR-V magic
+    kernel.close()
+    assert kernel.spirv is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_statistics_are_the_drivers_where_it_reports_them(fa2, backend, kernels):
     """{kernel: {statistic: number}} from the driver (on NVIDIA: registers a
     lane, ...); {} where there is none: the interpreter, and Vulkan drivers

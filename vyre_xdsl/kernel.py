@@ -72,7 +72,8 @@ def compile(
     else:
         from vyre_xdsl.vulkan.runtime import load
 
-        impl = _Vulkan(load(compiled.spirv, compiled.info, staging=staging))
+        impl = _Vulkan(load(compiled.spirv, compiled.info, staging=staging),
+                       compiled.spirv.binary)
     return Kernel(backend, compiled, impl)
 
 
@@ -465,14 +466,12 @@ class _Interpreter:
 
 
 class _Vulkan:
-    """A vulkan.dispatch.Dispatcher; resident arrays are its DeviceBuffers."""
+    """A vulkan.dispatch.Dispatcher; resident arrays are its DeviceBuffers.
+    `spirv`: the program's module (its pipelines may be built from each
+    kernel's module alone, SpirvModule.binaries)."""
 
-    def __init__(self, dispatcher):
-        self.dispatcher = dispatcher
-
-    @property
-    def spirv(self) -> bytes:
-        return self.dispatcher.spirv
+    def __init__(self, dispatcher, spirv: bytes):
+        self.dispatcher, self.spirv = dispatcher, spirv
 
     @property
     def closed(self) -> bool:
