@@ -327,6 +327,8 @@ class BlockProductAttr(ParametrizedAttribute):
 
 LATENT_TENSOR_CORES_ATTR = "vyre.latent_tensor_cores"  # on a vyre.tiled_online_softmax
 _LATENT_INTS = ("row_tiles", "splits", "row_groups")
+# vyre-latent-tensor-cores' groups of four subgroups a workgroup
+LATENT_ROW_GROUPS = (1, 2)
 _LATENT_FLAGS = ("stage", "skip_rescale")
 
 
@@ -362,6 +364,12 @@ class LatentTensorCoresAttr(ParametrizedAttribute):
 
     def verify(self) -> None:
         _require_positive(self, _LATENT_INTS)
+        if self.row_groups not in LATENT_ROW_GROUPS:
+            raise VerifyException(f"#{self.name}: row_groups must be one of "
+                                  f"{LATENT_ROW_GROUPS}, got {self.row_groups}")
+        if self.row_groups > 1 and not self.stage:
+            raise VerifyException(f"#{self.name}: row groups share the staged tiles: "
+                                  f"row_groups {self.row_groups} needs stage = true")
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:

@@ -119,7 +119,7 @@ from vyre_xdsl.dialects.gpu_mma import (
     SubgroupMmaStoreMatrixOp,
 )
 from vyre_xdsl.dialects.launch import ACCUMULATOR_ATTR, AccumulatorAttr, record_skeleton
-from vyre_xdsl.dialects.plan import LatentTensorCoresAttr
+from vyre_xdsl.dialects.plan import LATENT_ROW_GROUPS, LatentTensorCoresAttr
 from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.kv_split import merge_in_kernel
@@ -234,7 +234,7 @@ def problem(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
         return reason
     if tiling.row_tiles < 1 or tiling.splits < 1:
         return f"row_tiles {tiling.row_tiles} and splits {tiling.splits} must be positive"
-    if tiling.row_groups not in (1, 2):
+    if tiling.row_groups not in LATENT_ROW_GROUPS:
         return f"row_groups must be 1 or 2, got {tiling.row_groups}"
     if tiling.row_groups > 1 and not tiling.stage:
         return "row groups share the staged tiles: row_groups 2 needs stage=true"

@@ -112,6 +112,18 @@ builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits =
 
 // -----
 
+// ... two at most ...
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1, row_groups = 4, stage = true, skip_rescale = false>} {}
+// CHECK: error: #vyre.latent_tensor_cores: row_groups must be one of (1, 2), got 4
+
+// -----
+
+// ... which share the staged tiles.
+builtin.module attributes {t = #vyre.latent_tensor_cores<row_tiles = 1, splits = 1, row_groups = 2, stage = false, skip_rescale = false>} {}
+// CHECK: error: #vyre.latent_tensor_cores: row groups share the staged tiles: row_groups 2 needs stage = true
+
+// -----
+
 // A per-head product on the matrix units (#vyre.projection_tensor_cores):
 // a workgroup takes at least one block of 16 sequences ...
 builtin.module attributes {t = #vyre.projection_tensor_cores<row_tiles = 0, col_blocks = 1>} {}
