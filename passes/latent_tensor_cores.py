@@ -37,7 +37,9 @@ type its profile knows (`device`; vyre_xdsl.mma_layout):
 With `stage=true` the workgroup stages the key rows instead, and a tile
 has 16 keys: each subgroup copies its share of the tile's 16x16 blocks
 (every dot product's key rows, which hold the value rows too: MLA's values
-are its latent rows) into one of two buffers of `tc_stage` (rows padded
+are its latent rows), 16 bytes a lane (mma_elements.StagedBlock; the query
+rows too, 8 dims a lane, so every write of `tc_stage` is whole uvec4s in
+SPIR-V), into one of two buffers of `tc_stage` (rows padded
 against bank conflicts, mma_elements.conflict_free_stride), the next tile's
 blocks loaded before this one is computed and stored after it, behind one
 barrier.  The query's 16-dim blocks are split among the subgroups and held
@@ -124,6 +126,7 @@ from vyre_xdsl.errors import pass_error
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.kv_split import merge_in_kernel
 from vyre_xdsl.mma_elements import (
+    COPY_HALVES,
     F32_BYTES,
     HALF_BYTES,
     LANES,
@@ -134,8 +137,10 @@ from vyre_xdsl.mma_elements import (
     add,
     as_index,
     conflict_free_stride,
+    copies_by_lanes,
     expand_skeletons,
     half_problem,
+    lane_place,
     layout_problem,
     may_be_minus_inf,
     spread_blocks,
@@ -315,6 +320,10 @@ class LatentExpansion(MatrixElements):
         half = self.half = fragments.v.load.memref.type.element_type
         self.scaled = _scaled(half)
         self.stride = conflict_free_stride(self.depth)  # a staged key row's
+        # lanes copy the query rows and the tiles' blocks into tc_stage 16
+        # bytes each, so that workgroup memory is written in whole uvec4s
+        self.copies = tiling.stage and copies_by_lanes(
+            half, self.depth, self.stride, *(dot.width for dot in fragments.dots))
         if tiling.stage:  # the query rows first, then the tiles, two buffers
             scratch = [("tc_stage", max(rows * self.depth, 2 * TILE * self.stride), half),
                        ("tc_scores", SUBGROUPS * rows * TILE, f32)]
@@ -525,6 +534,7 @@ class LatentExpansion(MatrixElements):
         staged row."""
         blocks, offset = [], 0
         tile_start = b.muli(index, b.index(TILE))
+        place = lane_place(b, self.sublane) if self.copies else None
         for dot in self.f.dots:
             start = dot.key.start(b, self.op, "scores", self.first, self.lane, tile_start)
 
@@ -532,7 +542,8 @@ class LatentExpansion(MatrixElements):
                       offset=offset) -> StagedBlock:
                 column = b.muli(n, b.index(TILE))
                 return StagedBlock(dot.key.load.memref, b.addi(start, column), dot.width,
-                                   self.staged, b.addi(column, b.index(offset)), self.stride)
+                                   self.staged, b.addi(column, b.index(offset)), self.stride,
+                                   place)
 
             blocks += spread_blocks(b, dot.width // TILE, self.subgroup, block,
                                     SUBGROUPS * self.latent.row_groups)
@@ -547,15 +558,18 @@ class LatentExpansion(MatrixElements):
     def clear_past_end(self, b: IRBuilder, base, tile_start) -> None:
         """The rows of the staged tile at `base` past the sequence's end set
         to 0 (a row there may hold anything, and P V's 0 * inf is NaN)."""
-        size = TILE * self.stride
+        chunk = COPY_HALVES if self.copies else 1  # elements a lane clears at once
+        size = TILE * self.stride // chunk
 
         def one(b: IRBuilder, e, _):
-            at = b.addi(self.lane, b.muli(e, b.index(lanes)))
+            at = b.muli(b.addi(self.lane, b.muli(e, b.index(lanes))), b.index(chunk))
             past = b.cmpi(b.addi(tile_start, b.divui(at, b.index(self.stride))), self.length,
                           "uge")
             if size % lanes:
-                past = b.andi(past, b.cmpi(at, b.index(size), "ult"))
-            b.if_then(past, lambda b: b.store(b.f32(0.0), self.staged, b.addi(base, at)))
+                past = b.andi(past, b.cmpi(at, b.index(size * chunk), "ult"))
+            zero, at = b.f32(0.0), b.addi(base, at)
+            b.if_then(past, lambda b: b.store_vector([zero] * chunk, self.staged, at)
+                      if self.copies else b.store(zero, self.staged, at))
             return []
 
         lanes = self.latent.lanes
@@ -587,18 +601,50 @@ class LatentExpansion(MatrixElements):
 
         scale = self.row_scale(b, each_dim, item, row, part, lanes) if self.scaled else None
 
-        def copy(b: IRBuilder, dot, dim, offset, values):
+        def query(b: IRBuilder, dot, dim) -> SSAValue:
             value = b.load(dot.query.load.memref, dot.query.at(b, op, item, dim))
+            return value if scale is None else b.mulf(value, scale)
+
+        def copy(b: IRBuilder, dot, dim, offset, values):
             at = b.addi(b.muli(row, b.index(self.depth)), b.addi(dim, b.index(offset)))
-            b.store(value if scale is None else b.mulf(value, scale), self.query_tile, at)
+            b.store(query(b, dot, dim), self.query_tile, at)
             return []
 
-        each_dim(b, copy, [])
+        if self.copies:
+            self.copy_query_chunks(b, query, row, part, lanes)
+        else:
+            each_dim(b, copy, [])
         if self.ragged:  # element (r, c) of tc_columns is c
             for i in range(TILE * TILE // self.latent.lanes):
                 at = b.addi(self.lane, b.index(i * self.latent.lanes))
                 b.store(_to_f32(b, b.remui(at, b.index(TILE))), self.columns_tile, at)
         b.emit(gpu.BarrierOp())
+
+    def copy_query_chunks(self, b: IRBuilder, query, row, part, lanes: int) -> None:
+        """The query row `row` into tc_stage in chunks of COPY_HALVES dims,
+        chunk `part + k * lanes` of each dot product's dims this lane's;
+        `query(b, dot, dim)` gives a dim's value."""
+        offset = 0
+        for dot in self.f.dots:
+            chunks = dot.width // COPY_HALVES
+
+            def step(b: IRBuilder, k, _, dot=dot, offset=offset, chunks=chunks):
+                chunk = b.addi(part, b.muli(k, b.index(lanes)))
+
+                def one(b: IRBuilder):
+                    dim = b.muli(chunk, b.index(COPY_HALVES))
+                    values = [query(b, dot, b.addi(dim, b.index(j))) for j in range(COPY_HALVES)]
+                    at = b.addi(b.muli(row, b.index(self.depth)), b.addi(dim, b.index(offset)))
+                    b.store_vector(values, self.query_tile, at)
+
+                if chunks % lanes:
+                    b.if_then(b.cmpi(chunk, b.index(chunks), "ult"), one)
+                else:
+                    one(b)
+                return []
+
+            b.loop(0, -(-chunks // lanes), step, hint="query_chunk")
+            offset += dot.width
 
     def row_scale(self, b: IRBuilder, each_dim, item, row, part, lanes: int) -> SSAValue:
         """The power of two that puts query row `item`'s largest |element|

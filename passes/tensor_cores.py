@@ -32,8 +32,9 @@ vyre_xdsl.mma_layout):
   by their rows' denominators and the 16-bit matrix stored to out.
 
 With `stage=true` the workgroup's subgroups first copy the tile's K and V
-rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks,
-behind one more barrier; all rows of a workgroup must then read the same
+rows (contiguous in their buffers) into workgroup memory, in 16x16 blocks
+(16-bit ones 16 bytes a lane: mma_elements.StagedBlock), behind one more
+barrier; all rows of a workgroup must then read the same
 keys.  Rows there are padded by 16 bytes where they would be an even number
 of 16 bytes apart (mma_elements.conflict_free_stride): a matrix load reads
 eight rows of 16 bytes at once, which then fall in distinct banks.  With
@@ -139,8 +140,10 @@ from vyre_xdsl.mma_elements import (
     as_index,
     buffer_types,
     conflict_free_stride,
+    copies_by_lanes,
     expand_skeletons,
     half_problem,
+    lane_place,
     layout_problem,
     may_be_minus_inf,
     spread_blocks,
@@ -786,14 +789,19 @@ class TensorCoreExpansion(MatrixElements):
                 (f.v, "update", self.staged[1], self.v_dim, self.staged_strides[1])):
             first = self.row_start(b, access, region, start)
             across = width // TILE
+            source = access.load.memref
+            place = None
+            if self.tiling.pieces == 1 and copies_by_lanes(source.type.element_type, width,
+                                                            stride):
+                place = lane_place(b, b.remui(self.lane, b.index(SUBGROUP)))
 
-            def block(b: IRBuilder, n: SSAValue, access=access, first=first, staged=staged,
-                      width=width, stride=stride, across=across) -> StagedBlock:
+            def block(b: IRBuilder, n: SSAValue, source=source, first=first, staged=staged,
+                      width=width, stride=stride, across=across, place=place) -> StagedBlock:
                 row, column = b.divui(n, b.index(across)), b.remui(n, b.index(across))
                 column = b.muli(column, b.index(TILE))
                 at_source = b.addi(first, b.addi(b.muli(row, b.index(TILE * width)), column))
                 at = b.addi(b.muli(row, b.index(TILE * stride)), column)
-                return StagedBlock(access.load.memref, at_source, width, staged, at, stride)
+                return StagedBlock(source, at_source, width, staged, at, stride, place)
 
             blocks += spread_blocks(b, self.keys // TILE * across, self.group, block)
         return blocks

@@ -413,12 +413,42 @@ def test_staged_tiles_are_read_from_workgroup_memory():
     text = str(vx.lower_to_gpu(module, optimize=PIPELINES["exact_staged"]))
     assert "tc_key_tile" in text and "tc_value_tile" in text
     loads = [line for line in text.splitlines() if "subgroup_mma_load_matrix" in line]
-    # the products read the staged tiles; only the copies (16x16 "COp"
-    # blocks, stored to workgroup memory) read k and v
-    operands = [line for line in loads if '"BOp"' in line]
-    copies = [line for line in loads if "%k[" in line or "%v[" in line]
-    assert operands and not any("%k[" in line or "%v[" in line for line in operands)
-    assert copies and all('"COp"' in line for line in copies)
+    # the products read the staged tiles; only the lanes' copies (16 bytes
+    # each, stored to workgroup memory) read k and v
+    assert loads and not any("%k[" in line or "%v[" in line for line in loads)
+    copies = [line for line in text.splitlines() if "%k[" in line or "%v[" in line]
+    assert copies and all("vector.load" in line and "vector<8xf16>" in line
+                          for line in copies)
+    stores = [line for line in text.splitlines() if "vector.store" in line]
+    assert stores and all("%tc_key_tile" in line or "%tc_value_tile" in line
+                          for line in stores)
+
+
+def _declared_type(text: str, name: str) -> str:
+    """The disassembled type of the variable named `name` (its pointee's
+    definition, then the definitions that one names)."""
+    var = re.search(rf'OpName (%\d+) "[^"]*{name}"', text).group(1)
+    pointer = re.search(rf"{var} = OpVariable (%\d+)", text).group(1)
+    pointee = re.search(rf"{pointer} = OpTypePointer \w+ (%\d+)", text).group(1)
+    return re.search(rf"{pointee} = (OpType\w+ %\d+)", text).group(1)
+
+
+@needs_mlir_translate
+@needs_mlir_opt
+def test_staged_tiles_written_16_bytes_a_lane_are_arrays_of_uvec4(tmp_path):
+    """Every write of a staged tile is a lane's vector.store of 8 halves and
+    every read a matrix load at a multiple of 8: the SPIR-V declares the
+    tile an array of uvec4s (no lane writes part of a word) and addresses
+    the matrix loads' rows in them; MLIR verifies the module."""
+    from vyre_xdsl.spirv.disasm import disassemble
+
+    module = vx.flash_attention_2(seq_len=64, head_dim=16, tile_size=16, dtype="f16")
+    binary = emit_spirv_module(vx.lower_to_gpu(module, optimize=PIPELINES["exact_staged"])).binary
+    text = disassemble(binary)
+    for name in ("tc_key_tile", "tc_value_tile"):
+        element = _declared_type(text, name).split()[1]
+        assert re.search(rf"{element} = OpTypeVector %\d+ 4", text), name
+    assert "spirv.KHR.CooperativeMatrixLoad" in _mlir_verifies_spirv(binary, tmp_path)
 
 
 # An f16 array in workgroup memory (what holds the weights P V reads): each
@@ -456,6 +486,47 @@ def test_f16_workgroup_arrays_keep_every_bit(backend):
     out = vx.run(_f16_exchange(), {"a": a}, backend=backend)["out"].reshape(-1)
     assert out.dtype == np.float16
     np.testing.assert_array_equal(out.view(np.uint16), a[::-1].view(np.uint16))
+
+
+# Each lane loads 8 halves, builds them back in reverse order and stores
+# them with one vector.store to an f16 workgroup array that scalar loads
+# read (so not an array of uvec4s: the emitter stores the 8 elements one by
+# one); after the barrier each lane reads its mirror's elements.
+F16_VECTOR_STORE = """
+      %lane = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c8 = arith.constant 8 : index
+      %c255 = arith.constant 255 : index
+      %tile = memref.alloc() : memref<256xf16, 3 : i64>
+      %at = arith.muli %lane, %c8 : index
+      %x = vector.load %a[%at] : memref<256xf16>, vector<8xf16>
+""" + "".join(f"      %e{i} = vector.extract %x[{i}] : f16 from vector<8xf16>\n"
+          for i in range(8)) + """
+      %y = vector.from_elements %e7, %e6, %e5, %e4, %e3, %e2, %e1, %e0 : vector<8xf16>
+      vector.store %y, %tile[%at] : memref<256xf16, 3 : i64>, vector<8xf16>
+      "gpu.barrier"() : () -> ()
+      scf.for %k = %c0 to %c8 step %c1 {
+        %i = arith.addi %at, %k : index
+        %j = arith.subi %c255, %i : index
+        %v = memref.load %tile[%j] : memref<256xf16, 3 : i64>
+        memref.store %v, %out[%i] : memref<256xf16>
+      }
+"""
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_a_vector_of_halves_is_stored_in_order(backend):
+    from vyre_xdsl.tools.mma_kernels import TileBuffer, lowered_kernel
+
+    buffers = (TileBuffer("a", "read", (1, 256), "f16"),
+               TileBuffer("out", "write", (1, 256), "f16"))
+    kernel = vx.parse_module(lowered_kernel("reverse", buffers, F16_VECTOR_STORE))
+    a = np.resize(_f16_pattern(), 256)
+    a[100:] = np.arange(156, dtype=np.float16)
+    tile = a.reshape(32, 8)[:, ::-1].reshape(-1)  # each lane's 8 reversed
+    out = vx.run(kernel, {"a": a}, backend=backend)["out"].reshape(-1)
+    np.testing.assert_array_equal(out.view(np.uint16), tile[::-1].view(np.uint16))
 
 
 @needs_vulkan

@@ -60,10 +60,11 @@ class VyreOptMain(xDSLOptMain):
             from vyre_xdsl.dialects.vyre import Vyre
 
             self.ctx.register_dialect("vyre", lambda: Vyre)
-        from vyre_xdsl.dialects import gpu_mma, gpu_shuffle
+        from vyre_xdsl.dialects import gpu_mma, gpu_shuffle, vector_from_elements
 
         gpu_shuffle.load_into(self.ctx)
         gpu_mma.load_into(self.ctx)
+        vector_from_elements.load_into(self.ctx)
 
     def register_all_passes(self):
         super().register_all_passes()

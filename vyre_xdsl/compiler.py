@@ -19,7 +19,7 @@ from xdsl.utils.exceptions import (
 )
 
 from vyre_xdsl.checks import check_module, check_pipeline, check_text
-from vyre_xdsl.dialects import gpu_mma, gpu_shuffle, vyre
+from vyre_xdsl.dialects import gpu_mma, gpu_shuffle, vector_from_elements, vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.passes import ALL_PASSES
 
@@ -30,13 +30,14 @@ if TYPE_CHECKING:
 
 def make_context() -> Context:
     """A context that knows every xDSL dialect, the vyre dialect,
-    gpu.shuffle and the subgroup matrix ops (gpu_mma)."""
+    gpu.shuffle, the subgroup matrix ops (gpu_mma) and vector.from_elements."""
     ctx = Context()
     for name, factory in get_all_dialects().items():
         ctx.register_dialect(name, factory)
     ctx.register_dialect("vyre", lambda: vyre.Vyre)
     gpu_shuffle.load_into(ctx)
     gpu_mma.load_into(ctx)
+    vector_from_elements.load_into(ctx)
     return ctx
 
 

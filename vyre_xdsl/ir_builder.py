@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith, gpu, math, memref, scf
+from xdsl.dialects import arith, gpu, math, memref, scf, vector
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, f32, i32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
@@ -25,6 +25,7 @@ from vyre_xdsl.checks import is_integer
 from vyre_xdsl.dialects.constants import I32_MAX, U32_MAX
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
+from vyre_xdsl.dialects.vector_from_elements import FromElementsOp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.dtypes import is_half
 
@@ -287,6 +288,18 @@ class IRBuilder:
         if value.type == f32 and is_half(element):
             value = self._result(arith.TruncFOp(value, element))
         self.emit(memref.StoreOp.get(value, _memref(ref), [_index(index, self)]))
+
+    def store_vector(self, values: Sequence[Value], ref: Value, index: Value) -> None:
+        """Store `values` at elements `index`, `index + 1`, ... of `ref` with
+        one vector.store (rounded as `store` rounds them)."""
+        element = _memref(ref).type.element_type
+        elements = []
+        for value in map(_v, values):
+            if value.type == f32 and is_half(element):
+                value = self._result(arith.TruncFOp(value, element))
+            elements.append(value)
+        vec = self._result(FromElementsOp(elements))
+        self.emit(vector.StoreOp(vec, _memref(ref), [_index(index, self)]))
 
     # -- control flow ------------------------------------------------------
 

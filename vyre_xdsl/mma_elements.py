@@ -2,15 +2,16 @@
 vyre-latent-tensor-cores) share: the workgroup they run in, the check of a
 device's accumulator layout, the computation on a lane's elements of a
 matrix where that layout puts them (vyre_xdsl.mma_layout), and the copy of
-a tile's rows into workgroup memory in 16x16 blocks."""
+a tile's rows into workgroup memory in 16x16 blocks: 16 bytes a lane where
+the elements are 16-bit and the rows 16-byte aligned, else as C matrices."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import BFloat16Type, Float16Type
+from xdsl.dialects import arith, vector
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, VectorType
 from xdsl.ir import Attribute, SSAValue
 
 from vyre_xdsl import recurrence
@@ -44,6 +45,9 @@ MATRIX_TOLERANCE = {"f16": 4e-3, "bf16": 1.6e-2}
 # (vyre-tensor-cores' `pieces`): two keep an f32 to 2^-15 of it, three
 # exactly, and the products of the smallest parts are left out
 SPLIT_TOLERANCE = {2: 3e-4, 3: 1e-5}
+# a lane's share of a staged 16x16 block of 16-bit elements: 16 bytes, one
+# vector load and store where a C matrix's load and store take several
+COPY_HALVES = TILE * TILE // SUBGROUP
 # a matrix load from workgroup memory reads eight rows of 16 bytes at once;
 # they fall into distinct banks where the rows are an odd number of 16
 # bytes apart, else two or more of them wait for the same bank
@@ -229,12 +233,30 @@ class MatrixElements:
         return value
 
 
+def copies_by_lanes(element: Attribute, *row_lengths: int) -> bool:
+    """Whether blocks of `element`s from and to rows of these lengths (in
+    elements) are copied by the lanes 16 bytes each (`lane_place`): 16-bit
+    elements, every row 16-byte aligned."""
+    return isinstance(element, HALF_TYPES) and all(n % COPY_HALVES == 0 for n in row_lengths)
+
+
+def lane_place(b: IRBuilder, sublane: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """The row and first column of the 16 bytes of a 16x16 block of 16-bit
+    elements that lane `sublane` of a subgroup copies: a half row each, the
+    first 16 lanes the rows' first halves, so that each quarter of the
+    subgroup stores rows an odd number of 16 bytes apart (padded staged
+    rows, `conflict_free_stride`) in distinct banks."""
+    return (b.remui(sublane, b.index(TILE)),
+            b.muli(b.divui(sublane, b.index(TILE)), b.index(COPY_HALVES)))
+
+
 @dataclass
 class StagedBlock:
     """A 16x16 block of a tile that the workgroup stages: loaded from
-    `source` (rows `width` apart) at `at_source` as a C matrix of its
-    element type (exact), stored at `at` of a copy in `staged` (rows
-    `stride` apart)."""
+    `source` (rows `width` apart) at `at_source`, stored at `at` of a copy
+    in `staged` (rows `stride` apart).  With `place` (`lane_place`) each
+    lane copies its 16 bytes as a vector, else the subgroup copies the
+    block as a C matrix of its element type (exact)."""
 
     source: SSAValue
     at_source: SSAValue
@@ -242,18 +264,33 @@ class StagedBlock:
     staged: SSAValue
     at: SSAValue
     stride: int
-    matrix: SSAValue | None = None  # loaded
+    place: tuple[SSAValue, SSAValue] | None = None
+    value: SSAValue | None = None  # loaded
     guard: SSAValue | None = None  # stored only where this holds
 
-    def load(self, b: IRBuilder) -> SSAValue:
-        c16 = tile_matrix(self.source.type.element_type, MMAOperand.C)
-        return b.emit(SubgroupMmaLoadMatrixOp(self.source, [self.at_source], c16,
-                                              self.width)).results[0]
+    def _lane_offset(self, b: IRBuilder, row_length: int) -> SSAValue:
+        row, column = self.place
+        return b.addi(b.muli(row, b.index(row_length)), column)
 
-    def store(self, b: IRBuilder, matrix: SSAValue, offset: SSAValue) -> None:
-        """`matrix` into the copy at `offset` of `staged`."""
-        b.emit(SubgroupMmaStoreMatrixOp(matrix, self.staged, [b.addi(offset, self.at)],
-                                        self.stride))
+    def load(self, b: IRBuilder) -> SSAValue:
+        element = self.source.type.element_type
+        if self.place is None:
+            return b.emit(SubgroupMmaLoadMatrixOp(
+                self.source, [self.at_source], tile_matrix(element, MMAOperand.C),
+                self.width)).results[0]
+        at = b.addi(self.at_source, self._lane_offset(b, self.width))
+        return b.emit(vector.LoadOp(self.source, [at],
+                                    VectorType(element, [COPY_HALVES]))).results[0]
+
+    def store(self, b: IRBuilder, value: SSAValue, offset: SSAValue) -> None:
+        """`value` (a `load`, or a C matrix where `place` is None) into
+        the copy at `offset` of `staged`."""
+        at = b.addi(offset, self.at)
+        if self.place is None:
+            b.emit(SubgroupMmaStoreMatrixOp(value, self.staged, [at], self.stride))
+            return
+        b.emit(vector.StoreOp(value, self.staged,
+                              [b.addi(at, self._lane_offset(b, self.stride))]))
 
 
 def spread_blocks(b: IRBuilder, count: int, group: SSAValue,
@@ -273,20 +310,20 @@ def spread_blocks(b: IRBuilder, count: int, group: SSAValue,
             guard = b.cmpi(n, b.index(count), "ult")
             n = b.minui(n, b.index(count - 1))
         mine = block(b, n)
-        mine.matrix, mine.guard = mine.load(b), guard
+        mine.value, mine.guard = mine.load(b), guard
         blocks.append(mine)
     return blocks
 
 
 def stage_blocks(b: IRBuilder, blocks: list[StagedBlock],
                  store: Callable[[IRBuilder, StagedBlock, SSAValue], None]) -> None:
-    """`spread_blocks`' blocks stored by `store(b, block, its matrix)`, a
+    """`spread_blocks`' blocks stored by `store(b, block, its value)`, a
     guarded one where its guard holds."""
     for block in blocks:
         if block.guard is None:
-            store(b, block, block.matrix)
+            store(b, block, block.value)
         else:
-            b.if_then(block.guard, lambda b, block=block: store(b, block, block.matrix))
+            b.if_then(block.guard, lambda b, block=block: store(b, block, block.value))
 
 
 def _powers_of_two_below(n: int) -> list[int]:

@@ -65,11 +65,13 @@ def check_supported(func: gpu.FuncOp) -> None:
                 f"(docs/lowered-ir.md) lists the ops it runs"
             )
         if isinstance(op, vector.LoadOp) and any(
-            not isinstance(use.operation, vector.ExtractOp) for use in op.result.uses
+            not isinstance(use.operation, vector.ExtractOp | vector.StoreOp)
+            for use in op.result.uses
         ):
             raise VyreError(
-                f"the interpreter only extracts elements of a vector; the result "
-                f"of {_location(op)} in kernel @{func.sym_name.data} has other uses"
+                f"the interpreter only extracts elements of a vector or stores it; "
+                f"the result of {_location(op)} in kernel @{func.sym_name.data} has "
+                f"other uses"
             )
 
 

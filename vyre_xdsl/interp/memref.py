@@ -92,6 +92,38 @@ def out_of_bounds(state: LaneState, op, buf: Buffer, index, mask) -> VyreError:
     )
 
 
+def scatter(state: LaneState, op, buf: Buffer, index, value) -> None:
+    """Each active lane's `value` into element `index` of `buf`."""
+    if buf.read_only:
+        raise VyreError(
+            f"{op.name} writes to {buf.name}, which the kernel declares "
+            f"access = \"read\" (docs/lowered-ir.md: read buffers are never "
+            f"stored to)"
+        )
+    mask = state.mask
+    data = buf.data
+    try:
+        if not buf.private:
+            if is_uniform(index) and not is_uniform(value):
+                # every active lane writes the same element: in lock-step
+                # order the last active lane's value lands
+                active = np.flatnonzero(state.active())
+                data[index] = value[active[-1]]
+            elif mask is None or is_uniform(index):
+                data[index] = value
+            else:
+                data[index[mask]] = value if is_uniform(value) else value[mask]
+            return
+        lanes = state.lane_ids
+        if mask is None:
+            data[lanes, index] = value
+        else:
+            index = np.broadcast_to(index, lanes.shape)
+            data[lanes[mask], index[mask]] = value if is_uniform(value) else value[mask]
+    except IndexError:
+        raise out_of_bounds(state, op, buf, index, mask) from None
+
+
 def linear_index(buf: Buffer, indices):
     """The flat element index of `indices` into `buf` (one index: already
     flat)."""
@@ -162,42 +194,7 @@ class MemRefFunctions(LaneFunctions):
 
     @impl(memref.StoreOp)
     def run_store(self, interpreter, op: memref.StoreOp, args):
-        value = args[0]
         buf: Buffer = args[1]
-        if buf.read_only:
-            raise VyreError(
-                f"{op.name} writes to {buf.name}, which the kernel declares "
-                f"access = \"read\" (docs/lowered-ir.md: read buffers are never "
-                f"stored to)"
-            )
         index = args[2] if len(args) == 3 else linear_index(buf, args[2:])
-        state = self.state
-        mask = state.mask
-        data = buf.data
-        try:
-            if not buf.private:
-                if is_uniform(index) and not is_uniform(value):
-                    # every active lane writes the same element: in lock-step
-                    # order the last active lane's value lands
-                    active = np.flatnonzero(state.active())
-                    data[index] = value[active[-1]]
-                elif mask is None:
-                    data[index] = value
-                elif is_uniform(index):
-                    data[index] = value
-                else:
-                    data[index[mask]] = (
-                        value if is_uniform(value) else value[mask]
-                    )
-                return ()
-            lanes = state.lane_ids
-            if mask is None:
-                data[lanes, index] = value
-            else:
-                index = np.broadcast_to(index, lanes.shape)
-                data[lanes[mask], index[mask]] = (
-                    value if is_uniform(value) else value[mask]
-                )
-            return ()
-        except IndexError:
-            raise out_of_bounds(self.state, op, buf, index, mask) from None
+        scatter(self.state, op, buf, index, args[0])
+        return ()

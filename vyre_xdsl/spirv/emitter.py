@@ -67,6 +67,9 @@ class MemoryObject:
     # "f16" / "bf16": a buffer of 16-bit elements, each loaded into the low
     # half of a 32-bit uint and stored back from it (spirv/half.py)
     half: str | None = None
+    # an array of uvec4s, eight 16-bit elements each, that lanes write
+    # with vector.store and matrix ops read (spirv/memref.py wide_access)
+    wide: bool = False
 
 
 class ProgramEmitter:

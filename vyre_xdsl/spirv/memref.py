@@ -7,7 +7,9 @@
   program share the variable of a binding (one declaration, several entry
   points).
 - `memref.alloc` in memory space 3: a Workgroup array, one per workgroup
-  (an array of vectors where it is read with vector.load).
+  (an array of vectors where it is read with vector.load; of uvec4s where
+  16-bit elements are only written by lanes 16 bytes at a time with
+  vector.store and read and written by matrix ops: `wide_access`).
   Other allocs and allocas: a Function array (private to the lane); the
   vyre-promote-scratch pass decides which scratch arrays are private.
 """
@@ -19,7 +21,9 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
+from vyre_xdsl.dialects.gpu_mma import SubgroupMmaLoadMatrixOp, SubgroupMmaStoreMatrixOp
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.index_forms import known_multiple
 from vyre_xdsl.spirv.emitter import WORD_BYTES, MemoryObject
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Capability, Decoration, Op, StorageClass
@@ -79,6 +83,45 @@ def _declare_buffer(e, buffer, element: int, stride: int = 4) -> int:
     return var
 
 
+WIDE_HALVES = 8  # 16-bit elements in a uvec4, the widest access of a lane
+
+
+def _strides(shape) -> list[int]:
+    strides, stride = [], 1
+    for dim in reversed(shape):
+        strides.append(stride)
+        stride *= dim
+    return strides[::-1]
+
+
+def wide_access(op: Operation) -> bool:
+    """Whether `op` reads or writes a 16-bit memref in whole uvec4s, from
+    an element provably a multiple of WIDE_HALVES: a vector.store of that
+    many elements, or a matrix load or store whose rows start that many
+    elements apart."""
+    if isinstance(op, vector.StoreOp):
+        memref, indices = op.base, op.indices
+        if op.vector.type.get_shape() != (WIDE_HALVES,):
+            return False
+    elif isinstance(op, SubgroupMmaLoadMatrixOp | SubgroupMmaStoreMatrixOp):
+        load = isinstance(op, SubgroupMmaLoadMatrixOp)
+        memref, indices = (op.srcMemref, op.indices) if load else (op.dstMemref, op.indices)
+        if op.leadDimension.value.data % WIDE_HALVES:
+            return False
+    else:
+        return False
+    ty = memref.type
+    if not isinstance(ty, MemRefType) or half_kind(ty.element_type) is None:
+        return False
+    return all(stride * known_multiple(index) % WIDE_HALVES == 0
+               for stride, index in zip(_strides(ty.get_shape()), indices, strict=True))
+
+
+def _only_wide_accesses(value: SSAValue) -> bool:
+    return any(isinstance(use.operation, vector.StoreOp) for use in value.uses) and all(
+        wide_access(use.operation) for use in value.uses)
+
+
 # conversions ---------------------------------------------------------------
 
 def _alloc(e, op: Operation) -> None:
@@ -98,6 +141,19 @@ def _alloc(e, op: Operation) -> None:
         count *= dim
     b = e.b
     width = 1
+    if (_memory_space(ty) == WORKGROUP_MEMORY_SPACE and half is not None
+            and count % WIDE_HALVES == 0 and _only_wide_accesses(result)):
+        # lanes copy whole uvec4s in: the array is one of uvec4s (matrix ops
+        # address it as such too), so no lane writes part of a word
+        uvec4 = b.type_vector(e.uint, WIDE_HALVES // 2)
+        var = b.global_variable(
+            b.type_pointer(StorageClass.Workgroup, b.type_array(uvec4, count // WIDE_HALVES)),
+            StorageClass.Workgroup)
+        e.workgroup_bytes += count * 2
+        b.name(var, f"{e.info.name}.{result.name_hint or 'wide'}")
+        e.memories[result] = MemoryObject(var, StorageClass.Workgroup, uvec4, (), shape,
+                                          half=half, wide=True)
+        return
     if _memory_space(ty) == WORKGROUP_MEMORY_SPACE:
         # Read as vectors somewhere: an array of vectors (a Workgroup
         # variable has no second, vector-typed view as a buffer binding has).
@@ -146,20 +202,32 @@ def _memory(e, value: SSAValue, op: Operation) -> MemoryObject:
     return memory
 
 
-def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
+def flat_index(e, op: Operation, memory: MemoryObject, indices) -> int:
+    """The id of `indices`' element of `memory`, counted row-major."""
     fn, uint = e.fn, e.uint
     if len(indices) != len(memory.shape):
         raise VyreError(f"'{op.name}': {len(indices)} indices for a "
                         f"{len(memory.shape)}-d memref")
     index = None
-    for position, idx in enumerate(indices):
+    for idx, stride in zip(indices, _strides(memory.shape), strict=True):
         term = e.value(idx)
-        stride = 1
-        for dim in memory.shape[position + 1:]:
-            stride *= dim
         if stride != 1:
             term = fn.op(Op.IMul, uint, term, e.b.constant_uint(stride))
         index = term if index is None else fn.op(Op.IAdd, uint, index, term)
+    return index
+
+
+def wide_pointer(e, memory: MemoryObject, index: int) -> int:
+    """Pointer to the uvec4 of a wide array (`memory.wide`) that starts at
+    element id `index`, a multiple of WIDE_HALVES."""
+    element = e.fn.op(Op.UDiv, e.uint, index, e.b.constant_uint(WIDE_HALVES))
+    return e.fn.op(Op.AccessChain, e.b.type_pointer(memory.storage_class, memory.element_type),
+                   memory.variable, *memory.prefix, element)
+
+
+def element_pointer(e, memory: MemoryObject, index: int) -> int:
+    """Pointer to element id `index` of `memory` (not wide)."""
+    fn, uint = e.fn, e.uint
     pointer_type = e.b.type_pointer(memory.storage_class, memory.element_type)
     if memory.vector_width > 1:
         width = e.b.constant_uint(memory.vector_width)
@@ -168,6 +236,13 @@ def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
         return fn.op(Op.AccessChain, pointer_type, memory.variable, *memory.prefix,
                      slot, component)
     return fn.op(Op.AccessChain, pointer_type, memory.variable, *memory.prefix, index)
+
+
+def _pointer(e, op: Operation, memory: MemoryObject, indices) -> int:
+    if memory.wide:
+        raise VyreError(f"'{op.name}': a workgroup array written 16 bytes a lane is "
+                        f"only read and written by matrix ops and vector.store")
+    return element_pointer(e, memory, flat_index(e, op, memory, indices))
 
 
 def _load(e, op: Operation) -> None:

@@ -25,7 +25,9 @@ BFloat16TypeKHR and BFloat16CooperativeMatrixKHR; Vulkan's
 VK_KHR_shader_bfloat16), loaded from and stored to the 16-bit elements of
 an f16 or bf16 buffer (spirv/half.py) as they are: the cooperative-matrix
 instructions read the array's elements as the matrix's component type,
-the stride counting elements.  A 16-bit scalar is held as its bits in a
+the stride counting elements; a workgroup array that lanes fill 16 bytes
+at a time is one of uvec4s (spirv/memref.py), addressed and strided in
+uvec4s, as GLSL's coopMatLoad from a uvec4 array is.  A 16-bit scalar is held as its bits in a
 uint (half.py), so the constant matrix narrows and bitcasts it.
 """
 
@@ -49,7 +51,7 @@ from vyre_xdsl.dialects.gpu_mma import (
 )
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
-from vyre_xdsl.spirv.memref import _memory, _pointer
+from vyre_xdsl.spirv.memref import WIDE_HALVES, _memory, _pointer, flat_index, wide_pointer
 from vyre_xdsl.spirv.spec import (
     Capability,
     CooperativeMatrixLayout,
@@ -110,11 +112,16 @@ def _tile(e, op: Operation, memref, indices) -> tuple[int, int, int]:
             f"'{op.name}': {memref.name_hint or 'its memref'} is also read with "
             f"vector.load; the emitter loads matrices from arrays of scalars"
         )
-    pointer = _pointer(e, op, memory, indices)
+    stride = op.leadDimension.value.data
+    if memory.wide:
+        pointer = wide_pointer(e, memory, flat_index(e, op, memory, indices))
+        stride //= WIDE_HALVES
+    else:
+        pointer = _pointer(e, op, memory, indices)
     layout = (CooperativeMatrixLayout.ColumnMajorKHR if op.transpose is not None
               else CooperativeMatrixLayout.RowMajorKHR)
     b = e.b
-    return pointer, b.constant_uint(layout), b.constant_uint(op.leadDimension.value.data)
+    return pointer, b.constant_uint(layout), b.constant_uint(stride)
 
 
 def _load(e, op: SubgroupMmaLoadMatrixOp) -> None:

@@ -15,6 +15,11 @@ decoration and coherent order): `read` buffers, and `temp` ones that
 an earlier kernel of the program wrote (a dispatch apart).  A workgroup array
 read as vectors is itself an array of vec4 (spirv/memref.py), its scalar
 accesses going to vector components.
+
+`vector.from_elements` packs its 16-bit elements two to a word the same
+way, and `vector.store` writes a vector of 8 of them as one uvec4 to a
+workgroup array of uvec4s (spirv/memref.py `wide_access`); anywhere else
+it stores the elements one by one.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from xdsl.dialects import vector
 from xdsl.dialects.builtin import Float32Type, VectorType
 from xdsl.ir import Operation, SSAValue
 
+from vyre_xdsl.dialects.vector_from_elements import FromElementsOp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of
 from vyre_xdsl.kernel_info import only_loaded
 from vyre_xdsl.spirv.emitter import MemoryObject
+from vyre_xdsl.spirv.memref import _memory, element_pointer, flat_index, wide_access, wide_pointer
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Decoration, Op, StorageClass
 
@@ -133,7 +140,42 @@ def _extract(e, op: Operation) -> None:
     e.bind(op.results[0], half)
 
 
+def _from_elements(e, op: FromElementsOp) -> None:
+    vector_type, width, components = _vector_type(e, op, op.result.type)
+    parts = [e.value(element) for element in op.elements]
+    if components != width:  # two halves' bits a word, the first low
+        fn = e.fn
+        parts = [fn.op(Op.BitwiseOr, e.uint, low,
+                       fn.op(Op.ShiftLeftLogical, e.uint, high, e.b.constant_uint(HALF_BITS)))
+                 for low, high in zip(parts[::2], parts[1::2], strict=True)]
+    e.bind(op.result, e.fn.op(Op.CompositeConstruct, vector_type, *parts))
+
+
+def _store(e, op: vector.StoreOp) -> None:
+    _, width, components = _vector_type(e, op, op.vector.type)
+    memory = _memory(e, op.base, op)
+    index = flat_index(e, op, memory, op.indices)
+    fn, value = e.fn, e.value(op.vector)
+    if memory.wide and wide_access(op):
+        fn.emit(Op.Store, wide_pointer(e, memory, index), value)
+        return
+    for k in range(width):  # element by element
+        if components == width:
+            element = fn.op(Op.CompositeExtract, memory.element_type, value, k)
+        else:
+            word_index, high = divmod(k, HALVES_PER_WORD)
+            element = fn.op(Op.CompositeExtract, e.uint, value, word_index)
+            if high:
+                element = fn.op(Op.ShiftRightLogical, e.uint, element,
+                                e.b.constant_uint(HALF_BITS))
+            element = fn.op(Op.UConvert, memory.element_type, element)
+        at = index if k == 0 else fn.op(Op.IAdd, e.uint, index, e.b.constant_uint(k))
+        fn.emit(Op.Store, element_pointer(e, memory, at), element)
+
+
 HANDLERS = {
     vector.LoadOp: _load,
     vector.ExtractOp: _extract,
+    vector.StoreOp: _store,
+    FromElementsOp: _from_elements,
 }

@@ -115,29 +115,36 @@ builtin.module {
 // CHECK-NEXT:   %tc_query_scale = vyre.scratch "tc_query_scale" : memref<256xf32>
 // CHECK-NOT:    tc_weights
 // CHECK-NOT:    tc_row_max
-// The subgroup's two query blocks into registers, then the first tile staged.
+// The query rows copied in eight dims a lane (16 bytes, rounded to f16
+// after their scale), the subgroup's two query blocks into registers, then
+// the first tile staged, each lane 16 bytes of a block of its subgroup's:
+// every write of tc_stage a whole 16 bytes, so that the SPIR-V declares it
+// an array of uvec4s.
+// CHECK:        scf.for %query_chunk
+// CHECK:          %[[ROW:.*]] = vector.from_elements {{.*}} : vector<8xf16>
+// CHECK-NEXT:     vector.store %[[ROW]], %tc_stage[%{{.*}}] : memref<4352xf16>, vector<8xf16>
 // CHECK:        "gpu.barrier"
 // CHECK-COUNT-2: gpu.subgroup_mma_load_matrix %tc_stage{{.*}} {leadDimension = 128 : index} {{.*}} "AOp">
 // CHECK-NEXT:   "gpu.barrier"
-// CHECK:        gpu.subgroup_mma_load_matrix %kv_cache{{.*}} "COp">
-// CHECK:        gpu.subgroup_mma_load_matrix %kr_cache{{.*}} "COp">
-// CHECK:        gpu.subgroup_mma_store_matrix {{.*}} %tc_stage{{.*}} {leadDimension = 136 : index}
-// CHECK:        gpu.subgroup_mma_store_matrix {{.*}} %tc_stage{{.*}} {leadDimension = 136 : index}
+// CHECK:        %[[K:.*]] = vector.load %kv_cache[%{{.*}}] : memref<8192xf16>, vector<8xf16>
+// CHECK:        %[[R:.*]] = vector.load %kr_cache[%{{.*}}] : memref<8192xf16>, vector<8xf16>
+// CHECK:        vector.store %[[K]], %tc_stage
+// CHECK:        vector.store %[[R]], %tc_stage
 // CHECK-NEXT:   "gpu.barrier"
 // Each tile: the next tile's rows loaded first, S's part from the staged
 // keys, S summed over the four subgroups' parts, P V from the staged rows,
 // the next tile stored into the other buffer.
 // CHECK:        scf.for %split_tile
-// CHECK:          gpu.subgroup_mma_load_matrix %kv_cache{{.*}} "COp">
-// CHECK:          gpu.subgroup_mma_load_matrix %kr_cache{{.*}} "COp">
+// CHECK:          vector.load %kv_cache
+// CHECK:          vector.load %kr_cache
 // CHECK-COUNT-2:  gpu.subgroup_mma_load_matrix %tc_stage{{.*}}transpose
 // CHECK:          gpu.subgroup_mma_store_matrix {{.*}} %tc_scores
 // CHECK-NEXT:     "gpu.barrier"
 // CHECK-COUNT-4:  gpu.subgroup_mma_load_matrix %tc_scores
 // CHECK:          gpu.subgroup_mma_load_matrix %tc_stage{{.*}} {leadDimension = 136 : index} {{.*}} "BOp">
 // CHECK-NEXT:     gpu.subgroup_mma_compute
-// CHECK:          gpu.subgroup_mma_store_matrix {{.*}} %tc_stage
-// CHECK:          gpu.subgroup_mma_store_matrix {{.*}} %tc_stage
+// CHECK:          vector.store {{.*}} %tc_stage
+// CHECK:          vector.store {{.*}} %tc_stage
 // CHECK-NEXT:     "gpu.barrier"
 // CHECK-NOT:    tc_row_sum
 // CHECK:        gpu.subgroup_mma_store_matrix {{.*}} %o_lat

@@ -154,24 +154,25 @@ builtin.module {
 // KEYS32:     gpu.barrier
 
 // Staged: the workgroup's subgroups copy each tile's K and V rows into
-// workgroup memory once, in 16x16 blocks, and the products read them there;
-// rows of 16 elements (32 bytes) there are padded to 24 (48 bytes:
-// conflict_free_stride), so that a matrix load's eight rows fall in
-// distinct banks. A tile of one block of K and one of V is fewer blocks
-// than subgroups: each subgroup loads the last block it could have (a load
-// in a branch would wait where the store is) and only the block's own
-// subgroup stores it.
+// workgroup memory once, in 16x16 blocks, each lane 16 bytes of a block
+// (a vector load and a vector store: half a row), and the products read
+// them there; rows of 16 elements (32 bytes) there are padded to 24 (48
+// bytes: conflict_free_stride), so that a matrix load's eight rows fall
+// in distinct banks. A tile of one block of K and one of V is fewer
+// blocks than subgroups: each subgroup loads the last block it could have
+// (a load in a branch would wait where the store is) and only the block's
+// own subgroup stores it.
 // STAGED:     %tc_key_tile = vyre.scratch "tc_key_tile" : memref<384xf16>
 // STAGED-NEXT: %tc_value_tile = vyre.scratch "tc_value_tile" : memref<384xf16>
 // STAGED:     scf.for %tile_idx
 // STAGED:       arith.minui
-// STAGED:       %[[K:.*]] = gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
+// STAGED:       %[[K:.*]] = vector.load %k[%{{.*}}] : memref<1024xf16>, vector<8xf16>
 // STAGED:       arith.minui
-// STAGED:       %[[V:.*]] = gpu.subgroup_mma_load_matrix %v[%{{.*}}] {leadDimension = 16 : index}
+// STAGED:       %[[V:.*]] = vector.load %v[%{{.*}}] : memref<1024xf16>, vector<8xf16>
 // STAGED:       scf.if
-// STAGED:         gpu.subgroup_mma_store_matrix %[[K]], %tc_key_tile[%{{.*}}] {leadDimension = 24 : index}
+// STAGED:         vector.store %[[K]], %tc_key_tile[%{{.*}}] : memref<384xf16>, vector<8xf16>
 // STAGED:       scf.if
-// STAGED:         gpu.subgroup_mma_store_matrix %[[V]], %tc_value_tile[%{{.*}}] {leadDimension = 24 : index}
+// STAGED:         vector.store %[[V]], %tc_value_tile[%{{.*}}] : memref<384xf16>, vector<8xf16>
 // STAGED:       gpu.barrier
 // STAGED:       gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 24 : index, transpose}
 // STAGED:       gpu.subgroup_mma_load_matrix %tc_value_tile[%{{.*}}] {leadDimension = 24 : index}
@@ -182,18 +183,18 @@ builtin.module {
 // stored into the other buffer before the tile's last barrier.
 // PREFETCH:     %tc_key_tile = vyre.scratch "tc_key_tile" : memref<3072xf16>
 // PREFETCH-NEXT: %tc_value_tile = vyre.scratch "tc_value_tile" : memref<3072xf16>
-// PREFETCH:     gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
-// PREFETCH:     gpu.subgroup_mma_store_matrix %{{.*}}, %tc_key_tile[%{{.*}}]
+// PREFETCH:     vector.load %k[%{{.*}}] : memref<1024xf16>, vector<8xf16>
+// PREFETCH:     vector.store %{{.*}}, %tc_key_tile[%{{.*}}]
 // PREFETCH:     gpu.barrier
 // PREFETCH:     scf.for %tile_idx
 // PREFETCH:       arith.minui
-// PREFETCH:       %[[NEXT:.*]] = gpu.subgroup_mma_load_matrix %k[%{{.*}}] {leadDimension = 16 : index} : memref<1024xf16> -> !gpu.mma_matrix<16x16xf16, "COp">
+// PREFETCH:       %[[NEXT:.*]] = vector.load %k[%{{.*}}] : memref<1024xf16>, vector<8xf16>
 // PREFETCH:       gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 24 : index, transpose}
 // PREFETCH:       gpu.barrier
 // PREFETCH:       gpu.subgroup_mma_load_matrix %tc_value_tile[%{{.*}}] {leadDimension = 24 : index}
-// PREFETCH:       gpu.subgroup_mma_store_matrix %[[NEXT]], %tc_key_tile[%{{.*}}]
-// PREFETCH-NEXT:  arith.constant
-// PREFETCH:       gpu.barrier
+// PREFETCH:       vector.store %[[NEXT]], %tc_key_tile[%{{.*}}]
+// PREFETCH:       vector.store %{{.*}}, %tc_value_tile[%{{.*}}]
+// PREFETCH-NEXT:  gpu.barrier
 // PREFETCH-NEXT:  scf.yield
 
 // Weights in registers: each lane inserts its f16 weights straight into the
