@@ -70,9 +70,10 @@ class FromElementsOp(IRDLOperation):
                                                      parser.parse_unresolved_operand)
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
+        at = parser.pos
         ty = parser.parse_type()
         if not isinstance(ty, VectorType) or len(ty.get_shape()) != 1:
-            parser.raise_error(f"expected a 1-d vector type, got {ty}")
+            parser.raise_error(f"expected a 1-d vector type, got {ty}", at, parser.pos)
         operands = parser.resolve_operands(elements, [ty.get_element_type()] * len(elements),
                                            parser.pos)
         op = cls(operands)
