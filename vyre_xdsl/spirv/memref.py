@@ -104,8 +104,8 @@ def wide_access(op: Operation) -> bool:
         if op.vector.type.get_shape() != (WIDE_HALVES,):
             return False
     elif isinstance(op, SubgroupMmaLoadMatrixOp | SubgroupMmaStoreMatrixOp):
-        load = isinstance(op, SubgroupMmaLoadMatrixOp)
-        memref, indices = (op.srcMemref, op.indices) if load else (op.dstMemref, op.indices)
+        memref = op.srcMemref if isinstance(op, SubgroupMmaLoadMatrixOp) else op.dstMemref
+        indices = op.indices
         if op.leadDimension.value.data % WIDE_HALVES:
             return False
     else:

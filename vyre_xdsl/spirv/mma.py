@@ -27,8 +27,9 @@ an f16 or bf16 buffer (spirv/half.py) as they are: the cooperative-matrix
 instructions read the array's elements as the matrix's component type,
 the stride counting elements; a workgroup array that lanes fill 16 bytes
 at a time is one of uvec4s (spirv/memref.py), addressed and strided in
-uvec4s, as GLSL's coopMatLoad from a uvec4 array is.  A 16-bit scalar is held as its bits in a
-uint (half.py), so the constant matrix narrows and bitcasts it.
+uvec4s, as GLSL's coopMatLoad from a uvec4 array is.  A 16-bit scalar is
+held as its bits in a uint (half.py), so the constant matrix narrows and
+bitcasts it.
 """
 
 from __future__ import annotations

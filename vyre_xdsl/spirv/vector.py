@@ -33,7 +33,7 @@ from vyre_xdsl.errors import VyreError
 from vyre_xdsl.index_forms import is_multiple_of
 from vyre_xdsl.kernel_info import only_loaded
 from vyre_xdsl.spirv.emitter import MemoryObject
-from vyre_xdsl.spirv.memref import _memory, element_pointer, flat_index, wide_access, wide_pointer
+from vyre_xdsl.spirv.memref import _memory, element_pointer, flat_index, wide_pointer
 from vyre_xdsl.spirv.half import half_kind
 from vyre_xdsl.spirv.spec import Decoration, Op, StorageClass
 
@@ -156,7 +156,7 @@ def _store(e, op: vector.StoreOp) -> None:
     memory = _memory(e, op.base, op)
     index = flat_index(e, op, memory, op.indices)
     fn, value = e.fn, e.value(op.vector)
-    if memory.wide and wide_access(op):
+    if memory.wide:  # every write of it is such a store (memref.wide_access)
         fn.emit(Op.Store, wide_pointer(e, memory, index), value)
         return
     for k in range(width):  # element by element
