@@ -280,25 +280,24 @@ class IRBuilder:
         value = self._result(arith.MinSIOp(value, top))
         return self._result(arith.IndexCastOp(value, IndexType()))
 
-    def store(self, value: Value, ref: Value, index: Value) -> None:
-        """Store `value` at element `index` of `ref`; an f32 value stored to a
-        half-precision buffer is rounded once, to nearest even (arith.truncf)."""
+    def _stored(self, value: Value, ref: Value) -> SSAValue:
+        """`value` as `ref` holds it: an f32 value for a half-precision
+        buffer rounded once, to nearest even (arith.truncf)."""
         value = _v(value)
         element = _memref(ref).type.element_type
         if value.type == f32 and is_half(element):
             value = self._result(arith.TruncFOp(value, element))
-        self.emit(memref.StoreOp.get(value, _memref(ref), [_index(index, self)]))
+        return value
+
+    def store(self, value: Value, ref: Value, index: Value) -> None:
+        """Store `value` at element `index` of `ref` (rounded: `_stored`)."""
+        self.emit(memref.StoreOp.get(self._stored(value, ref), _memref(ref),
+                                     [_index(index, self)]))
 
     def store_vector(self, values: Sequence[Value], ref: Value, index: Value) -> None:
         """Store `values` at elements `index`, `index + 1`, ... of `ref` with
-        one vector.store (rounded as `store` rounds them)."""
-        element = _memref(ref).type.element_type
-        elements = []
-        for value in map(_v, values):
-            if value.type == f32 and is_half(element):
-                value = self._result(arith.TruncFOp(value, element))
-            elements.append(value)
-        vec = self._result(FromElementsOp(elements))
+        one vector.store (each rounded as `store` rounds it)."""
+        vec = self._result(FromElementsOp([self._stored(value, ref) for value in values]))
         self.emit(vector.StoreOp(vec, _memref(ref), [_index(index, self)]))
 
     # -- control flow ------------------------------------------------------
