@@ -27,6 +27,8 @@ printed, in this order:
     kv_splits    invocations per item over its tiles (vyre-split-kv)
     merge        how the splits are merged: none (no split), workgroup,
                  kernel
+    merge_teams  teams of invocations merging a column together in the
+                 merge kernel (vyre-split-kv's `merge_teams`; 1 but there)
     dim_parts    lanes per item over its head dims (vyre-split-head-dim)
     dim_chunk    neighbouring dims a lane takes in turn (its `chunk`)
     rows         items per invocation (vyre-block-rows)
@@ -71,7 +73,7 @@ class MergeKindAttr(EnumAttribute[MergeKind], SpacedOpaqueSyntaxAttribute):
 
 
 _INT_FIELDS = ("lanes", "tile_size", "kv_splits")
-_LATER_INT_FIELDS = ("dim_parts", "dim_chunk", "rows", "stage_bytes", "unroll")
+_LATER_INT_FIELDS = ("merge_teams", "dim_parts", "dim_chunk", "rows", "stage_bytes", "unroll")
 
 
 def _data(parameter: str) -> property:
@@ -101,6 +103,7 @@ class PlanAttr(ParametrizedAttribute):
     tile_size_attr: IntAttr
     kv_splits_attr: IntAttr
     merge_attr: MergeKindAttr
+    merge_teams_attr: IntAttr
     dim_parts_attr: IntAttr
     dim_chunk_attr: IntAttr
     rows_attr: IntAttr
@@ -111,11 +114,12 @@ class PlanAttr(ParametrizedAttribute):
     def __init__(
         self, device: str, lanes: int, tile_size: int, kv_splits: int, merge: str,
         dim_parts: int, stage_bytes: int, unroll: int, interleave: Sequence[str] = (),
-        rows: int = 1, dim_chunk: int = DIM_CHUNK,
+        rows: int = 1, dim_chunk: int = DIM_CHUNK, merge_teams: int = 1,
     ):
         super().__init__(
             StringAttr(device), IntAttr(lanes), IntAttr(tile_size), IntAttr(kv_splits),
-            MergeKindAttr(MergeKind(merge)), IntAttr(dim_parts), IntAttr(dim_chunk),
+            MergeKindAttr(MergeKind(merge)), IntAttr(merge_teams), IntAttr(dim_parts),
+            IntAttr(dim_chunk),
             IntAttr(rows),
             IntAttr(stage_bytes),
             IntAttr(unroll), ArrayAttr(StringAttr(name) for name in interleave),
@@ -127,6 +131,7 @@ class PlanAttr(ParametrizedAttribute):
     tile_size = _data("tile_size_attr")
     kv_splits = _data("kv_splits_attr")
     merge = _data("merge_attr")
+    merge_teams = _data("merge_teams_attr")
     dim_parts = _data("dim_parts_attr")
     dim_chunk = _data("dim_chunk_attr")
     rows = _data("rows_attr")
@@ -138,11 +143,11 @@ class PlanAttr(ParametrizedAttribute):
         return tuple(name.data for name in self.interleave_attr)
 
     def verify(self) -> None:
-        _require_positive(self, ("lanes", "tile_size", "kv_splits", "dim_parts", "dim_chunk",
-                                 "rows", "unroll"))
+        _require_positive(self, ("lanes", "tile_size", "kv_splits", "merge_teams",
+                                 "dim_parts", "dim_chunk", "rows", "unroll"))
         if self.stage_bytes < 0:
             raise VerifyException(f"#vyre.plan: stage_bytes must be >= 0, got {self.stage_bytes}")
-        for field in ("dim_parts", "dim_chunk"):
+        for field in ("merge_teams", "dim_parts", "dim_chunk"):
             if getattr(self, field) & (getattr(self, field) - 1):
                 raise VerifyException(
                     f"#vyre.plan: {field} must be a power of two, got {getattr(self, field)}"
@@ -151,6 +156,12 @@ class PlanAttr(ParametrizedAttribute):
             raise VerifyException(
                 f"#vyre.plan: merge must be none exactly when kv_splits is 1 (kv_splits "
                 f"{self.kv_splits}, merge {self.merge.value})"
+            )
+        if self.merge_teams > 1 and (self.merge != MergeKind.KERNEL
+                                     or self.kv_splits % self.merge_teams):
+            raise VerifyException(
+                f"#vyre.plan: merge_teams {self.merge_teams} needs merge = kernel and must "
+                f"divide kv_splits ({self.kv_splits}): teams share a merge kernel's splits"
             )
         unknown = [name for name in self.interleave if name not in SCRATCH_ROLES]
         if unknown:

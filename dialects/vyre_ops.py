@@ -57,7 +57,14 @@ class MergeSplitsOp(IRDLOperation):
     that both give the same bits.  An invocation merges `dims` (1 unless
     given) of an item's dims, head_dim / dims apart, combining the splits'
     m and l once for them: the kernel runs item_count * head_dim / dims
-    items.  vyre-inline-fragments expands it.
+    items.  With `teams` T > 1 (a power of two dividing `splits`) T
+    invocations of a workgroup merge those dims together: invocation t
+    takes the t-th run of splits / T neighbouring splits, in order (their
+    m and l are neighbours too), and after a barrier the first
+    adds the T runs' sums pairwise (numerics.pairwise_total; the oracle's
+    `merge_teams`), so that no invocation walks every split; the kernel
+    then runs T times the items, its workgroups holding T teams of
+    lanes / T neighbouring columns each.  vyre-inline-fragments expands it.
     With `lse(%lse)` the invocation of d = 0 also writes the item's
     log-sum-exp, as the split skeleton of `keys` keys would have (its
     partials' weights carry partial_weight_scale(keys), which it undoes).
@@ -66,6 +73,8 @@ class MergeSplitsOp(IRDLOperation):
             item_count 16 splits 64 head_dim 512 : (memref<1024xf32>, ...)
         vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
             item_count 16 splits 64 head_dim 512 dims 8 : (...)
+        vyre.merge_splits m(%m) l(%l) o(%o) out(%out)
+            item_count 32 splits 512 head_dim 128 teams 8 : (...)
         vyre.merge_splits m(%m) l(%l) o(%o) out(%out) lse(%lse) keys 4096
             item_count 16 splits 64 head_dim 512 : (..., memref<16xf32>)
     """
@@ -81,6 +90,7 @@ class MergeSplitsOp(IRDLOperation):
     splits = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
     dims = opt_prop_def(IntegerAttr[I64])
+    teams = opt_prop_def(IntegerAttr[I64])
     keys = opt_prop_def(IntegerAttr[I64])
     exp2 = opt_prop_def(UnitAttr)
 
@@ -91,6 +101,7 @@ class MergeSplitsOp(IRDLOperation):
         "(`lse` `(` $lse^ `)` `keys` custom<Int64>($keys))? "
         "`item_count` custom<Int64>($item_count) `splits` custom<Int64>($splits) "
         "`head_dim` custom<Int64>($head_dim) (`dims` custom<OptionalInt64>($dims)^)? "
+        "(`teams` custom<OptionalInt64>($teams)^)? "
         "(`exp2` $exp2^)? attr-dict-with-keyword "
         "`:` `(` type($m) `,` type($l) `,` type($o) `,` type($out) "
         "(`,` type($lse)^)? `)`"
@@ -101,7 +112,7 @@ class MergeSplitsOp(IRDLOperation):
         self, m: SSAValue, l: SSAValue, o: SSAValue, out: SSAValue,  # noqa: E741
         lse: SSAValue | None = None, *,
         item_count: int, splits: int, head_dim: int, keys: int | None = None,
-        exp2: bool = False, dims: int = 1,
+        exp2: bool = False, dims: int = 1, teams: int = 1,
     ) -> None:
         properties: dict[str, Attribute] = {
             "item_count": IntegerAttr(item_count, i64),
@@ -110,6 +121,8 @@ class MergeSplitsOp(IRDLOperation):
         }
         if dims != 1:
             properties["dims"] = IntegerAttr(dims, i64)
+        if teams != 1:
+            properties["teams"] = IntegerAttr(teams, i64)
         if keys is not None:
             properties["keys"] = IntegerAttr(keys, i64)
         if exp2:
@@ -124,6 +137,17 @@ class MergeSplitsOp(IRDLOperation):
     def dims_each(self) -> int:
         """The dims an invocation merges."""
         return 1 if self.dims is None else _int(self.dims)
+
+    @property
+    def team_count(self) -> int:
+        """The invocations that merge each column of dims together."""
+        return 1 if self.teams is None else _int(self.teams)
+
+    @property
+    def columns(self) -> int:
+        """The (item, first dim) columns the merge writes, `dims` each."""
+        shape = self.shape()
+        return shape["item_count"] * shape["head_dim"] // self.dims_each
 
     def verify_(self) -> None:
         shape = self.shape()
@@ -164,13 +188,27 @@ class MergeSplitsOp(IRDLOperation):
             )
         kernel = self.parent_op()
         assert isinstance(kernel, KernelOp)
-        invocations = shape["item_count"] * shape["head_dim"] // dims
+        teams = self.team_count
+        if teams < 1 or teams & (teams - 1) or shape["splits"] % teams:
+            raise VerifyException(
+                f"'teams' ({teams}) must be a power of two dividing splits "
+                f"({shape['splits']}): each team merges as many splits"
+            )
+        if teams > 1 and (kernel.lanes % teams or self.columns % (kernel.lanes // teams)):
+            raise VerifyException(
+                f"a workgroup of {kernel.lanes} lanes holds {teams} teams of the same "
+                f"columns: 'teams' must divide the lanes, and lanes / teams the "
+                f"{self.columns} columns (item_count * head_dim / dims)"
+            )
+        invocations = self.columns * teams
         if kernel.items != invocations:
             each = "(item, dim)" if dims == 1 else f"{dims} dims of an item"
+            team = "" if teams == 1 else f" and team ({teams})"
+            formula = "item_count * head_dim" + ("" if dims == 1 else " / dims") + (
+                "" if teams == 1 else " * teams")
             raise VerifyException(
-                f"the merge runs one invocation per {each}: set the kernel's "
-                f"items to item_count * head_dim{'' if dims == 1 else ' / dims'} = "
-                f"{invocations}, not {kernel.items}"
+                f"the merge runs one invocation per {each}{team}: set the kernel's "
+                f"items to {formula} = {invocations}, not {kernel.items}"
             )
 
 

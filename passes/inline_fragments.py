@@ -66,7 +66,7 @@ from vyre_xdsl.errors import VyreError, pass_error
 from vyre_xdsl.index_forms import known_multiple
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
-from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.numerics import pairwise_total, partial_weight_scale
 from vyre_xdsl.query_blocks import BlockRange, block_bounds, block_ranges, period_of
 from vyre_xdsl.recurrence import (
     final_denominator,
@@ -166,7 +166,10 @@ class Partials:
         m* = max over s of m_s                 (in split order)
         c_s = exp(bounded_exp_arg(m_s - m*))
         out[d] = flush_tiny((sum over s of c_s * o_s[d])
-                            / positive_denominator(sum over s of c_s * l_s))"""
+                            / positive_denominator(sum over s of c_s * l_s))
+
+    (a merge kernel's teams take each max and sum over a run of splits,
+    `run_max` and `run_sum`, and combine the runs: ExpandMergeSplits)"""
 
     splits: int
     m_of: Callable[[IRBuilder, SSAValue], SSAValue]
@@ -194,33 +197,47 @@ class Partials:
     ) -> tuple[Callable[[IRBuilder, SSAValue], SSAValue], SSAValue, SSAValue]:
         """Emit m* and the denominator; return `out_of(b, d)`, which emits
         out[d], and the merged m and l."""
-        splits = self.splits
-
-        # the splits' (m, l, o) combine as the tiles' do: a running max, and
-        # each split's share rescaled from its own max to the merged one
-        def split_max_step(b: IRBuilder, s, acc):
-            return [running_max(b, self.m_of(b, s), acc[0])]
-
-        (m_max,) = b.loop(0, splits, split_max_step, [b.f32(F32_MIN)], hint="max_s")
+        m_max = self.run_max(b)
         m_max.name_hint = "m_max"
-
-        def weight_of(b: IRBuilder, s) -> SSAValue:
-            return rescale_of(b, self.m_of(b, s), m_max, self.exp2)
-
-        def sum_step(b: IRBuilder, s, acc):
-            return [b.addf(acc[0], b.mulf(weight_of(b, s), self.l_of(b, s)))]
-
-        (l_total,) = b.loop(0, splits, sum_step, [b.f32(0.0)], hint="sum_s")
+        l_total = self.run_sum(b, m_max, self.l_of, "sum_s")
         denom = final_denominator(b, l_total)
 
         def out_of(b: IRBuilder, d) -> SSAValue:
-            def o_step(b: IRBuilder, s, acc):
-                return [b.addf(acc[0], b.mulf(weight_of(b, s), self.o_of(b, s, d)))]
-
-            (o,) = b.loop(0, splits, o_step, [b.f32(0.0)], hint="o_s")
+            o = self.run_sum(b, m_max, lambda b, s: self.o_of(b, s, d), "o_s")
             return final_value(b, o, denom)
 
         return out_of, m_max, l_total
+
+    def run_splits(self, b: IRBuilder, body, init: SSAValue, hint: str, team=None,
+                   teams: int = 1) -> SSAValue:
+        """`body(b, s, acc) -> acc` over run `team` of `teams` runs of
+        neighbouring splits, in order (every split where `teams` is 1), from
+        `init`."""
+        run = self.splits // teams
+        first = None if teams == 1 else b.muli(team, b.index(run), "first_split")
+
+        def step(b: IRBuilder, k, acc):
+            s = k if first is None else b.addi(first, k, "split")
+            return [body(b, s, acc[0])]
+
+        (total,) = b.loop(0, run, step, [init], hint=hint)
+        return total
+
+    def run_max(self, b: IRBuilder, team=None, teams: int = 1) -> SSAValue:
+        """The running max of the run's m (the splits' combine as the
+        tiles' do)."""
+        return self.run_splits(b, lambda b, s, acc: running_max(b, self.m_of(b, s), acc),
+                               b.f32(F32_MIN), "max_s", team, teams)
+
+    def run_sum(self, b: IRBuilder, m_max: SSAValue, value_of, hint: str, team=None,
+                teams: int = 1) -> SSAValue:
+        """The sum over the run of each split's `value_of(b, s)` rescaled
+        from its own max to `m_max`."""
+        def step(b: IRBuilder, s, acc):
+            weight = rescale_of(b, self.m_of(b, s), m_max, self.exp2)
+            return b.addf(acc, b.mulf(weight, value_of(b, s)))
+
+        return self.run_splits(b, step, b.f32(0.0), hint, team, teams)
 
 
 @dataclass(frozen=True)
@@ -332,32 +349,32 @@ def leave_partials(b: IRBuilder, op, split_row, lane, part, m_part, l_part) -> N
 class ExpandMergeSplits(RewritePattern):
     """vyre.merge_splits -> the merge of `dims` of an item's dims (head_dim
     / dims apart, so that neighbouring invocations read neighbouring
-    elements) per invocation."""
+    elements) per invocation, or per team of invocations (`teams`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.MergeSplitsOp, rewriter: PatternRewriter) -> None:
-        shape = op.shape()
-        splits, head_dim, dims = shape["splits"], shape["head_dim"], op.dims_each
-        apart = head_dim // dims
         b = IRBuilder(InsertPoint.before(op))
+        if op.team_count == 1:
+            self.alone(b, op)
+        else:
+            TeamMerge.of(b, op).emit(b)
+        rewriter.erase(op)
+
+    @staticmethod
+    def alone(b: IRBuilder, op: vyre.MergeSplitsOp) -> None:
+        """Each invocation merges its column over every split."""
+        head_dim, dims = op.shape()["head_dim"], op.dims_each
+        apart = head_dim // dims
         invocation = b.emit(vyre.ItemIndexOp()).results[0]
         invocation.name_hint = "invocation"
         item = b.divui(invocation, b.index(apart), "item")
         first = b.remui(invocation, b.index(apart), "d")
 
-        def row(b: IRBuilder, s) -> SSAValue:
-            return b.addi(b.muli(item, b.index(splits)), s, "row")
-
-        exp2 = op.exp2 is not None
-
         def merge_one(b: IRBuilder) -> None:
-            out_of, m_total, l_total = Partials.in_rows(
-                splits, op.m, op.l, op.o, head_dim, row, exp2
-            ).merge(b)
+            out_of, m_total, l_total = merge_partials(op, item).merge(b)
             if op.lse is not None:  # as the workgroup merge writes it
-                unscale = 1.0 / partial_weight_scale(op.keys.value.data)
                 b.if_then(b.cmpi(first, b.index(0), "eq"),
-                          lambda b: write_lse(b, op.lse, exp2, item, m_total, l_total, unscale))
+                          lambda b: write_merged_lse(b, op, item, m_total, l_total))
 
             def one_dim(b: IRBuilder, k, _):
                 d = b.addi(first, b.muli(k, b.index(apart)), "d")
@@ -371,12 +388,115 @@ class ExpandMergeSplits(RewritePattern):
 
         kernel = op.parent_op()
         assert isinstance(kernel, vyre.KernelOp)
-        invocations = shape["item_count"] * apart
+        invocations = op.columns
         if invocations % kernel.lanes:
             b.if_then(b.cmpi(invocation, b.index(invocations), "ult"), merge_one)
         else:
             merge_one(b)
-        rewriter.erase(op)
+
+
+def merge_partials(op: vyre.MergeSplitsOp, item: SSAValue) -> Partials:
+    """The merge's partials of `item`: rows item * splits + s."""
+    shape = op.shape()
+
+    def row(b: IRBuilder, s) -> SSAValue:
+        return b.addi(b.muli(item, b.index(shape["splits"])), s, "row")
+
+    return Partials.in_rows(shape["splits"], op.m, op.l, op.o, shape["head_dim"], row,
+                            op.exp2 is not None)
+
+
+def write_merged_lse(b: IRBuilder, op: vyre.MergeSplitsOp, item, m: SSAValue,
+                     l: SSAValue) -> None:  # noqa: E741
+    """lse[item] from the merged m and l, undoing the split skeleton's
+    weight scale."""
+    unscale = 1.0 / partial_weight_scale(op.keys.value.data)
+    write_lse(b, op.lse, op.exp2 is not None, item, m, l, unscale)
+
+
+@dataclass(frozen=True)
+class TeamMerge:
+    """A merge kernel's workgroup as `teams` teams of `width` lanes: lane
+    `team * width + j` merges run `team` of neighbouring splits of column
+    `workgroup * width + j` (its item and first dim); the teams' maxima
+    meet in `maxima`, their sums in `sums` (l, then each of `dims` dims'
+    o), and team 0 adds them pairwise and writes the column."""
+
+    op: vyre.MergeSplitsOp
+    teams: int
+    width: int
+    lane: SSAValue
+    team: SSAValue
+    column_lane: SSAValue
+    item: SSAValue
+    first: SSAValue
+    maxima: SSAValue
+    sums: SSAValue
+
+    @staticmethod
+    def of(b: IRBuilder, op: vyre.MergeSplitsOp) -> TeamMerge:
+        kernel = op.parent_op()
+        assert isinstance(kernel, vyre.KernelOp)
+        lanes, teams = kernel.lanes, op.team_count
+        width = lanes // teams
+        invocation = b.emit(vyre.ItemIndexOp()).results[0]
+        lane = b.emit(vyre.LaneIndexOp()).results[0]
+        team = b.divui(lane, b.index(width), "team")
+        j = b.remui(lane, b.index(width), "column_lane")
+        column = b.addi(b.muli(b.divui(invocation, b.index(lanes)), b.index(width)), j,
+                        "column")
+        apart = op.shape()["head_dim"] // op.dims_each
+        item = b.divui(column, b.index(apart), "item")
+        first = b.remui(column, b.index(apart), "d")
+        maxima = b.emit(vyre.ScratchOp("merge_max", lanes)).results[0]
+        sums = b.emit(vyre.ScratchOp("merge_sum", lanes * (1 + op.dims_each))).results[0]
+        return TeamMerge(op, teams, width, lane, team, j, item, first, maxima, sums)
+
+    def at(self, b: IRBuilder, slot: int, team: int | SSAValue) -> SSAValue:
+        """Where a team's value of slot `slot` (l, then each dim's o) of this
+        lane's column is."""
+        start = slot * self.teams * self.width
+        if isinstance(team, int):
+            return b.addi(b.index(start + team * self.width), self.column_lane)
+        return b.addi(b.index(start), b.addi(b.muli(team, b.index(self.width)),
+                                             self.column_lane))
+
+    def emit(self, b: IRBuilder) -> None:
+        op, teams = self.op, self.teams
+        head_dim, dims = op.shape()["head_dim"], op.dims_each
+        apart = head_dim // dims
+        partials = merge_partials(op, self.item)
+        b.store(partials.run_max(b, self.team, teams), self.maxima, self.lane)
+        b.emit(gpu.BarrierOp())  # every team's max in place
+        m_max = b.f32(F32_MIN)
+        for t in range(teams):  # in team order, as the oracle takes them
+            m_max = running_max(b, b.load(self.maxima, self.at(b, 0, t)), m_max)
+        m_max.name_hint = "m_max"
+        dim_of = [self.first] + [b.addi(self.first, b.index(k * apart), "d")
+                                 for k in range(1, dims)]
+        values = [partials.l_of] + [
+            lambda b, s, d=d: partials.o_of(b, s, d) for d in dim_of]
+        for slot, value_of in enumerate(values):
+            total = partials.run_sum(b, m_max, value_of, "o_s" if slot else "sum_s",
+                                     self.team, teams)
+            b.store(total, self.sums, self.at(b, slot, self.team))
+        b.emit(gpu.BarrierOp())  # every team's sums in place
+
+        def write(b: IRBuilder) -> None:
+            def total(b: IRBuilder, slot: int) -> SSAValue:
+                return pairwise_total([b.load(self.sums, self.at(b, slot, t))
+                                       for t in range(teams)], b.addf)
+
+            l_total = total(b, 0)
+            denom = final_denominator(b, l_total)
+            if op.lse is not None:
+                b.if_then(b.cmpi(self.first, b.index(0), "eq"),
+                          lambda b: write_merged_lse(b, op, self.item, m_max, l_total))
+            for k, d in enumerate(dim_of):
+                b.store(final_value(b, total(b, 1 + k), denom), op.out,
+                        b.flat_index(self.item, head_dim, d))
+
+        b.if_then(b.cmpi(self.team, b.index(0), "eq"), write)
 
 
 class SkeletonExpansion:

@@ -958,8 +958,9 @@ def expand(module: ModuleOp, op: vyre.TiledOnlineSoftmaxOp, layout: AccumulatorL
     fragments = ChainedFragments.of(op, tiling.rows, TILE)
     if tiling.splits > 1:
         op.properties["kv_splits"] = IntegerAttr(tiling.splits, i64)
-        merge_in_kernel(module, kernel, op, tiling.splits,
-                        tuning.merge_dims(op.shape()["item_count"], op.v_dim))
+        dims = tuning.merge_dims(op.shape()["item_count"], op.v_dim)
+        merge_in_kernel(module, kernel, op, tiling.splits, dims, tuning.skeleton_merge_teams(
+            op, tiling.splits, kernel.lanes, dims))
     record_skeleton(op)
     # staged, P is built in registers as the A operand's elements
     kernel.attributes[ACCUMULATOR_ATTR] = AccumulatorAttr.of(

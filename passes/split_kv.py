@@ -22,7 +22,12 @@ count only, not by the workgroup.  Each invocation of the merge merges
 `merge_dims` of an item's dims (0, the default: vyre_xdsl.tuning.merge_dims,
 up to 8 while the kernel keeps enough invocations), combining the splits'
 m and l once for them.  The merge's order of
-operations is the workgroup merge's, so both give the same bits.
+operations is the workgroup merge's, so both give the same bits, unless
+`merge_teams` T > 1 (0, the default: vyre_xdsl.tuning.merge_teams, more
+than one only for many splits): T invocations then merge a column
+together, each over a run of splits / T neighbouring splits, and their
+sums are added pairwise
+(vyre.merge_splits `teams`; the oracle's `merge_teams`).
 
 `splits=0` (the default) takes P and the merge from the skeleton's
 `#vyre.plan` (vyre-plan), or, without one, asks the tuning
@@ -75,6 +80,8 @@ class SplitKvPass(ModulePass):
     shared_memory_bytes: int = 0
     # dims each invocation of a merge kernel merges (0: the tuning's)
     merge_dims: int = 0
+    # teams of invocations that merge a column together (0: the tuning's)
+    merge_teams: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.splits < 0 or self.splits == 1:
@@ -91,6 +98,11 @@ class SplitKvPass(ModulePass):
                 f"vyre-split-kv: merge_dims must be 0 (choose) or positive, got "
                 f"{self.merge_dims}"
             )
+        if self.merge_teams < 0 or self.merge_teams & (self.merge_teams - 1):
+            raise VyreError(
+                f"vyre-split-kv: merge_teams must be 0 (choose) or a power of two, got "
+                f"{self.merge_teams}"
+            )
         if self.merge not in MERGES:
             raise VyreError(
                 f"vyre-split-kv: merge must be one of {', '.join(MERGES)}, got "
@@ -102,9 +114,10 @@ class SplitKvPass(ModulePass):
             kernel = skeleton.parent_op()
             assert isinstance(kernel, vyre.KernelOp)
             lanes = kernel.lanes
-            splits, in_kernel = self.splits, self.merge == "kernel"
+            splits, in_kernel, teams = self.splits, self.merge == "kernel", self.merge_teams
             if splits == 0:
-                splits, in_kernel = self.chosen(skeleton, lanes)
+                splits, in_kernel, planned = self.chosen(skeleton, lanes)
+                teams = teams or planned
                 if splits == 1:
                     continue
             elif (
@@ -127,7 +140,9 @@ class SplitKvPass(ModulePass):
             skeleton.properties["kv_splits"] = IntegerAttr(splits, i64)
             kernel.properties["item_count"] = IntegerAttr(kernel.items * splits, i64)
             if in_kernel:
-                merge_in_kernel(op, kernel, skeleton, splits, self.dims_of(skeleton))
+                dims = self.dims_of(skeleton)
+                merge_in_kernel(op, kernel, skeleton, splits, dims,
+                                self.teams_of(skeleton, kernel, splits, dims, teams))
 
     def dims_of(self, skeleton: vyre.TiledOnlineSoftmaxOp) -> int:
         """The dims each invocation of the merge kernel merges (`merge_dims`,
@@ -136,11 +151,33 @@ class SplitKvPass(ModulePass):
             return self.merge_dims
         return tuning.merge_dims(skeleton.shape()["item_count"], skeleton.v_dim)
 
-    def chosen(self, skeleton: vyre.TiledOnlineSoftmaxOp, lanes: int) -> tuple[int, bool]:
-        """(P, whether a kernel merges) for `splits=0`."""
+    @staticmethod
+    def teams_of(skeleton: vyre.TiledOnlineSoftmaxOp, kernel: vyre.KernelOp, splits: int,
+                 dims: int, teams: int) -> int:
+        """The teams of the merge kernel's invocations (`teams`: asked for or
+        planned; 0: the tuning's), checked against the splits and the
+        workgroup."""
+        columns = skeleton.shape()["item_count"] * skeleton.v_dim // dims
+        lanes = kernel.lanes
+        if not teams:
+            return tuning.skeleton_merge_teams(skeleton, splits, lanes, dims)
+        if teams > 1 and (splits % teams or lanes % teams or columns % (lanes // teams)):
+            raise pass_error(
+                skeleton,
+                f"vyre-split-kv: the merge kernel of @{kernel.sym_name.data} cannot merge in "
+                f"{teams} teams: they must divide its {splits} splits and its workgroup "
+                f"of {lanes} lanes, and lanes / teams its {columns} columns; give "
+                f"merge_teams a power of two that does (or 0 to choose)",
+            )
+        return teams
+
+    def chosen(self, skeleton: vyre.TiledOnlineSoftmaxOp,
+               lanes: int) -> tuple[int, bool, int]:
+        """(P, whether a kernel merges, its teams or 0 to choose) for
+        `splits=0`."""
         recorded = plan_of(skeleton)
         if recorded is not None:
-            return recorded.kv_splits, recorded.merge == MergeKind.KERNEL
-        return tuning.kv_split(
-            skeleton, lanes, self.target_invocations, self.merge, self.shared_memory_bytes
-        )
+            return (recorded.kv_splits, recorded.merge == MergeKind.KERNEL,
+                    recorded.merge_teams)
+        return (*tuning.kv_split(skeleton, lanes, self.target_invocations, self.merge,
+                                 self.shared_memory_bytes), 0)

@@ -55,3 +55,13 @@ builtin.module attributes {{gpu.container_module}} {{
   }}) : () -> ()
 }}
 """
+
+
+def merge_teams_of(module) -> int:
+    """The teams of the module's merge kernel (vyre.merge_splits `teams`),
+    1 without one: the oracle's `merge_teams` for its order."""
+    from vyre_xdsl.dialects import vyre
+
+    merges = [op for op in module.walk() if isinstance(op, vyre.MergeSplitsOp)]
+    assert len(merges) <= 1, "one merge kernel expected"
+    return merges[0].team_count if merges else 1

@@ -89,7 +89,8 @@ def test_serving_decode_at_the_h200_plan_matches_the_oracle_bit_for_bit(case, fu
     got = vx.run(vx.lower_to_gpu(module, device="h200"), arrays)["out"]
     want = vx.reference.flash_attention_2(
         arrays["q"], arrays["k"], arrays["v"], tile_size=plan.tile_size,
-        kv_splits=plan.kv_splits, dim_parts=plan.dim_parts, dim_chunk=plan.dim_chunk,
+        kv_splits=plan.kv_splits, merge_teams=plan.merge_teams, dim_parts=plan.dim_parts,
+        dim_chunk=plan.dim_chunk,
         dtype=case[6], **paging)
     fuzz_stats["numeric: serving decode at the h200 plan vs oracle"] += 1
     fuzz_stats[f"numeric: ... with {plan.rows} rows an invocation"] += 1

@@ -27,6 +27,7 @@ import pytest
 from hypothesis import given, settings
 
 import vyre_xdsl as vx
+from helpers import merge_teams_of
 from requirements import needs_vulkan
 from test_absorb_mla import (
     NAMES,
@@ -59,9 +60,9 @@ def split_of(module) -> tuple[int, int]:
     return op.shape()["tile_size"], op.splits
 
 
-def program_oracle(inputs, tile, splits=1):
+def program_oracle(inputs, tile, splits=1, teams=1):
     return reference.mla_decode_program(
-        *(inputs[n] for n in NAMES), tile_size=tile, kv_splits=splits
+        *(inputs[n] for n in NAMES), tile_size=tile, kv_splits=splits, merge_teams=teams
     )
 
 
@@ -134,7 +135,8 @@ def test_default_splits_the_program_and_merges_in_a_kernel(shape):
     ]
     inputs = mla_inputs(*shape[:5], seed=3)
     got = vx.run(module, inputs)["out"]  # optimize="default"
-    assert_bit_exact(got, program_oracle(inputs, tile, splits), f"default {shape}")
+    want = program_oracle(inputs, tile, splits, merge_teams_of(rewritten))
+    assert_bit_exact(got, want, f"default {shape}")
     assert_near_seed(got, seed_oracle(inputs, shape[5]), f"default {shape}")
 
 
@@ -166,12 +168,12 @@ def test_lavapipe_runs_the_default_program():
     inputs = mla_inputs(*shape[:5], seed=5)
     lowered = vx.lower_to_gpu(vx.mla_decode(*shape))
     got = vx.run(lowered, inputs, backend="vulkan")["out"]
-    tile, splits = split_of(
-        apply_pipeline(
-            vx.mla_decode(*shape), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
-        )
+    program = apply_pipeline(
+        vx.mla_decode(*shape), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
     )
-    assert_close(got, program_oracle(inputs, tile, splits), "vulkan mla program")
+    tile, splits = split_of(program)
+    want = program_oracle(inputs, tile, splits, merge_teams_of(program))
+    assert_close(got, want, "vulkan mla program")
     assert_near_seed(got, seed_oracle(inputs, shape[5]), "vulkan mla program")
 
 
@@ -271,9 +273,11 @@ def test_fuzz_default_program_matches_its_oracle_bit_exactly(case, fuzz_stats):
     """NaN, +-inf, huge, subnormal (tests/test_fuzz_numeric.py's draws) through
     the default: the program, retiled and split as the default chooses."""
     shape, inputs = case
-    tile, splits = split_of(apply_pipeline(
+    program = apply_pipeline(
         vx.mla_decode(*shape), "vyre-absorb-mla{kernels=3},vyre-retile,vyre-split-kv"
-    ))
+    )
+    tile, splits = split_of(program)
     out = vx.run(vx.mla_decode(*shape), inputs, backend="interpreter")["out"]
     fuzz_stats["numeric: mla program interpreter vs program oracle"] += 1
-    assert_exact(out, program_oracle(inputs, tile, splits), f"mla program {shape}")
+    want = program_oracle(inputs, tile, splits, merge_teams_of(program))
+    assert_exact(out, want, f"mla program {shape}")

@@ -112,12 +112,18 @@ CASES = {
         ),
         {"vyre-absorb-mla", "projection-rows"},
     ),
-    # GQA decode whose merge kernel merges two dims an invocation, reading
+    # GQA decode whose merge kernel merges eight dims an invocation, reading
     # the splits' partials (temp buffers) as vectors
+    "gqa-decode-256x16/4-512x128": (
+        lambda: vx.flash_attention_2(seq_len=1, kv_len=512, batch=256, num_heads=16,
+                                     num_kv_heads=4, head_dim=128),
+        {"vyre-split-kv", "merge-dims", "temp-vectors"},
+    ),
+    # ... and one whose merge kernel merges each column in two teams
     "gqa-decode-64x16/4-512x128": (
         lambda: vx.flash_attention_2(seq_len=1, kv_len=512, batch=64, num_heads=16,
                                      num_kv_heads=4, head_dim=128),
-        {"vyre-split-kv", "merge-dims", "temp-vectors"},
+        {"vyre-split-kv", "merge-teams", "temp-vectors"},
     ),
     # enough heads to leave the attention unsplit
     "mla-64-128-8-8-4": (
@@ -171,6 +177,8 @@ def passes_seen(module: ModuleOp) -> set[str]:
         "merge-dims": any(k.name.endswith("_merge") and k.item_count < next(
             b.count for b in k.buffers if "_split_" not in b.name and b.name != "lse")
             for k in kernels),
+        # a merge kernel whose teams of lanes meet in workgroup memory
+        "merge-teams": "merge_max" in arrays,
         # vector loads of a temp buffer (vyre-vectorize-loads)
         "temp-vectors": any(op.name == "vector.load" and any(
             b.name == op.operands[0].name_hint and b.access == "temp"

@@ -82,7 +82,8 @@ def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, backend
               "kv_len": KEYS if cache != "dense" else None}
     want = vx.reference.flash_attention_2(
         arrays["q"], arrays["k"], arrays["v"], tile_size=plan.tile_size,
-        kv_splits=plan.kv_splits, dim_parts=plan.dim_parts, dim_chunk=plan.dim_chunk,
+        kv_splits=plan.kv_splits, merge_teams=plan.merge_teams, dim_parts=plan.dim_parts,
+        dim_chunk=plan.dim_chunk,
         dtype=dtype, **{key: value for key, value in paging.items() if value is not None})
     if backend == "interpreter":
         assert got.tobytes() == want.tobytes()
@@ -110,7 +111,8 @@ def test_decode_with_the_log_sum_exp_takes_the_same_plan(cache, backend):
               "kv_len": KEYS if cache != "dense" else None}
     out, lse = vx.reference.flash_attention_2(
         arrays["q"], arrays["k"], arrays["v"], tile_size=plan.tile_size,
-        kv_splits=plan.kv_splits, dim_parts=plan.dim_parts, dim_chunk=plan.dim_chunk,
+        kv_splits=plan.kv_splits, merge_teams=plan.merge_teams, dim_parts=plan.dim_parts,
+        dim_chunk=plan.dim_chunk,
         dtype="bf16", return_lse=True,
         **{key: value for key, value in paging.items() if value is not None})
     if backend == "interpreter":

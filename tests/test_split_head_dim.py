@@ -17,6 +17,7 @@ from vyre_xdsl.dialects.launch import launch_of
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.tuning import module_plans
+from tests.helpers import merge_teams_of
 from tests.requirements import needs_vulkan
 from tests.test_split_kv import _mla_inputs
 
@@ -386,7 +387,8 @@ def test_mla_latent_rows_split_over_lanes_are_exact(splits, tile, parts):
     lowered = vx.lower_to_gpu(module, optimize=pipeline + ",vyre-to-gpu{optimize=exact}")
     got = vx.run(lowered, inputs, backend="interpreter")["out"]
     want = reference.mla_decode_program(
-        *inputs.values(), tile_size=tile, kv_splits=splits, dim_parts=parts
+        *inputs.values(), tile_size=tile, kv_splits=splits, dim_parts=parts,
+        merge_teams=merge_teams_of(split),
     )
     _exact(got, want)
     _close(got, reference.mla_decode(*inputs.values(), tile_size=16))
@@ -424,7 +426,7 @@ def test_default_splits_mla_latent_rows_into_lanes_of_64(backend):
     inputs = _mla_inputs(*dims)
     got = vx.run(lowered, inputs, backend=backend)["out"]
     want = reference.mla_decode_program(*inputs.values(), tile_size=tile, kv_splits=splits,
-                                        dim_parts=4)
+                                        dim_parts=4, merge_teams=plan.merge_teams)
     if backend == "interpreter":
         _exact(got, want)
     else:

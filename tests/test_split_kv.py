@@ -141,6 +141,103 @@ def test_merge_dims_of_the_tuning():
     assert tuning.merge_dims(100000, 7) == 1
 
 
+def _teams_case(cache: str, lse: bool, seed: int):
+    """GQA decode of 2 sequences (4 query heads on 2 key heads, 16 dims,
+    256 keys in tiles of 8), its inputs and the oracle's paging arguments."""
+    keys, page = 256, 16
+    extra = {"kv_lens": True} if cache == "kv_lens" else (
+        {"page_size": page, "num_pages": 2 * keys // page} if cache == "paged" else {})
+    module = vx.flash_attention_2(seq_len=1, kv_len=keys, batch=2, num_heads=4,
+                                  num_kv_heads=2, head_dim=16, tile_size=8, return_lse=lse,
+                                  **extra)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((2, 4, 1, 16)).astype(np.float32)
+    q[1, 2, 0, 3] = np.inf  # a row of clamped scores
+    shape = (2 * keys // page, page, 2, 16) if cache == "paged" else (2, 2, keys, 16)
+    k, v = (rng.standard_normal(shape).astype(np.float32) for _ in "kv")
+    arrays, paging = {"q": q, "k": k, "v": v}, {}
+    if cache != "dense":
+        arrays["kv_lens"] = np.array([keys - 37, 90], np.int32)
+        paging = {"kv_lens": arrays["kv_lens"], "kv_len": keys}
+    if cache == "paged":
+        arrays["block_table"] = rng.permutation(2 * keys // page).astype(np.int32).reshape(2, -1)
+        paging.update(block_table=arrays["block_table"], page_size=page)
+    return module, arrays, paging
+
+
+@pytest.mark.parametrize("teams, dims, cache, lse", [
+    (2, 1, "dense", True), (4, 2, "kv_lens", False), (8, 1, "paged", True), (32, 1, "dense",
+                                                                             False)])
+def test_a_merge_kernel_in_teams_has_the_bits_of_the_oracle_in_its_order(teams, dims, cache,
+                                                                          lse):
+    # 32 splits: each team walks 32 / teams of them, then team 0 adds the
+    # teams' sums pairwise (vyre.merge_splits teams; the oracle's merge_teams)
+    module, arrays, paging = _teams_case(cache, lse, seed=teams)
+    pipeline = (f"vyre-split-kv{{splits=32 merge=kernel merge_dims={dims} "
+                f"merge_teams={teams}}},vyre-to-gpu{{optimize=exact}}")
+    lowered = vx.lower_to_gpu(module, optimize=pipeline)
+    (merge,) = [k for k in program_info(lowered).kernels if k.name.endswith("_merge")]
+    assert merge.item_count == 2 * 4 * 16 // dims * teams
+    got = vx.run(lowered, arrays)
+    want, other = (reference.flash_attention_2(
+        arrays["q"], arrays["k"], arrays["v"], tile_size=8, kv_splits=32, merge_teams=t,
+        return_lse=lse, **paging) for t in (teams, 1))
+    if lse:
+        (want, want_lse), (other, _) = want, other
+        _exact(got["lse"], want_lse)
+    _exact(got["out"], want)
+    # the order shows in the bits, so a merge that ignored its teams would fail
+    assert not np.array_equal(want, other)
+    _close(got["out"], other)
+
+
+@needs_vulkan
+def test_a_merge_kernel_in_teams_on_vulkan():
+    module, arrays, paging = _teams_case("paged", True, seed=5)
+    lowered = vx.lower_to_gpu(module, optimize="vyre-split-kv{splits=32 merge=kernel "
+                                                "merge_teams=8},vyre-to-gpu{optimize=exact}")
+    got = vx.run(lowered, arrays, backend="vulkan")
+    want, want_lse = reference.flash_attention_2(
+        arrays["q"], arrays["k"], arrays["v"], tile_size=8, kv_splits=32, merge_teams=8,
+        return_lse=True, **paging)
+    _close(got["out"], want)
+    np.testing.assert_allclose(got["lse"], want_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_merge_teams_of_the_tuning_and_the_plan():
+    from vyre_xdsl import tuning
+
+    assert tuning.merge_teams(512, 4096, 64) == 8  # each team's 8 columns bound it
+    assert tuning.merge_teams(512, 65536, 256) == tuning.MERGE_TEAMS
+    assert tuning.merge_teams(48, 4096, 64) == 4  # 12 splits a team; 6 would be too few
+    assert tuning.merge_teams(8, 4096, 64) == 1  # too few splits to share
+    assert tuning.merge_teams(512, 12, 64) == 1  # 32 columns a team do not divide 12
+    # GQA decode at batch 1 on the H200: 512 splits of 32 keys, merged in 8 teams
+    module = vx.flash_attention_2(seq_len=1, kv_len=16384, batch=1, num_heads=32,
+                                  num_kv_heads=8, head_dim=128, dtype="bf16")
+    (plan,) = [s.attributes["vyre.plan"] for s in
+               apply_pipeline(module, "vyre-plan{device=h200}").walk()
+               if isinstance(s, vyre.TiledOnlineSoftmaxOp)]
+    assert (plan.kv_splits, plan.merge.value, plan.merge_teams) == (512, "kernel", 8)
+    lowered = vx.lower_to_gpu(module, device="h200")
+    (merge,) = [k for k in program_info(lowered).kernels if k.name.endswith("_merge")]
+    assert merge.item_count == 32 * 128 * 8
+
+
+def test_merge_teams_that_do_not_fit_are_refused():
+    module = vx.flash_attention_2(seq_len=1, kv_len=64, head_dim=8, tile_size=8)
+    with pytest.raises(VyreError, match="cannot merge in 8 teams: they must divide its 4 "
+                                        "splits"):
+        vx.lower_to_gpu(module, optimize="vyre-split-kv{splits=4 merge=kernel merge_teams=8},"
+                                         "vyre-to-gpu{optimize=exact}")
+    with pytest.raises(VyreError, match="merge_teams must be 0 .choose. or a power of two, got 6"):
+        vx.lower_to_gpu(module, optimize="vyre-split-kv{merge_teams=6}")
+    q = np.zeros((1, 8), np.float32)
+    with pytest.raises(VyreError, match=r"merge_teams \(3\) must be a power of two dividing "
+                                        r"kv_splits \(6\)"):
+        reference.flash_attention_2(q, q, q, tile_size=1, kv_splits=6, merge_teams=3)
+
+
 def test_merge_dims_that_do_not_divide_the_value_dims_are_refused():
     module = vx.flash_attention_2(seq_len=1, kv_len=64, head_dim=8, tile_size=8)
     with pytest.raises(VyreError, match="cannot merge 3 dims an invocation: its rows have 8"):

@@ -377,6 +377,9 @@ def cases(every: bool) -> list[Case]:
         # each at batch 128, 512 at batch 8 with 32768 keys
         decode_case(128, 32, 8, 128, 4096, page=16, dtype="bf16"),
         decode_case(8, 32, 8, 128, 32768, dtype="bf16"),
+        # merge kernels in teams: 512 splits at batch 1, 8 teams of 64
+        decode_case(1, 32, 8, 128, 16384, dtype="bf16"),
+        decode_case(1, 32, 8, 128, 32768, page=16, dtype="bf16"),
         *(mma_case(shape) for shape in MATMUL_SHAPES),
         tensor_case(32, 4096, 64),
         tensor_case(32, 4096, 64, keys=64, row_tiles=4),

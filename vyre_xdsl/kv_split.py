@@ -63,10 +63,11 @@ def valid_splits(
 
 def merge_in_kernel(
     module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int,
-    dims: int = 1,
+    dims: int = 1, teams: int = 1,
 ) -> None:
     """Give `op` partial buffers and the kernel after `kernel` that merges
-    them (`vyre.merge_splits`, `dims` of an item's dims an invocation);
+    them (`vyre.merge_splits`, `dims` of an item's dims an invocation, in
+    `teams` of invocations);
     `kernel` then no longer writes the output, nor the log-sum-exp, which
     the merge writes."""
     shape = op.shape()
@@ -98,7 +99,7 @@ def merge_in_kernel(
         if written is not None and not written.result.uses:
             Rewriter.erase_op(written)
 
-    merge = vyre.KernelOp(f"{name}_merge", items * head_dim // dims, kernel.lanes)
+    merge = vyre.KernelOp(f"{name}_merge", items * head_dim // dims * teams, kernel.lanes)
     copies = [p.clone() for p in partials] + [out.clone()]
     lse_copy = [lse.clone()] if lse is not None else []
     merge.body.block.add_ops(copies + lse_copy)
@@ -107,7 +108,7 @@ def merge_in_kernel(
             *(c.result for c in copies), *(c.result for c in lse_copy),
             item_count=items, splits=splits, head_dim=head_dim,
             keys=shape["seq_len"] if lse is not None else None, exp2=op.exp2 is not None,
-            dims=dims,
+            dims=dims, teams=teams,
         )
     )
     Rewriter.insert_op(merge, InsertPoint.after(kernel))

@@ -25,7 +25,7 @@ import numpy as np
 from vyre_xdsl.dialects import constants
 from vyre_xdsl.dtypes import check_array, check_dtype, numpy_dtype, round_to
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.numerics import partial_weight_scale
+from vyre_xdsl.numerics import pairwise_total, partial_weight_scale
 
 __all__ = [
     "F32_MIN",
@@ -137,6 +137,7 @@ def tiled_online_softmax(
     kv_splits: int = 1,
     return_lse: bool = False,
     split_keys: int | None = None,
+    merge_teams: int = 1,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The public oracle skeleton for new decoders: the recurrence of
     SEMANTICS.md over `item_count` items with your two fragments (and an
@@ -157,6 +158,13 @@ def tiled_online_softmax(
         static kv_len); the runs are then ceil(ceil(split_keys / tile_size)
         / kv_splits) tiles, cut at seq_len, and the weights' scale is
         split_keys'.  `seq_len` unless given.
+    merge_teams: the merge kernel's `teams` (vyre.merge_splits): split s
+        goes to run s // (kv_splits / merge_teams); each run's max, l and o
+        are taken
+        over its splits in order, the runs' maxima in run order, and their
+        l and o added pairwise (numerics.pairwise_total).  1 (one run in
+        split order) is the merge in workgroup memory and a merge kernel
+        without teams.
 
     Returns out: f32[item_count, head_dim] (head_dim: the width of o_acc,
     the value rows), and with `return_lse` also lse: f32[item_count], each
@@ -168,6 +176,10 @@ def tiled_online_softmax(
     `weight * value` (0 * inf and 0 * NaN are NaN), as flash_attention_2
     does."""
     kv_splits = _positive("kv_splits", kv_splits)
+    merge_teams = _positive("merge_teams", merge_teams)
+    if kv_splits % merge_teams or merge_teams & (merge_teams - 1):
+        raise VyreError(f"merge_teams ({merge_teams}) must be a power of two dividing "
+                        f"kv_splits ({kv_splits}): each team merges as many splits")
     tile_count = -(-seq_len // tile_size)
     split_keys = seq_len if split_keys is None else _positive("split_keys", split_keys)
     if split_keys < seq_len:
@@ -232,15 +244,28 @@ def tiled_online_softmax(
             recurrence(range(s * per_split, min((s + 1) * per_split, tile_count)))
             for s in range(kv_splits)
         ]
-        m_max = np.full(item_count, F32_MIN, dtype=np.float32)
-        for m, _, _ in parts:
-            m_max = np.where(m > m_max, m, m_max)
-        l_total = np.zeros(item_count, dtype=np.float32)
-        o_total = np.zeros((item_count, head_dim), dtype=np.float32)
-        for m, l, _ in parts:
-            l_total = l_total + _exp(bounded_exp_arg(m - m_max)) * l
-        for m, _, o_acc in parts:
-            o_total = o_total + _exp(bounded_exp_arg(m - m_max))[:, None] * o_acc
+        run = kv_splits // merge_teams
+        runs = [parts[t * run:(t + 1) * run] for t in range(merge_teams)]
+
+        def largest(maxima) -> np.ndarray:
+            m_max = np.full(item_count, F32_MIN, dtype=np.float32)
+            for m in maxima:
+                m_max = np.where(m > m_max, m, m_max)
+            return m_max
+
+        m_max = largest(largest(m for m, _, _ in run) for run in runs)
+
+        def weighted(run, value_of, shape) -> np.ndarray:
+            total = np.zeros(shape, dtype=np.float32)
+            for part in run:
+                weight = _exp(bounded_exp_arg(part[0] - m_max))
+                total = total + (weight if len(shape) == 1 else weight[:, None]) * value_of(part)
+            return total
+
+        l_total = pairwise_total(
+            [weighted(run, lambda p: p[1], (item_count,)) for run in runs], np.add)
+        o_total = pairwise_total(
+            [weighted(run, lambda p: p[2], (item_count, head_dim)) for run in runs], np.add)
         return finish(m_max, l_total, o_total)
 
 
@@ -305,11 +330,7 @@ def _dot_over_parts(term: Callable[[int], np.ndarray], head_dim: int, dim_parts:
         for d in part_dims(head_dim, dim_parts, part, dim_chunk or DIM_CHUNK):
             total = total + term(d)
         sums.append(total)
-    offset = 1
-    while offset < dim_parts:
-        sums = [sums[p] + sums[p ^ offset] for p in range(dim_parts)]
-        offset *= 2
-    return sums[0]
+    return pairwise_total(sums, np.add)
 
 
 # --------------------------------------------------------------------------
@@ -393,6 +414,7 @@ def flash_attention_2(
     score_mod: Callable | None = None,
     mask_mod: Callable | None = None,
     kv_splits: int = 1,
+    merge_teams: int = 1,
     dim_parts: int = 1,
     dim_chunk: int | None = None,
     return_lse: bool = False,
@@ -417,7 +439,8 @@ def flash_attention_2(
     `score_mod(score, q_idx, kv_idx[, head])` and `mask_mod(q_idx, kv_idx[,
     head])` are the same functions `vx.flash_attention_2` takes, evaluated on
     numpy-backed traced values (f32 / i32 / bool, the kernel's rounding).
-    `kv_splits` gives the order of a kernel split by vyre-split-kv,
+    `kv_splits` gives the order of a kernel split by vyre-split-kv (and
+    `merge_teams` that of its merge kernel, tiled_online_softmax's),
     `dim_parts` that of one split by vyre-split-head-dim (each part's dot
     product over its own dims, then added across parts pairwise), its dims
     dealt in chunks of `dim_chunk` (the skeleton's; vyre.DIM_CHUNK if None).
@@ -439,7 +462,7 @@ def flash_attention_2(
         return _ragged_flash_attention_2(
             q, k, v, kv_lens, kv_len, tile_size=tile_size, score_mod=score_mod,
             mask_mod=mask_mod, kv_splits=kv_splits, dim_parts=dim_parts,
-            dim_chunk=dim_chunk, return_lse=return_lse,
+            dim_chunk=dim_chunk, return_lse=return_lse, merge_teams=merge_teams,
         )
     if kv_len is not None:
         raise VyreError("kv_len is only for kv_lens (the kernel's most keys)")
@@ -467,7 +490,7 @@ def flash_attention_2(
         )
     result = _flash_attention_2(
         q4, k4, v4, kv_len - seq_len, tile_size, score_mod, mask_mod, kv_splits,
-        (dim_parts, dim_chunk), return_lse,
+        (dim_parts, dim_chunk), return_lse, merge_teams=merge_teams,
     )
     rows = np.shape(q)[:-1]
     if return_lse:
@@ -564,7 +587,7 @@ def _int_array(name: str, value, ndim: int) -> np.ndarray:
 
 def _ragged_flash_attention_2(
     q, k, v, kv_lens, kv_len, *, tile_size, score_mod, mask_mod, kv_splits,
-    dim_parts, dim_chunk, return_lse,
+    dim_parts, dim_chunk, return_lse, merge_teams=1,
 ):
     """flash_attention_2 with each sequence's own key count (see there)."""
     q4 = _heads_array("q", q, "num_heads", "seq_len")
@@ -594,7 +617,7 @@ def _ragged_flash_attention_2(
         result = _flash_attention_2(
             q4[b:b + 1], k4[b:b + 1, :, :length], v4[b:b + 1, :, :length],
             length - seq_len, tile_size, score_mod, mask_mod, kv_splits,
-            (dim_parts, dim_chunk), return_lse, split_keys=kv_len,
+            (dim_parts, dim_chunk), return_lse, split_keys=kv_len, merge_teams=merge_teams,
         )
         out, lse = result if return_lse else (result, None)
         outs.append(out)
@@ -608,7 +631,7 @@ def _ragged_flash_attention_2(
 
 def _flash_attention_2(
     q4, k4, v4, q_offset, tile_size, score_mod, mask_mod, kv_splits, dim_split, return_lse,
-    split_keys=None,
+    split_keys=None, merge_teams=1,
 ):
     """The oracle over checked [batch, heads, len, dim] arrays, query i at
     position q_offset + i, the dot products split as `dim_split` (dim_parts,
@@ -680,7 +703,7 @@ def _flash_attention_2(
     return tiled_online_softmax(
         items, v_dim, kv_len, tile_size, compute_tile_scores, update_o_acc,
         mask_of if mask_mod is not None else None, kv_splits=kv_splits,
-        return_lse=return_lse, split_keys=split_keys,
+        return_lse=return_lse, split_keys=split_keys, merge_teams=merge_teams,
     )
 
 

@@ -260,7 +260,7 @@ def _absorbed(a: MlaArrays, kv_splits: int) -> np.ndarray:
     )
 
 
-def _program(a: MlaArrays, kv_splits: int, dim_parts: int) -> np.ndarray:
+def _program(a: MlaArrays, kv_splits: int, dim_parts: int, merge_teams: int) -> np.ndarray:
     dim_parts = _dim_parts(dim_parts, a.rank)
     q_lat = _absorb_query(a.q, a.wk)
 
@@ -270,7 +270,7 @@ def _program(a: MlaArrays, kv_splits: int, dim_parts: int) -> np.ndarray:
 
     o_lat = tiled_online_softmax(
         a.num_heads, a.rank, a.seq_len, a.tile_size, _latent_scores(q_lat, a, dim_parts),
-        update_o_acc, kv_splits=kv_splits, split_keys=a.split_keys,
+        update_o_acc, kv_splits=kv_splits, split_keys=a.split_keys, merge_teams=merge_teams,
     )
     return _project(a.wv, o_lat)
 
@@ -304,7 +304,8 @@ def mla_decode_absorbed(a: MlaArrays, kv_splits: int = 1) -> np.ndarray:
 
 
 @_oracle
-def mla_decode_program(a: MlaArrays, kv_splits: int = 1, dim_parts: int = 1) -> np.ndarray:
+def mla_decode_program(a: MlaArrays, kv_splits: int = 1, dim_parts: int = 1,
+                       merge_teams: int = 1) -> np.ndarray:
     """MLA decode in the order of operations of the three-kernel program
     `vyre_xdsl.mla.mla_decode_program` (what vyre-absorb-mla{kernels=3}
     makes of `mla_decode`): the same arguments and result as `mla_decode`,
@@ -315,7 +316,8 @@ def mla_decode_program(a: MlaArrays, kv_splits: int = 1, dim_parts: int = 1) -> 
     over the latent cache gives o_lat (rows of kv_lora_rank, normalised);
     out[h, d] = sum over r of w_uv[r, h, d] * o_lat[h, r].  `kv_splits`
     gives the order of a kernel split by vyre-split-kv (merged in workgroup
-    memory or by a kernel: the same order), `dim_parts` that of its latent
-    rows split by vyre-split-head-dim."""
-    return _program(a, kv_splits, dim_parts)
+    memory or by a kernel: the same order), `merge_teams` that of a merge
+    kernel with teams (tiled_online_softmax's), `dim_parts` that of its
+    latent rows split by vyre-split-head-dim."""
+    return _program(a, kv_splits, dim_parts, merge_teams)
 

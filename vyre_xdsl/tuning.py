@@ -72,6 +72,15 @@ KERNEL_MERGE_FACTOR = 4
 # session")
 MERGE_DIMS = 8
 MERGE_INVOCATIONS = 65536
+# ... and its splits go to teams of invocations (vyre.merge_splits `teams`),
+# up to MERGE_TEAMS, each walking at least MERGE_TEAM_SPLITS of them, each
+# team's lanes at least MERGE_TEAM_COLUMNS neighbouring columns (a 32-byte
+# sector of f32 partials a load): a kernel that walked 512 splits an
+# invocation took a third of GQA decode's time at batch 1
+# (docs/performance.md, "Twenty-fifth session")
+MERGE_TEAMS = 16
+MERGE_TEAM_SPLITS = 8
+MERGE_TEAM_COLUMNS = 8
 MIN_SPLIT_KEYS = 32
 MAX_SPLIT_KEYS = 256
 MORE_SPLITS_DIMS = 128
@@ -204,6 +213,30 @@ def merge_dims(item_count: int, head_dim: int) -> int:
            and item_count * head_dim // (2 * dims) >= MERGE_INVOCATIONS):
         dims *= 2
     return dims
+
+
+def merge_teams(splits: int, columns: int, lanes: int) -> int:
+    """The teams of invocations of a merge kernel of `lanes` lanes a
+    workgroup over `columns` columns (vyre.merge_splits): the largest power
+    of two up to MERGE_TEAMS that leaves each team MERGE_TEAM_SPLITS of the
+    `splits` and MERGE_TEAM_COLUMNS columns of a workgroup, dividing both."""
+    teams = 1
+    while True:
+        more = 2 * teams
+        width = lanes // more
+        if (more > MERGE_TEAMS or splits % more or splits // more < MERGE_TEAM_SPLITS
+                or lanes % more or width < MERGE_TEAM_COLUMNS or columns % width):
+            return teams
+        teams = more
+
+
+def skeleton_merge_teams(op: vyre.TiledOnlineSoftmaxOp, splits: int, lanes: int,
+                         dims: int = 0) -> int:
+    """merge_teams for the kernel that merges `op`'s `splits` in workgroups
+    of `lanes`, `dims` dims an invocation (0: merge_dims')."""
+    items = op.shape()["item_count"]
+    dims = dims or merge_dims(items, op.v_dim)
+    return merge_teams(splits, items * op.v_dim // dims, lanes)
 
 
 def latent_splits(row_blocks: int, tiles: int) -> int:
@@ -718,6 +751,8 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
             MergeKind.KERNEL if p.in_kernel else MergeKind.WORKGROUP,
             parts[p.op], stage_bytes, unroll, interleave, rows[p.op],
             dim_chunk(p.op, parts[p.op]) if parts[p.op] > 1 else vyre.DIM_CHUNK,
+            skeleton_merge_teams(p.op, p.splits, p.lanes) if p.in_kernel and p.splits > 1
+            else 1,
         )
         for p in predicted
     }

@@ -5,6 +5,10 @@
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel},vyre-to-gpu{optimize=exact}' | filecheck %s --check-prefix=LOWERED
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_dims=2}' | filecheck %s --check-prefix=DIMS
 // RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_dims=2},vyre-inline-fragments' | filecheck %s --check-prefix=DIMS-EXPAND
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_teams=2}' | filecheck %s --check-prefix=TEAMS
+// RUN: vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_teams=2},vyre-inline-fragments' | filecheck %s --check-prefix=TEAMS-EXPAND
+// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_teams=3}' 2>&1 | filecheck %s --check-prefix=BAD-TEAMS
+// RUN: not vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_teams=8}' 2>&1 | filecheck %s --check-prefix=TEAMS-TOO-MANY
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=8 merge=kernel}' 2>&1 | filecheck %s --check-prefix=TOO-MANY
 // RUN: not vyre-opt %s -p 'vyre-split-kv{splits=4 merge=kernel merge_dims=3}' 2>&1 | filecheck %s --check-prefix=BAD-DIMS
 // RUN: not vyre-opt %s -p 'vyre-split-kv{merge=global}' 2>&1 | filecheck %s --check-prefix=BAD-MERGE
@@ -161,6 +165,42 @@ builtin.module {
 // LOWERED:         grid = [2, 1, 1]
 // LOWERED-SAME:    #vyre.buffer<name = "out", binding = 3, access = write
 
+// merge_teams=2: two invocations merge each column, one over splits 0-1
+// and one over splits 2-3; the kernel runs twice the invocations, a
+// workgroup of 64 lanes holding both teams of 32 columns.
+// TEAMS-LABEL: vyre.kernel @flash_attention_2_merge items 256 workgroup_size 64
+// TEAMS:         vyre.merge_splits m(%{{.*}}) l(%{{.*}}) o(%{{.*}}) out(%out) item_count 64 splits 4 head_dim 2 teams 2
+// Each team's max meets the others' in workgroup memory, then its sums;
+// team 0 adds the sums pairwise and writes the column.
+// TEAMS-EXPAND-LABEL: vyre.kernel @flash_attention_2_merge items 256
+// TEAMS-EXPAND:         %lane = vyre.lane_index
+// TEAMS-EXPAND:         %team = arith.divui %lane
+// TEAMS-EXPAND:         %column_lane = arith.remui %lane
+// TEAMS-EXPAND:         %merge_max = vyre.scratch "merge_max" : memref<64xf32>
+// TEAMS-EXPAND-NEXT:    %merge_sum = vyre.scratch "merge_sum" : memref<128xf32>
+// TEAMS-EXPAND:         %first_split = arith.muli %team
+// TEAMS-EXPAND:         scf.for %max_s =
+// TEAMS-EXPAND:           %split = arith.addi %first_split, %max_s
+// TEAMS-EXPAND:         memref.store %{{.*}}, %merge_max[%lane]
+// TEAMS-EXPAND-NEXT:    "gpu.barrier"
+// TEAMS-EXPAND:         %m_max = arith.select
+// TEAMS-EXPAND:         scf.for %sum_s =
+// TEAMS-EXPAND:         memref.store %{{.*}}, %merge_sum[
+// TEAMS-EXPAND:         scf.for %o_s =
+// TEAMS-EXPAND:         memref.store %{{.*}}, %merge_sum[
+// TEAMS-EXPAND-NEXT:    "gpu.barrier"
+// TEAMS-EXPAND:         arith.cmpi eq, %team
+// TEAMS-EXPAND-NEXT:    scf.if
+// TEAMS-EXPAND-COUNT-2:   memref.load %merge_sum[
+// TEAMS-EXPAND-NEXT:      arith.addf
+// TEAMS-EXPAND-NEXT:      %denom = vyre.positive_denominator
+// TEAMS-EXPAND-COUNT-2:   memref.load %merge_sum[
+// TEAMS-EXPAND-NEXT:      arith.addf
+// TEAMS-EXPAND-NEXT:      arith.divf %{{.*}}, %denom
+// TEAMS-EXPAND-NEXT:      vyre.flush_tiny
+// TEAMS-EXPAND:           memref.store %{{.*}}, %out[
+// BAD-TEAMS: vyre-split-kv: merge_teams must be 0 (choose) or a power of two, got 3
+// TEAMS-TOO-MANY: error: vyre-split-kv: the merge kernel of @flash_attention_2 cannot merge in 8 teams: they must divide its 4 splits and its workgroup of 64 lanes, and lanes / teams its 128 columns; give merge_teams a power of two that does (or 0 to choose)
 // TOO-MANY: error: vyre-split-kv: kernel @flash_attention_2 cannot be split 8 ways: there are only 4 tiles
 // BAD-DIMS: split_kv_kernel_merge.mlir:{{[0-9]+}}:{{[0-9]+}}: error: vyre-split-kv: the merge kernel of @flash_attention_2 cannot merge 3 dims an invocation: its rows have 2; give merge_dims a divisor of 2 (or 0 to choose)
 // BAD-MERGE: vyre-split-kv: merge must be one of auto, workgroup, kernel, got 'global'

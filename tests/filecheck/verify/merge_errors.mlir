@@ -248,3 +248,46 @@ builtin.module {
   }
 }
 // CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.tiled_online_softmax' op 'lse' cannot be combined with partials(%m, %l): the invocations leave partial results, and the kernel that merges them writes the log-sum-exp (vyre.merge_splits lse(%lse) keys N, as vyre-split-kv{merge=kernel} makes it)
+
+// -----
+
+// Each team takes a run of splits / teams: a power of two dividing them.
+builtin.module {
+  vyre.kernel @k_merge items 384 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 2 teams 3 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op 'teams' (3) must be a power of two dividing splits (4): each team merges as many splits
+
+// -----
+
+// A workgroup holds every team of its columns: 64 lanes as 4 teams of 16
+// columns, which must divide the 8 columns.
+builtin.module {
+  vyre.kernel @k_merge items 32 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [4, 4] : memref<16xf32>
+    %l = vyre.buffer "l" binding 3 temp [4, 4] : memref<16xf32>
+    %o = vyre.buffer "o" binding 4 temp [32] : memref<32xf32>
+    %out = vyre.buffer "out" binding 5 write [4, 2] : memref<8xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 4 splits 4 head_dim 2 teams 4 : (memref<16xf32>, memref<16xf32>, memref<32xf32>, memref<8xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op a workgroup of 64 lanes holds 4 teams of the same columns: 'teams' must divide the lanes, and lanes / teams the 8 columns (item_count * head_dim / dims)
+
+// -----
+
+// Each team has its invocations.
+builtin.module {
+  vyre.kernel @k_merge items 128 workgroup_size 64 {
+    %m = vyre.buffer "m" binding 2 temp [64, 4] : memref<256xf32>
+    %l = vyre.buffer "l" binding 3 temp [64, 4] : memref<256xf32>
+    %o = vyre.buffer "o" binding 4 temp [512] : memref<512xf32>
+    %out = vyre.buffer "out" binding 5 write [64, 2] : memref<128xf32>
+    vyre.merge_splits m(%m) l(%l) o(%o) out(%out) item_count 64 splits 4 head_dim 2 teams 2 : (memref<256xf32>, memref<256xf32>, memref<512xf32>, memref<128xf32>)
+  }
+}
+// CHECK: {{.*}}merge_errors.mlir:{{[0-9]+}}:5: error: 'vyre.merge_splits' op the merge runs one invocation per (item, dim) and team (2): set the kernel's items to item_count * head_dim * teams = 256, not 128
