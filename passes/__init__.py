@@ -131,6 +131,12 @@ def _vectorize_loads():
     return VectorizeLoadsPass
 
 
+def _vectorize_stores():
+    from vyre_xdsl.passes.vectorize_stores import VectorizeStoresPass
+
+    return VectorizeStoresPass
+
+
 def _vyre_to_gpu():
     from vyre_xdsl.passes.vyre_to_gpu import VyreToGpuPass
 
@@ -159,5 +165,6 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-projection-tensor-cores": _projection_tensor_cores,
     "vyre-use-exp2": _use_exp2,
     "vyre-vectorize-loads": _vectorize_loads,
+    "vyre-vectorize-stores": _vectorize_stores,
     "vyre-to-gpu": _vyre_to_gpu,
 }

@@ -7,8 +7,10 @@
            jammed (vyre-unroll-jam), a tile's keys' divisions by a page
            size folded into the tile's (vyre-fold-divisions), loads of
            neighbouring elements merged
-           into vector loads (vyre-vectorize-loads), common subexpressions
-           and dead code removed
+           into vector loads (vyre-vectorize-loads), stores of neighbouring
+           elements of a buffer only written into vector stores
+           (vyre-vectorize-stores), common subexpressions and dead code
+           removed
   default  compute the plan (vyre-absorb-mla{kernels=3}, then vyre-plan
            for `device`: vyre_xdsl.tuning), expand the skeletons it puts on
            `device`'s matrix units (`vyre.tensor_cores`: vyre-tensor-cores
@@ -100,6 +102,7 @@ def optimisations(
         # the loads they address are seen to be neighbours
         LinearCSE(),
         _pass("vyre-vectorize-loads"),
+        _pass("vyre-vectorize-stores"),
         LinearCSE(),
         DeadCodeElimination(),
     )

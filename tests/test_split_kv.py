@@ -5,6 +5,8 @@ merge by a kernel of its own is tested in tests/test_mla_program.py."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from vyre_xdsl.compiler import apply_pipeline
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import program_info
+from tests.helpers import merge_teams_of
 from tests.requirements import needs_vulkan
 
 # |split - one pass| / max|out|, measured at most 4e-7 on these shapes.
@@ -202,6 +205,35 @@ def test_a_merge_kernel_in_teams_on_vulkan():
         return_lse=True, **paging)
     _close(got["out"], want)
     np.testing.assert_allclose(got["lse"], want_lse, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", pytest.param("vulkan", marks=needs_vulkan)])
+def test_split_kernels_write_their_partial_rows_16_bytes_at_a_time(backend):
+    # vyre-vectorize-stores: a lane's four neighbouring dims of its partial
+    # row go to split_o as one vector store, through a NonReadable vec4 view
+    # in SPIR-V; nothing else changes, so the bits are the oracle's
+    from vyre_xdsl.spirv import disassemble
+
+    module, arrays, paging = _teams_case("dense", False, seed=7)
+    lowered = vx.lower_to_gpu(module, optimize="vyre-split-kv{splits=32 merge=kernel},"
+                                                "vyre-split-head-dim{parts=2 chunk=8},"
+                                                "vyre-to-gpu{optimize=exact}")
+    stores = [op for op in lowered.walk() if op.name in ("memref.store", "vector.store")
+              and op.operands[1].name_hint == "flash_attention_2_split_o"]
+    assert stores and all(op.name == "vector.store" for op in stores)
+    text = disassemble(vx.compile_spirv(lowered))
+    (view,) = re.findall(r'OpName (%\d+) "flash_attention_2_split_o_out_vec4"', text)
+    assert f"OpDecorate {view} NonReadable" in text
+    got = vx.run(lowered, arrays, backend=backend)["out"]
+    want = reference.flash_attention_2(arrays["q"], arrays["k"], arrays["v"], tile_size=8,
+                                       kv_splits=32, dim_parts=2, dim_chunk=8,
+                                       merge_teams=merge_teams_of(apply_pipeline(
+                                           module.clone(), "vyre-split-kv{splits=32 "
+                                           "merge=kernel}")))
+    if backend == "interpreter":
+        _exact(got, want)
+    else:
+        _close(got, want)
 
 
 def test_merge_teams_of_the_tuning_and_the_plan():

@@ -89,8 +89,9 @@ class ProgramEmitter:
         self.handlers = ProgramEmitter._handlers
         self.b = ModuleBuilder()
         self.storage_buffers: dict[int, int] = {}  # binding -> variable
-        # (binding, width) -> the vector view of that buffer (spirv/vector.py)
-        self.vector_views: dict[tuple[int, int], MemoryObject] = {}
+        # (binding, width, NonWritable or NonReadable) -> a vector view of that
+        # buffer, for loads or for stores (spirv/vector.py)
+        self.vector_views: dict[tuple[int, int, int], MemoryObject] = {}
         self.builtins: dict[int, int] = {}  # BuiltIn -> Input variable
         # what every entry point needs, in declaration order
         self.capabilities = [Capability.Shader]

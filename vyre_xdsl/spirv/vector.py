@@ -12,7 +12,10 @@ low half of a uint, as a scalar load of a half buffer does (spirv/half.py).
 Only buffers the kernel reads and never writes get a view (an aliased
 view of a buffer written in the same kernel would need the Aliased
 decoration and coherent order): `read` buffers, and `temp` ones that
-an earlier kernel of the program wrote (a dispatch apart).  A workgroup array
+an earlier kernel of the program wrote (a dispatch apart).  A buffer the
+kernel writes only with vector stores of f32 (vyre-vectorize-stores) and
+never reads is written through a view of its own (NonReadable), so each
+store writes its 16 bytes at once.  A workgroup array
 read as vectors is itself an array of vec4 (spirv/memref.py), its scalar
 accesses going to vector components.
 
@@ -58,15 +61,20 @@ def _vector_type(e, op: Operation, ty) -> tuple[int, int, int]:
     )
 
 
-def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
-          dtype: str) -> MemoryObject:
-    """The vector view of kernel buffer `buffer`, made on first use in the
-    program (the kernels of a program share it, like the buffer)."""
-    described = next(
+def _described(e, buffer: SSAValue):
+    """The kernel's description of its buffer argument `buffer`, or None."""
+    return next(
         (info for arg, info in zip(e.func.body.blocks[0].args, e.info.buffers, strict=True)
          if arg == buffer),
         None,
     )
+
+
+def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
+          dtype: str) -> MemoryObject:
+    """The vector view of kernel buffer `buffer`, made on first use in the
+    program (the kernels of a program share it, like the buffer)."""
+    described = _described(e, buffer)
     if described is None:
         raise VyreError(f"'{op.name}': only kernel buffers can be loaded as vectors")
     if described.dtype != dtype:
@@ -79,7 +87,15 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
             f"'{op.name}': buffer {described.name!r} is written by the kernel; "
             f"vector loads are only emitted for buffers it only reads"
         )
-    key = (described.binding, width)
+    return _view_variable(e, described, vector_type, width, Decoration.NonWritable)
+
+
+def _view_variable(e, described, vector_type: int, width: int,
+                   access: int) -> MemoryObject:
+    """The program's view of `described`'s binding as an array of
+    `vector_type` (`width` components of 4 bytes), decorated `access`
+    (NonWritable for loads, NonReadable for stores)."""
+    key = (described.binding, width, access)
     views = e.program.vector_views
     if key in views:
         return views[key]
@@ -87,14 +103,33 @@ def _view(e, op: Operation, buffer: SSAValue, vector_type: int, width: int,
     array = b.type_runtime_array(vector_type, 4 * width)
     pointer = b.type_pointer(StorageClass.StorageBuffer, b.type_block(array))
     var = b.global_variable(pointer, StorageClass.StorageBuffer)
-    b.name(var, f"{described.name}_vec{width}")
+    suffix = "vec" if access == Decoration.NonWritable else "out_vec"
+    b.name(var, f"{described.name}_{suffix}{width}")
     b.decorate(var, Decoration.DescriptorSet, 0)
     b.decorate(var, Decoration.Binding, described.binding)
-    b.decorate(var, Decoration.NonWritable)
+    b.decorate(var, access)
     view = MemoryObject(var, StorageClass.StorageBuffer, vector_type,
                         (b.constant_uint(0),), ())
     views[key] = view
     return view
+
+
+def _write_view(e, op: vector.StoreOp, width: int) -> MemoryObject | None:
+    """The vector view `op` stores through: where its buffer is a kernel
+    buffer of f32 that every write of the kernel stores as such vectors at
+    a provable multiple of `width`, and that the kernel never reads; None
+    (element-wise stores) otherwise."""
+    described = _described(e, op.base)
+    if described is None or described.dtype != "f32" or described.is_input:
+        return None
+    for use in op.base.uses:
+        store = use.operation
+        if not (isinstance(store, vector.StoreOp) and use.index == 1
+                and store.vector.type.get_shape() == (width,)
+                and len(store.indices) == 1 and is_multiple_of(store.indices[0], width)):
+            return None
+    vector_type = e.b.type_vector(e.f32, width)
+    return _view_variable(e, described, vector_type, width, Decoration.NonReadable)
 
 
 def _load(e, op: Operation) -> None:
@@ -158,6 +193,15 @@ def _store(e, op: vector.StoreOp) -> None:
     fn, value = e.fn, e.value(op.vector)
     if memory.wide:  # every write of it is such a store (memref.wide_access)
         fn.emit(Op.Store, wide_pointer(e, memory, index), value)
+        return
+    view = _write_view(e, op, width) if memory.storage_class == StorageClass.StorageBuffer \
+        and components == width and isinstance(op.vector.type.get_element_type(),
+                                                Float32Type) else None
+    if view is not None:
+        element = fn.op(Op.UDiv, e.uint, index, e.b.constant_uint(width))
+        pointer_type = e.b.type_pointer(StorageClass.StorageBuffer, view.element_type)
+        fn.emit(Op.Store, fn.op(Op.AccessChain, pointer_type, view.variable, *view.prefix,
+                                element), value)
         return
     for k in range(width):  # element by element
         if components == width:
