@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from math import gcd
 
 from xdsl.context import Context
 from xdsl.dialects import arith, gpu, memref, scf, vector
@@ -44,7 +43,7 @@ from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.launch import BufferAccess, launch_of
 from vyre_xdsl.dtypes import HALF_DTYPES, element_type
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.index_forms import is_multiple_of, linear_index
+from vyre_xdsl.index_forms import is_multiple_of_term, linear_index
 from vyre_xdsl.kernel_info import only_loaded
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
@@ -142,11 +141,6 @@ def _groups(block: Block, buffers: set[SSAValue], width: int) -> list[_Group]:
         run = (barriers, stores[op.memref])
         windows[(op.memref, form.terms, window, run)].loads[element].append(op)
     return [g for g in windows.values() if len(g.loads) == width]
-
-
-def is_multiple_of_term(value: SSAValue, coefficient: int, width: int) -> bool:
-    """Whether `coefficient * value` is provably a multiple of `width`."""
-    return is_multiple_of(value, width // gcd(coefficient, width))
 
 
 def _defined_before(value: SSAValue, op: Operation) -> bool:

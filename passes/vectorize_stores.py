@@ -35,8 +35,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from vyre_xdsl.dialects.launch import BufferAccess, launch_of
 from vyre_xdsl.dialects.vector_from_elements import FromElementsOp
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.index_forms import linear_index
-from vyre_xdsl.passes.vectorize_loads import is_multiple_of_term
+from vyre_xdsl.index_forms import is_multiple_of_term, linear_index
 
 
 def write_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:

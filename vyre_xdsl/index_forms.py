@@ -72,3 +72,8 @@ def known_multiple(value: SSAValue) -> int:
 def is_multiple_of(value: SSAValue, width: int) -> bool:
     """Whether `value` is provably a multiple of `width`."""
     return known_multiple(value) % width == 0
+
+
+def is_multiple_of_term(value: SSAValue, coefficient: int, width: int) -> bool:
+    """Whether `coefficient * value` is provably a multiple of `width`."""
+    return is_multiple_of(value, width // gcd(coefficient, width))
