@@ -31,3 +31,5 @@ WORKGROUP_MEMORY_SPACE = 3
 
 # Lanes of a workgroup unless a pass or the caller picks another size.
 DEFAULT_LANES = 64
+# vectors of f32 the passes make and the SPIR-V emitter reads and writes whole
+F32_VECTOR_WIDTHS = (2, 4)

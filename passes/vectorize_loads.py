@@ -30,7 +30,6 @@ from xdsl.dialects import arith, gpu, memref, scf, vector
 from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
-    MemRefType,
     ModuleOp,
     VectorType,
     f32,
@@ -40,11 +39,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
-from vyre_xdsl.dialects.launch import BufferAccess, launch_of
+from vyre_xdsl.dialects.launch import BufferAccess
 from vyre_xdsl.dtypes import HALF_DTYPES, element_type
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import require_f32_vector_width
 from vyre_xdsl.index_forms import is_multiple_of_term, linear_index
-from vyre_xdsl.kernel_info import only_loaded
+from vyre_xdsl.kernel_info import buffer_arguments, only_loaded
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import UNROLLED_ATTR, transform, unrolled_body
 
@@ -57,15 +56,10 @@ def read_only_buffers(func: gpu.FuncOp, element_types=(f32,)) -> set[SSAValue]:
     """The arguments of a lowered vyre kernel of `element_types` that it
     only reads: its `read` buffers, and the `temp` ones (which an earlier
     kernel of the program wrote) that it only loads."""
-    launch = launch_of(func)
-    if launch is None:
-        return set()
     return {
-        arg
-        for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
-        if isinstance(arg.type, MemRefType) and arg.type.element_type in element_types
-        and (described.access == BufferAccess.READ
-             or (described.access == BufferAccess.TEMP and only_loaded(arg)))
+        arg for arg, described in buffer_arguments(func, element_types)
+        if described.access == BufferAccess.READ
+        or (described.access == BufferAccess.TEMP and only_loaded(arg))
     }
 
 
@@ -219,11 +213,7 @@ class VectorizeLoadsPass(ModulePass):
     width: int = 4
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.width < 2 or self.width & (self.width - 1) or self.width > 4:
-            raise VyreError(
-                f"vyre-vectorize-loads: width must be 2 or 4 (a SPIR-V vector "
-                f"of f32), got {self.width}"
-            )
+        require_f32_vector_width(self.name, self.width)
         for func in [f for f in op.walk() if isinstance(f, gpu.FuncOp)]:
             # widest first: a loop that steps through several kinds is
             # unrolled by the widest vector, whose window holds the others';

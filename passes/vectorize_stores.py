@@ -27,28 +27,24 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import gpu, memref, vector
-from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
+from xdsl.dialects.builtin import ModuleOp, f32
 from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from vyre_xdsl.dialects.launch import BufferAccess, launch_of
+from vyre_xdsl.dialects.launch import BufferAccess
 from vyre_xdsl.dialects.vector_from_elements import FromElementsOp
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import require_f32_vector_width
 from vyre_xdsl.index_forms import is_multiple_of_term, linear_index
+from vyre_xdsl.kernel_info import buffer_arguments
 
 
 def write_only_buffers(func: gpu.FuncOp) -> set[SSAValue]:
     """The f32 arguments of a lowered vyre kernel that are `write` or `temp`
     buffers it stores to and never loads."""
-    launch = launch_of(func)
-    if launch is None:
-        return set()
     return {
-        arg
-        for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
-        if isinstance(arg.type, MemRefType) and arg.type.element_type == f32
-        and described.access in (BufferAccess.WRITE, BufferAccess.TEMP)
+        arg for arg, described in buffer_arguments(func, (f32,))
+        if described.access in (BufferAccess.WRITE, BufferAccess.TEMP)
         and arg.uses and all(isinstance(use.operation, memref.StoreOp | vector.StoreOp)
                              and use.index == 1 for use in arg.uses)
     }
@@ -128,11 +124,7 @@ class VectorizeStoresPass(ModulePass):
     width: int = 4
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.width < 2 or self.width & (self.width - 1) or self.width > 4:
-            raise VyreError(
-                f"vyre-vectorize-stores: width must be 2 or 4 (a SPIR-V vector of f32), "
-                f"got {self.width}"
-            )
+        require_f32_vector_width(self.name, self.width)
         for func in [f for f in op.walk() if isinstance(f, gpu.FuncOp)]:
             buffers = write_only_buffers(func)
             blocks = {store.parent_block() for store in func.walk()

@@ -12,3 +12,13 @@ def pass_error(op, message: str):
     error = DiagnosticException(message)
     error.op = op  # type: ignore[attr-defined]
     return error
+
+
+def require_f32_vector_width(pass_name: str, width: int) -> None:
+    """Refuse a pass's `width` option that is not a vector of f32 the SPIR-V
+    emitter reads and writes whole."""
+    from vyre_xdsl.dialects.constants import F32_VECTOR_WIDTHS
+
+    if width not in F32_VECTOR_WIDTHS:
+        raise VyreError(f"{pass_name}: width must be 2 or 4 (a SPIR-V vector of f32), "
+                        f"got {width}")

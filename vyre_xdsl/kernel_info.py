@@ -36,6 +36,20 @@ def only_loaded(buffer) -> bool:
 
     return all(isinstance(use.operation, memref.LoadOp | vector.LoadOp) for use in buffer.uses)
 
+
+def buffer_arguments(func: gpu.FuncOp, element_types) -> list[tuple]:
+    """(argument, its #vyre.buffer) of each buffer argument of a lowered
+    vyre kernel whose elements are of `element_types`; none without a
+    launch attribute."""
+    from vyre_xdsl.dialects.launch import launch_of
+
+    launch = launch_of(func)
+    if launch is None:
+        return []
+    return [(arg, described)
+            for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
+            if isinstance(arg.type, MemRefType) and arg.type.element_type in element_types]
+
 @dataclass(frozen=True)
 class BufferInfo:
     name: str
