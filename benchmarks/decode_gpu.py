@@ -25,13 +25,14 @@ GPU time of the dispatches (Vulkan timestamps, `timings=`), host wall time
 per call where the backend has none. PyTorch: medians of CUDA events (host
 wall time with --device cpu), TF32 off. ratio = best PyTorch ms / ours ms,
 against the path named in the table (> 1: we are faster). Outputs are
-compared with PyTorch's before anything is timed. An MLA cache past the
+compared with PyTorch's before anything is timed. A cache past the
 device's largest buffer binding (maxStorageBufferRange: 4 GiB - 1 on
-NVIDIA's Vulkan, reached at batch 128 with 32768 keys in bf16) runs as
-calls of a kernel of half the batch or less, as a user would split it
-(the row's `calls`; its time the calls' times added); a point whose
-buffers exceed the device's limits otherwise is skipped with the reason
-in the JSON.
+NVIDIA's Vulkan, reached by MLA at batch 128 with 32768 keys and by GQA's
+K and V at batch 128 with 16384 keys in bf16) runs as calls of a kernel
+of half the batch or less, as a user would split it (the row's `calls`;
+its time the calls' times added), but for a paged pool, which the batch
+shares; a point whose buffers exceed the device's limits otherwise is
+skipped with the reason in the JSON.
 
     python benchmarks/decode_gpu.py --out docs/figures/decode_gpu_h200.json
     python benchmarks/decode_gpu.py --dtype bf16 --only mla --out mla_bf16.json
@@ -267,11 +268,12 @@ def mla_module(point: MlaPoint, variant: str, dtype: str, calls: int = 1):
                          dtype=dtype, **extra)
 
 
-def gqa_module(point: GqaPoint, variant: str, dtype: str):
+def gqa_module(point: GqaPoint, variant: str, dtype: str, calls: int = 1):
+    """vx.flash_attention_2 of the decode point, its batch in `calls` calls."""
     extra = {"dense": {}, "kv_lens": {"kv_lens": True},
              "paged": {"page_size": point.page_size,
                        "num_pages": point.batch * point.kv_len // point.page_size}}[variant]
-    return vx.flash_attention_2(seq_len=1, kv_len=point.kv_len, batch=point.batch,
+    return vx.flash_attention_2(seq_len=1, kv_len=point.kv_len, batch=point.batch // calls,
                                 num_heads=point.heads, num_kv_heads=point.kv_heads,
                                 head_dim=point.dim, dtype=dtype, **extra)
 
@@ -475,7 +477,14 @@ def gqa_point(point: GqaPoint, opts) -> list[Row]:
 
     variants = {name: (lambda name=name: gqa_module(point, name, opts.dtype), "default")
                 for name in GQA_VARIANTS}
-    return measure(point, variants, make_inputs, opts)
+
+    def in_calls(name: str, calls: int):
+        # a paged pool is shared by the batch: not split
+        if name == "paged" or point.batch % calls or calls > MAX_CALLS:
+            return None
+        return lambda: gqa_module(point, name, opts.dtype, calls)
+
+    return measure(point, variants, make_inputs, opts, in_calls)
 
 
 # Output ------------------------------------------------------------------------

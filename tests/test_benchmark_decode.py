@@ -133,6 +133,34 @@ def test_a_batch_in_calls_runs_each_share_and_adds_their_times(bench):
     assert total["ours_kernel_ms"] == {"k": 1.0}
 
 
+def test_a_gqa_batch_in_calls_runs_each_share_against_its_rows(bench):
+    """GQA decode's batch in two calls (its K and V past the largest binding
+    at batch 128 with 16384 keys): each call a kernel of half the batch,
+    over that half's q, k, v and run-time lengths, checked against its
+    rows of the expected output."""
+    point = bench.GqaPoint(2, 64, heads=4, kv_heads=2, dim=8)
+    kernel = vx.compile(bench.gqa_module(point, "kv_lens", "f32", calls=2), "interpreter")
+    shapes = {b.name: b.shape for b in kernel.info.kernels[0].buffers}
+    assert shapes["q"] == (1, 4, 1, 8) and shapes["k"] == (1, 2, 64, 8)  # half the batch
+    rng = np.random.default_rng(4)
+    inputs = {"q": rng.standard_normal((2, 4, 1, 8)), "k": rng.standard_normal((2, 2, 64, 8)),
+              "v": rng.standard_normal((2, 2, 64, 8))}
+    inputs = {name: a.astype(np.float32) for name, a in inputs.items()}
+    inputs["kv_lens"] = np.array([64, 17], np.int32)
+    expected = vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"],
+                                              kv_lens=inputs["kv_lens"])
+    opts = type("Opts", (), dict(warmup=1, repeat=3, dtype="f32"))
+    row = bench.Row("gqa", point.label, "kv_lens", 1, params={"batch": 2}, calls=2)
+    bench.run_variant(row, kernel, inputs, expected, opts)
+    assert row.note == "" and row.max_abs_err < 1e-5
+    wrong = expected.copy()
+    wrong[1] += 1.0  # the second call's sequence checked against its own rows
+    row2 = bench.Row("gqa", point.label, "kv_lens", 1, params={"batch": 2}, calls=2)
+    bench.run_variant(row2, vx.compile(bench.gqa_module(point, "kv_lens", "f32", calls=2),
+                                       "interpreter"), inputs, wrong, opts)
+    assert row2.max_abs_err > 0.5 and row2.note.startswith("WRONG")
+
+
 def test_a_cache_past_the_largest_binding_is_split_by_batch(bench, common, monkeypatch):
     """measure() halves the batch until the kernel compiles where the device
     refuses a buffer for maxStorageBufferRange, and says so in the row; any
