@@ -449,13 +449,20 @@ def mla_point(point: MlaPoint, opts) -> list[Row]:
                        pipelines.get(name, "default"))
                 for name in MLA_VARIANTS if wanted[name]}
 
+    return measure(point, variants, make_inputs, opts, batch_in_calls(point, mla_module, opts))
+
+
+def batch_in_calls(point, module: Callable, opts) -> Callable[[str, int], Callable | None]:
+    """measure()'s `in_calls` for a point whose `module(point, variant,
+    dtype, calls)` builds the kernel of a share of the batch: None where a
+    variant may not split so (a paged pool is shared by the batch) or the
+    batch does not divide."""
     def in_calls(name: str, calls: int):
-        # a paged pool is shared by the batch: not split
         if name == "paged" or point.batch % calls or calls > MAX_CALLS:
             return None
-        return lambda: mla_module(point, name, opts.dtype, calls)
+        return lambda: module(point, name, opts.dtype, calls)
 
-    return measure(point, variants, make_inputs, opts, in_calls)
+    return in_calls
 
 
 def gqa_point(point: GqaPoint, opts) -> list[Row]:
@@ -477,14 +484,7 @@ def gqa_point(point: GqaPoint, opts) -> list[Row]:
 
     variants = {name: (lambda name=name: gqa_module(point, name, opts.dtype), "default")
                 for name in GQA_VARIANTS}
-
-    def in_calls(name: str, calls: int):
-        # a paged pool is shared by the batch: not split
-        if name == "paged" or point.batch % calls or calls > MAX_CALLS:
-            return None
-        return lambda: gqa_module(point, name, opts.dtype, calls)
-
-    return measure(point, variants, make_inputs, opts, in_calls)
+    return measure(point, variants, make_inputs, opts, batch_in_calls(point, gqa_module, opts))
 
 
 # Output ------------------------------------------------------------------------

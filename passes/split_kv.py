@@ -59,7 +59,7 @@ from vyre_xdsl import tuning
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.plan import MergeKind, plan_of
 from vyre_xdsl.errors import VyreError, pass_error
-from vyre_xdsl.kv_split import merge_in_kernel, valid_splits
+from vyre_xdsl.kv_split import merge_in_kernel, merge_teams_problem, valid_splits
 
 MERGES = ("auto", "workgroup", "kernel")
 
@@ -161,13 +161,12 @@ class SplitKvPass(ModulePass):
         lanes = kernel.lanes
         if not teams:
             return tuning.skeleton_merge_teams(skeleton, splits, lanes, dims)
-        if teams > 1 and (splits % teams or lanes % teams or columns % (lanes // teams)):
+        if (reason := merge_teams_problem(splits, columns, lanes, teams)) is not None:
             raise pass_error(
                 skeleton,
                 f"vyre-split-kv: the merge kernel of @{kernel.sym_name.data} cannot merge in "
-                f"{teams} teams: they must divide its {splits} splits and its workgroup "
-                f"of {lanes} lanes, and lanes / teams its {columns} columns; give "
-                f"merge_teams a power of two that does (or 0 to choose)",
+                f"{teams} teams: {reason}; give merge_teams a power of two that does (or 0 to "
+                f"choose)",
             )
         return teams
 

@@ -61,6 +61,17 @@ def valid_splits(
     return None
 
 
+def merge_teams_problem(splits: int, columns: int, lanes: int, teams: int) -> str | None:
+    """Why a merge kernel of `lanes` lanes a workgroup over `columns`
+    columns cannot merge `splits` splits in `teams` teams (each a run of
+    splits / teams, a workgroup holding every team of lanes / teams
+    columns); None if it can."""
+    if teams > 1 and (splits % teams or lanes % teams or columns % (lanes // teams)):
+        return (f"they must divide its {splits} splits and its workgroup of {lanes} lanes, "
+                f"and lanes / teams its {columns} columns")
+    return None
+
+
 def merge_in_kernel(
     module: ModuleOp, kernel: vyre.KernelOp, op: vyre.TiledOnlineSoftmaxOp, splits: int,
     dims: int = 1, teams: int = 1,

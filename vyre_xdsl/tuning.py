@@ -36,7 +36,7 @@ from vyre_xdsl.dialects.plan import (
 )
 from vyre_xdsl.dim_split import DimLoops, find_dim_loops, split_problem
 from vyre_xdsl.dtypes import HALF_DTYPES, INT_DTYPES, dtype_name
-from vyre_xdsl.kv_split import valid_splits, workgroup_merge_bytes
+from vyre_xdsl.kv_split import merge_teams_problem, valid_splits, workgroup_merge_bytes
 from vyre_xdsl.mma_elements import HALF_TYPES, SPLIT_TOLERANCE
 from vyre_xdsl.mma_layout import TILE
 from vyre_xdsl.row_widening import loads_shared
@@ -221,13 +221,11 @@ def merge_teams(splits: int, columns: int, lanes: int) -> int:
     of two up to MERGE_TEAMS that leaves each team MERGE_TEAM_SPLITS of the
     `splits` and MERGE_TEAM_COLUMNS columns of a workgroup, dividing both."""
     teams = 1
-    while True:
-        more = 2 * teams
-        width = lanes // more
-        if (more > MERGE_TEAMS or splits % more or splits // more < MERGE_TEAM_SPLITS
-                or lanes % more or width < MERGE_TEAM_COLUMNS or columns % width):
-            return teams
-        teams = more
+    while (2 * teams <= MERGE_TEAMS and splits // (2 * teams) >= MERGE_TEAM_SPLITS
+           and lanes // (2 * teams) >= MERGE_TEAM_COLUMNS
+           and merge_teams_problem(splits, columns, lanes, 2 * teams) is None):
+        teams *= 2
+    return teams
 
 
 def skeleton_merge_teams(op: vyre.TiledOnlineSoftmaxOp, splits: int, lanes: int,
