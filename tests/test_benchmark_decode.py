@@ -161,6 +161,21 @@ def test_a_gqa_batch_in_calls_runs_each_share_against_its_rows(bench):
     assert row2.max_abs_err > 0.5 and row2.note.startswith("WRONG")
 
 
+def test_batch_in_calls_builds_a_share_of_the_batch(bench):
+    """Both grids' `in_calls`: the kernel of batch / calls sequences, none
+    for a paged pool (shared by the batch), a batch the calls do not divide
+    or more than MAX_CALLS calls."""
+    point = bench.GqaPoint(8, 64, heads=4, kv_heads=2, dim=8)
+    opts = type("Opts", (), dict(dtype="f32"))
+    in_calls = bench.batch_in_calls(point, bench.gqa_module, opts)
+    build = in_calls("dense", 4)
+    (q,) = [b for b in vx.compile(build(), "interpreter").info.kernels[0].buffers
+            if b.name == "q"]
+    assert q.shape == (2, 4, 1, 8)
+    assert in_calls("paged", 2) is None and in_calls("dense", 3) is None
+    assert in_calls("dense", 2 * bench.MAX_CALLS) is None
+
+
 def test_a_cache_past_the_largest_binding_is_split_by_batch(bench, common, monkeypatch):
     """measure() halves the batch until the kernel compiles where the device
     refuses a buffer for maxStorageBufferRange, and says so in the row; any
