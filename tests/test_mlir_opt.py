@@ -119,11 +119,12 @@ CASES = {
                                      num_kv_heads=4, head_dim=128),
         {"vyre-split-kv", "merge-dims", "temp-vectors"},
     ),
-    # ... and one whose merge kernel merges each column in two teams
+    # ... and one whose merge kernel merges each column in two teams, its
+    # split kernel storing the partial rows as vectors
     "gqa-decode-64x16/4-512x128": (
         lambda: vx.flash_attention_2(seq_len=1, kv_len=512, batch=64, num_heads=16,
                                      num_kv_heads=4, head_dim=128),
-        {"vyre-split-kv", "merge-teams", "temp-vectors"},
+        {"vyre-split-kv", "merge-teams", "temp-vectors", "temp-vector-stores"},
     ),
     # enough heads to leave the attention unsplit
     "mla-64-128-8-8-4": (
@@ -177,6 +178,11 @@ def passes_seen(module: ModuleOp) -> set[str]:
         "merge-dims": any(k.name.endswith("_merge") and k.item_count < next(
             b.count for b in k.buffers if "_split_" not in b.name and b.name != "lse")
             for k in kernels),
+        # vector stores of a temp buffer (vyre-vectorize-stores: a split's
+        # partial rows)
+        "temp-vector-stores": any(op.name == "vector.store" and any(
+            b.name == op.operands[1].name_hint and b.access == "temp"
+            for k in kernels for b in k.buffers) for op in module.walk()),
         # a merge kernel whose teams of lanes meet in workgroup memory
         "merge-teams": "merge_max" in arrays,
         # vector loads of a temp buffer (vyre-vectorize-loads)
