@@ -604,12 +604,10 @@ class SkeletonExpansion:
         length = b.load_clamped_index(op.kv_lens, seq, self.shape["seq_len"])
         length.name_hint = "kv_len"
         self.ragged["len"] = length
+        self.ragged["whole"] = b.divui(length, b.index(tile_size), "whole_tiles")
         self.ragged["tiles"] = b.divui(
             b.addi(length, b.index(tile_size - 1)), b.index(tile_size), "tiles"
         )
-
-    def tiles_bound(self, b: IRBuilder) -> SSAValue | int:
-        return self.ragged["tiles"] if self.ragged else self.shape["tile_count"]
 
     def per_item(self, b: IRBuilder) -> None:
         op, item, lane, part = self.op, self.item, self.lane, self.part
@@ -634,7 +632,9 @@ class SkeletonExpansion:
         b.splice(op.prologue, [item, lane, op.q_scratch, op.o_acc])
         if op.has_mask:
             bounds = self.block_bounds(b)
-            body = lambda b, t, carried: self.masked_tile(b, t, carried, bounds)  # noqa: E731
+            body = lambda b, t, carried, cut=False: self.masked_tile(  # noqa: E731
+                b, t, carried, bounds, cut
+            )
         else:
             body = self.one_tile
         if self.splits > 1:
@@ -649,13 +649,12 @@ class SkeletonExpansion:
             assert self.merge is not None
             self.merge.combine(b, op, item, lane, self.split, self.splits, m_part, l_part)
             return
-        # at most tile_count trips (vyre.max_trips: loop_bounds' limit with kv_lens)
-        attributes = (
-            {MAX_TRIPS_ATTR: IntegerAttr(self.shape["tile_count"], i64)} if self.ragged else None
-        )
-        (m_final, l_final) = b.loop(
-            0, self.tiles_bound(b), body, [m0, l0], hint="tile_idx", attributes=attributes
-        )
+        if self.ragged:
+            m_final, l_final = self.ragged_tiles(b, body, [m0, l0], None, self.shape["tile_count"])
+        else:
+            (m_final, l_final) = b.loop(
+                0, self.shape["tile_count"], body, [m0, l0], hint="tile_idx"
+            )
         b.splice(op.epilogue, [item, lane, op.o_acc])
         denom = final_denominator(b, l_final)
 
@@ -679,20 +678,50 @@ class SkeletonExpansion:
         tile_count, splits, ragged = self.shape["tile_count"], self.splits, self.ragged
         per_split = -(-tile_count // splits)
         first = b.muli(self.split, b.index(per_split), "first_tile")
+        if ragged:
+            return self.ragged_tiles(b, body, carried, first, per_split)
 
         def tile_of_split(b: IRBuilder, i, carried):
             tile_idx = b.addi(first, i, "tile_idx")
-            if tile_count % splits == 0 and not ragged:
+            if tile_count % splits == 0:
                 return body(b, tile_idx, carried)
             return b.if_else(
-                b.cmpi(tile_idx, ragged["tiles"] if ragged else b.index(tile_count), "ult"),
+                b.cmpi(tile_idx, b.index(tile_count), "ult"),
                 lambda b: body(b, tile_idx, carried),
                 lambda b: list(carried),
             )
 
         return b.loop(0, per_split, tile_of_split, carried, hint="split_tile")
 
-    def masked_tile(self, b: IRBuilder, tile_idx, carried, bounds):
+    def ragged_tiles(self, b: IRBuilder, body, carried, first, span: int) -> list[SSAValue]:
+        """With kv_lens, the item's tiles from `first` (None: 0) up to `span`
+        of them: those that end before its run-time length in a loop whose
+        body has no branch and a constant tile length, then the tile that
+        length cuts, if it lies in the span.  The order of the tiles is kept."""
+        whole, tiles = self.ragged["whole"], self.ragged["tiles"]
+        if first is None:
+            count, end, hint = whole, tiles, "tile_idx"
+        else:
+            past = b.addi(first, b.index(span))
+            count = b.subi(b.maxui(b.minui(whole, past), first), first, "whole_in_split")
+            end, hint = b.minui(tiles, past), "split_tile"
+
+        def whole_tile(b: IRBuilder, i, carried):
+            tile_idx = i if first is None else b.addi(first, i, "tile_idx")
+            return body(b, tile_idx, carried)
+
+        # at most `span` trips (vyre.max_trips: loop_bounds' limit, unroll-jam's factor)
+        carried = b.loop(0, count, whole_tile, carried, hint=hint,
+                         attributes={MAX_TRIPS_ATTR: IntegerAttr(span, i64)})
+        carried[0].name_hint, carried[1].name_hint = "m_whole", "l_whole"
+        last = count if first is None else b.addi(first, count, "cut_tile")
+        return b.if_else(
+            b.cmpi(last, end, "ult"),
+            lambda b: body(b, last, carried, cut=True),
+            lambda b: list(carried),
+        )
+
+    def masked_tile(self, b: IRBuilder, tile_idx, carried, bounds, cut=False):
         """Skip empty tiles, run full ones without mask code, mask the rest."""
         m, l = carried  # noqa: E741
         ranges, tile_count = self.ranges, self.shape["tile_count"]
@@ -706,10 +735,10 @@ class SkeletonExpansion:
             )
 
         def full(b: IRBuilder):
-            return self.one_tile(b, tile_idx, carried, masked=False)
+            return self.one_tile(b, tile_idx, carried, masked=False, cut=cut)
 
         def partial(b: IRBuilder):
-            return self.one_tile(b, tile_idx, carried, masked=True)
+            return self.one_tile(b, tile_idx, carried, masked=True, cut=cut)
 
         def computed(b: IRBuilder):
             if any_full and any_partial:
@@ -720,41 +749,24 @@ class SkeletonExpansion:
             return computed(b)
         return b.if_else(within(b, "lo", "hi"), computed, lambda b: [m, l])
 
-    def one_tile(self, b: IRBuilder, tile_idx, carried, masked=False):
+    def one_tile(self, b: IRBuilder, tile_idx, carried, masked=False, cut=False):
+        """A tile's scores, max, weights and update; `cut`: the tile that an
+        item's run-time length (kv_lens) ends, over that length."""
         m, l = carried  # noqa: E741
-        m.name_hint, l.name_hint = "m", "l"
-        tile_size, ragged = self.shape["tile_size"], self.ragged
+        m.name_hint, l.name_hint = m.name_hint or "m", l.name_hint or "l"
+        tile_size = self.shape["tile_size"]
         tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
-        if ragged:
-            # the last tile of the item is cut at its run-time length
-            tile_end = b.minui(
-                b.addi(tile_start, b.index(tile_size)), ragged["len"], "tile_end"
-            )
-            tile_len = b.subi(tile_end, tile_start, "tile_len")
-        elif self.shape["seq_len"] % tile_size == 0:
-            # Every tile is full: a constant length lets later passes
-            # unroll the loops over a tile completely.
+        end = self.ragged["len"] if cut else None
+        if end is None and not self.ragged and self.shape["seq_len"] % tile_size:
+            end = b.index(self.shape["seq_len"])
+        if end is None:
+            # A whole tile: a constant length lets later passes unroll the
+            # loops over a tile completely.
             tile_len = b.index(tile_size)
         else:
-            tile_end = b.minui(
-                b.addi(tile_start, b.index(tile_size)), b.index(self.shape["seq_len"]),
-                "tile_end",
-            )
+            tile_end = b.minui(b.addi(tile_start, b.index(tile_size)), end, "tile_end")
             tile_len = b.subi(tile_end, tile_start, "tile_len")
-
-        def body(b: IRBuilder, tile_len):
-            return self.tile_body(b, tile_start, tile_len, m, l, masked)
-
-        if ragged:
-            # A full tile (every one but an item's last) runs the code of a
-            # constant length, which later passes unroll completely; the
-            # last tile the same operations over its run-time length.
-            return b.if_else(
-                b.cmpi(tile_len, b.index(tile_size), "eq"),
-                lambda b: body(b, b.index(tile_size)),
-                lambda b: body(b, tile_len),
-            )
-        return body(b, tile_len)
+        return self.tile_body(b, tile_start, tile_len, m, l, masked)
 
     def tile_body(self, b: IRBuilder, tile_start, tile_len, m, l, masked):  # noqa: E741
         op, item, lane = self.op, self.item, self.lane

@@ -169,6 +169,9 @@ class IRBuilder:
     def minui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
         return self._result(arith.MinUIOp(_v(a), _v(b)), hint)
 
+    def maxui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
+        return self._result(arith.MaxUIOp(_v(a), _v(b)), hint)
+
     def divui(self, a: Value, b: Value, hint: str | None = None) -> SSAValue:
         return self._result(arith.DivUIOp(_v(a), _v(b)), hint)
 

@@ -19,9 +19,10 @@
 // ROUNDTRIP:      mask(
 
 // The item's key count: kv_lens[item / items_per_seq] clamped to
-// [0, seq_len] in i32, then ceil(L / tile_size) tiles, the loop bounded by
-// vyre.max_trips = tile_count for lavapipe's loop limit estimate, and the
-// last tile cut at L.
+// [0, seq_len] in i32; the floor(L / tile_size) whole tiles in a loop of a
+// constant tile length without a branch (bounded by vyre.max_trips =
+// tile_count for lavapipe's loop limit estimate), then the one that L cuts,
+// if ceil(L / tile_size) is more, over its run-time length.
 // CHECK:         %seq = arith.divui %item, %{{.*}} : index
 // CHECK-NEXT:    %[[RAW:.*]] = memref.load %kv_lens[%seq] : memref<2xi32>
 // CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0 : i32
@@ -29,10 +30,14 @@
 // CHECK-NEXT:    %[[LOW:.*]] = arith.maxsi %[[RAW]], %[[ZERO]] : i32
 // CHECK-NEXT:    %[[LEN:.*]] = arith.minsi %[[LOW]], %[[TOP]] : i32
 // CHECK-NEXT:    %kv_len = arith.index_cast %[[LEN]] : i32 to index
+// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2 : index
+// CHECK-NEXT:    %whole_tiles = arith.divui %kv_len, %[[TWO]] : index
 // CHECK:         %tiles = arith.divui %{{.*}}, %{{.*}} : index
-// CHECK:         scf.for %tile_idx = %{{.*}} to %tiles step %{{.*}} iter_args(%m = %{{.*}}, %l = %{{.*}}) -> (f32, f32) {
-// CHECK:           %tile_end = arith.minui %{{.*}}, %kv_len : index
-// CHECK-NEXT:      %tile_len = arith.subi %tile_end, %tile_start : index
+// CHECK:         %m_whole, %l_whole = scf.for %tile_idx = %{{.*}} to %whole_tiles step %{{.*}} iter_args(%m = %{{.*}}, %l = %{{.*}}) -> (f32, f32) {
+// CHECK-NOT:       scf.if
+// CHECK:           %tile_start = arith.muli %tile_idx, %{{.*}} : index
+// CHECK-NEXT:      %tile_len = arith.constant 2 : index
+// CHECK-NOT:       tile_end
 // A key's page: block_table[seq * 3 + t / 2] clamped to [0, num_pages - 1].
 // CHECK:           %table_entry = arith.addi %table_base, %{{.*}} : index
 // CHECK-NEXT:      %[[PAGE:.*]] = memref.load %block_table[%table_entry] : memref<6xi32>
@@ -44,6 +49,14 @@
 // The mask reads the length too: q_idx = L - seq_len + i.
 // CHECK:           memref.load %kv_lens[%{{.*}}] : memref<2xi32>
 // CHECK:         } {vyre.max_trips = 3 : i64}
+// CHECK-NEXT:    %[[CUT:.*]] = arith.cmpi ult, %whole_tiles, %tiles : index
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = scf.if %[[CUT]] -> (f32, f32) {
+// CHECK:           %[[START:.*]] = arith.muli %whole_tiles, %{{.*}} : index
+// CHECK:           %tile_end = arith.minui %{{.*}}, %kv_len : index
+// CHECK-NEXT:      %{{.*}} = arith.subi %tile_end, %[[START]] : index
+// CHECK:           arith.cmpf ogt, %{{.*}}, %m_whole : f32
+// CHECK:         } else {
+// CHECK-NEXT:      scf.yield %m_whole, %l_whole : f32, f32
 builtin.module {
   vyre.kernel @flex_attention items 4 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [2, 1, 2, 2] : memref<8xf32>
