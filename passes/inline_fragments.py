@@ -15,6 +15,13 @@ With `dim_parts`, an item's invocations each load, keep and write their
 own dims of the row (`loop_over_part_dims`); the fragments were rewritten
 for that by vyre-split-head-dim.
 
+With `kv_lens`, an item's (or a split's) tiles that end before its
+run-time length run in a loop of a run-time trip count whose body has no
+branch and a constant tile length (later passes unroll its key loops
+completely), and the tile that the length cuts, if any, runs after it over
+its run-time length: the order of the tiles, and so every sum, is the one
+of a loop over all of them.
+
 With a `mask` region the tile loop branches on the query block's class of
 each tile (from the compile-time `tile_classes` table): empty tiles are
 skipped (m and l pass through), full tiles run exactly the unmasked code,
