@@ -20,5 +20,6 @@ def require_f32_vector_width(pass_name: str, width: int) -> None:
     from vyre_xdsl.dialects.constants import F32_VECTOR_WIDTHS
 
     if width not in F32_VECTOR_WIDTHS:
-        raise VyreError(f"{pass_name}: width must be 2 or 4 (a SPIR-V vector of f32), "
+        widths = " or ".join(map(str, F32_VECTOR_WIDTHS))
+        raise VyreError(f"{pass_name}: width must be {widths} (a SPIR-V vector of f32), "
                         f"got {width}")

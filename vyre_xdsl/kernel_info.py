@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 
 from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPACE
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
-from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr
+from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr, launch_of
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index, loop_iterations
@@ -41,14 +41,13 @@ def buffer_arguments(func: gpu.FuncOp, element_types) -> list[tuple]:
     """(argument, its #vyre.buffer) of each buffer argument of a lowered
     vyre kernel whose elements are of `element_types`; none without a
     launch attribute."""
-    from vyre_xdsl.dialects.launch import launch_of
-
     launch = launch_of(func)
     if launch is None:
         return []
     return [(arg, described)
             for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
             if isinstance(arg.type, MemRefType) and arg.type.element_type in element_types]
+
 
 @dataclass(frozen=True)
 class BufferInfo:
