@@ -108,6 +108,9 @@ def test_both_decoders_share_the_skeleton_and_differ_in_fragments():
     [
         (dict(seq_len=0, head_dim=4), "seq_len must be > 0"),
         (dict(seq_len=4, head_dim=0), "head_dim must be > 0"),
+        (dict(seq_len=4, head_dim=True), "head_dim must be a positive integer"),
+        (dict(seq_len=4, head_dim=2.5), "head_dim must be a positive integer"),
+        (dict(seq_len=4, head_dim=4, v_head_dim=0), "v_head_dim must be > 0"),
         (dict(seq_len=4, head_dim=4, tile_size=0), "tile_size must be > 0"),
         (dict(seq_len=-3, head_dim=4), "seq_len must be > 0"),
         (dict(seq_len=4.0, head_dim=4), "seq_len must be a positive integer"),
@@ -120,7 +123,8 @@ def test_both_decoders_share_the_skeleton_and_differ_in_fragments():
     ],
 )
 def test_flash_attention_2_rejects_bad_shapes(kwargs, parameter):
-    with pytest.raises(vx.VyreError, match=re.escape(parameter)):
+    # not preceded by a word character: head_dim is not v_head_dim
+    with pytest.raises(vx.VyreError, match=rf"(?<!\w){re.escape(parameter)}"):
         vx.flash_attention_2(**kwargs)
 
 

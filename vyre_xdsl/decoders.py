@@ -107,12 +107,13 @@ def flash_attention_2(
     if not isinstance(return_lse, bool | np.bool_):
         raise VyreError(f"return_lse must be True or False, got {return_lse!r}")
     return_lse = bool(return_lse)
-    (v_head_dim,) = check_dimensions(v_head_dim=v_head_dim)
     seq_len, head_dim, tile_size, num_heads, num_kv_heads, kv_len, batch = check_dimensions(
         seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
         num_heads=num_heads, num_kv_heads=num_kv_heads, kv_len=kv_len,
         batch=batch if batched else 1,
     )
+    # after head_dim, its default: a bad head_dim is named as the one passed
+    (v_head_dim,) = check_dimensions(v_head_dim=v_head_dim)
     if seq_len > kv_len:
         raise VyreError(
             f"seq_len ({seq_len}) must be <= kv_len ({kv_len}): the queries are the "
