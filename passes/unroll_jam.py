@@ -17,6 +17,11 @@ row split by vyre-split-head-dim) is unrolled first, jammed if it holds an
 inner loop, so that the loop over the lane's chunks around it is then
 unrolled or jammed as a loop over a whole row's dims would be.
 
+A loop to a run-time bound of at most `factor` trips that runs once an
+invocation (in no loop and no fragment: kv_lens' cut tile) becomes one copy
+an iteration, each in an `scf.if` on its constant index: no private array
+is then indexed by a run-time value, which would keep it out of registers.
+
 Every copy performs exactly its original operations in its original order,
 so results are bit-identical.  Jamming moves the copies' `pre` and inner
 loops ahead of earlier copies' `post`; it applies only where that cannot be
@@ -43,6 +48,7 @@ from xdsl.traits import is_side_effect_free
 from vyre_xdsl import tuning
 from vyre_xdsl.dialects.gpu_mma import SubgroupMmaComputeOp
 from vyre_xdsl.dialects.launch import launch_of
+from vyre_xdsl.dialects.vyre_skeleton import TiledOnlineSoftmaxOp
 from vyre_xdsl.dim_split import CHUNK_LOOP_ATTR
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR, constant_index, fragment_tile_length
@@ -50,6 +56,7 @@ from vyre_xdsl.unrolling import (
     ROLLED_ATTR,
     UNROLLED_ATTR,
     Copier,
+    guarded_copies,
     new_body_block,
     transform,
     unrolled_body,
@@ -176,6 +183,8 @@ def _jammed_body(loop: scf.ForOp, shape: JamShape, factor: int) -> Block:
         yielded += [body_mapping.get(v, v) for v in inner_yield.operands]
     fused_copier.emit(scf.YieldOp(*yielded))
     fused = copier.emit(scf.ForOp(lower, upper, step, inits, Region(fused_block)))
+    if MAX_TRIPS_ATTR in inner.attributes:
+        fused.attributes[MAX_TRIPS_ATTR] = inner.attributes[MAX_TRIPS_ATTR]
     values: list[SSAValue] = list(carried)
     *_, terminator = list(loop.body.block.ops)
     for k, mapping in enumerate(mappings):
@@ -187,20 +196,33 @@ def _jammed_body(loop: scf.ForOp, shape: JamShape, factor: int) -> Block:
     return block
 
 
-def effective_factor(loop: scf.ForOp, factor: int) -> int:
-    """`factor`, but no more than a constant trip count, or than the most
-    trips a loop over a tile can run (a fragment's loop to its tile_len, or
-    one vyre-inline-fragments recorded): a short loop is unrolled completely
-    instead of leaving it all to the remainder."""
+def trip_bound(loop: scf.ForOp) -> int | None:
+    """The most trips `loop` runs, where known: a constant trip count, or
+    the most a loop over a tile can run (a fragment's loop to its tile_len,
+    or one vyre-inline-fragments recorded)."""
     lower, upper = constant_index(loop.lb), constant_index(loop.ub)
     if lower is not None and upper is not None:
-        return min(factor, max(0, upper - lower))
+        return max(0, upper - lower)
     most = loop.attributes.get(MAX_TRIPS_ATTR)
     if isinstance(most, IntegerAttr):
-        return min(factor, most.value.data)
-    if (tile := fragment_tile_length(loop.ub)) is not None:
-        return min(factor, tile)
-    return factor
+        return most.value.data
+    return fragment_tile_length(loop.ub)
+
+
+def effective_factor(loop: scf.ForOp, factor: int) -> int:
+    """`factor`, but no more than trip_bound: a short loop is unrolled
+    completely instead of leaving it all to the remainder."""
+    bound = trip_bound(loop)
+    return factor if bound is None else min(factor, bound)
+
+
+def _runs_once(loop: scf.ForOp) -> bool:
+    """Whether `loop` runs once an invocation: in no scf.for, nor in a
+    fragment (which runs once a tile)."""
+    parent = loop.parent_op()
+    while parent is not None and not isinstance(parent, scf.ForOp | TiledOnlineSoftmaxOp):
+        parent = parent.parent_op()
+    return parent is None
 
 
 def _eligible(loop: scf.ForOp) -> bool:
@@ -238,6 +260,7 @@ class UnrollJamPass(ModulePass):
         if self.factor == 1:
             return
         self.unroll_chunks(op)
+        self.guard_short_loops(op, jammed=True)
         jams, plain = [], []
         for loop in op.walk():
             if not isinstance(loop, scf.ForOp) or not _eligible(loop):
@@ -256,12 +279,38 @@ class UnrollJamPass(ModulePass):
         for loop, shape in jams:
             if (factor := effective_factor(loop, self.factor)) > 1:
                 transform(loop, factor, _jammed_body(loop, shape, factor))
+        plain = [loop for loop in plain if not self.guard(loop)]
+        self.guard_short_loops(op, jammed=False)  # the inner loops jamming fused
         for loop in plain:
             if (factor := effective_factor(loop, self.factor)) > 1:
                 transform(loop, factor, unrolled_body(loop, factor))
         for loop in op.walk():
             if isinstance(loop, scf.ForOp):
                 loop.attributes.pop(UNROLLED_ATTR, None)
+
+    def guard_short_loops(self, op: ModuleOp, jammed: bool) -> None:
+        """Guard (`guard`) the loops around an innermost loop that jamming
+        would take (`jammed`), or the innermost loops."""
+        for loop in list(op.walk()):
+            if isinstance(loop, scf.ForOp) and loop.parent_block() is not None and (
+                jam_shape(loop) is not None if jammed else _is_innermost(loop)
+            ):
+                self.guard(loop)
+
+    def guard(self, loop: scf.ForOp) -> bool:
+        """Replace a loop to a run-time bound of at most `factor` trips that
+        runs once an invocation (in no other loop: kv_lens' cut tile) by its
+        guarded copies (unrolling.guarded_copies): every index into private
+        arrays is then a constant, where the remainder loop's would keep the
+        arrays out of registers for the whole kernel.  Loops in a tile loop
+        keep their remainder loops (copies there would branch on every
+        key).  Whether it did."""
+        trips = trip_bound(loop)
+        if not (_eligible(loop) and constant_index(loop.ub) is None and _runs_once(loop)
+                and trips is not None and trips <= self.factor):
+            return False
+        guarded_copies(loop, trips)
+        return True
 
     @staticmethod
     def unroll_chunks(op: ModuleOp) -> None:

@@ -63,6 +63,38 @@ def unrolled_body(loop: scf.ForOp, factor: int) -> Block:
     return block
 
 
+def guarded_copies(loop: scf.ForOp, trips: int) -> None:
+    """Replace `loop` (a constant lower bound and step 1, at most `trips`
+    iterations) by `trips` copies of its body in order, copy k in an
+    `scf.if lb + k < ub` that passes the carried values on when false:
+    the same iterations as the loop, each with a constant induction
+    variable."""
+    lower = constant_index(loop.lb)
+    assert lower is not None and constant_index(loop.step) == 1
+    point = InsertPoint.before(loop)
+    *ops, terminator = list(loop.body.block.ops)
+    original_iv, *original_carried = loop.body.block.args
+    types = [v.type for v in loop.iter_args]
+    values: list[SSAValue] = list(loop.iter_args)
+    for k in range(trips):
+        iv = arith.ConstantOp(IntegerAttr(lower + k, IndexType()))
+        iv.result.name_hint = original_iv.name_hint
+        runs = arith.CmpiOp(iv.result, loop.ub, "ult")
+        then, passed = Block(), Block()
+        copier = Copier(then)
+        mapping = {original_iv: iv.result}
+        mapping.update(zip(original_carried, values, strict=True))
+        copier.clone(ops, mapping)
+        copier.emit(scf.YieldOp(*(mapping.get(v, v) for v in terminator.operands)))
+        passed.add_op(scf.YieldOp(*values))
+        guard = scf.IfOp(runs.result, types, Region(then), Region(passed))
+        Rewriter.insert_op([iv, runs, guard], point)
+        values = list(guard.results)
+    for old, new in zip(loop.results, values, strict=True):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(loop)
+
+
 def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
     """Replace `loop` by a loop of `body` (factor iterations per step) plus,
     where the trip count may not divide, a remainder loop of the original;
