@@ -20,7 +20,9 @@ run-time length run in a loop of a run-time trip count whose body has no
 branch and a constant tile length (later passes unroll its key loops
 completely), and the tile that the length cuts, if any, runs after it over
 its run-time length: the order of the tiles, and so every sum, is the one
-of a loop over all of them.
+of a loop over all of them.  A seq_len that is not a multiple of tile_size
+runs the same way, its whole tiles' count and its last tile's length
+constants.
 
 With a `mask` region the tile loop branches on the query block's class of
 each tile (from the compile-time `tile_classes` table): empty tiles are
@@ -546,8 +548,10 @@ class SkeletonExpansion:
         self.drop_minus_inf = scores_may_be_minus_inf(op)
         self.score_stride = op.score_stride()
         # With kv_lens: this item's key count L (clamped to [0, seq_len]) and
-        # tile count ceil(L / tile_size), read at run time.
+        # tile count ceil(L / tile_size), read at run time; where seq_len is
+        # not a multiple of tile_size, the same as constants (`static_cut`).
         self.ragged: dict[str, SSAValue] = {}
+        self.static_cut = not op.ragged and self.shape["seq_len"] % self.shape["tile_size"] > 0
 
     def heavy_first(self, b: IRBuilder, invocation: SSAValue) -> SSAValue:
         """`invocation` with its workgroup permuted so that every head's
@@ -621,6 +625,10 @@ class SkeletonExpansion:
         head_dim, v_dim, parts = self.shape["head_dim"], op.v_dim, self.parts
         if op.ragged:
             self.read_length(b)
+        elif self.static_cut:
+            seq_len, tile_size = self.shape["seq_len"], self.shape["tile_size"]
+            self.ragged = {"len": b.index(seq_len), "whole": b.index(seq_len // tile_size),
+                           "tiles": b.index(self.shape["tile_count"])}
 
         def load_query(b: IRBuilder, d, slot, _):
             value = b.load(op.q, b.flat_index(item, head_dim, d))
@@ -764,12 +772,11 @@ class SkeletonExpansion:
         tile_size = self.shape["tile_size"]
         tile_start = b.muli(tile_idx, b.index(tile_size), "tile_start")
         end = self.ragged["len"] if cut else None
-        if end is None and not self.ragged and self.shape["seq_len"] % tile_size:
-            end = b.index(self.shape["seq_len"])
-        if end is None:
-            # A whole tile: a constant length lets later passes unroll the
+        if end is None or self.static_cut:
+            # A whole tile, or the last of a seq_len that is not a multiple
+            # of tile_size: a constant length lets later passes unroll the
             # loops over a tile completely.
-            tile_len = b.index(tile_size)
+            tile_len = b.index(self.shape["seq_len"] % tile_size if cut else tile_size)
         else:
             tile_end = b.minui(b.addi(tile_start, b.index(tile_size)), end, "tile_end")
             tile_len = b.subi(tile_end, tile_start, "tile_len")

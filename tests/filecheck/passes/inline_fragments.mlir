@@ -45,10 +45,11 @@ builtin.module {
 // CHECK:             memref.store {{.*}}, %o_acc[
 // The prologue runs once, before the first tile:
 // CHECK:           "test.op"(%[[ITEM]], %[[LANE]], %q_scratch, %o_acc) {fragment = "prologue"}
-// CHECK:           %{{.*}}, %[[L:.*]] = scf.for %tile_idx = {{.*}} iter_args(%m = %[[M0]], %l = %[[L0]]) -> (f32, f32) {
+// seq_len 3 in tiles of 2: the whole tiles (one) in a loop, each of a
+// constant length, then the last tile:
+// CHECK:           %m_whole, %l_whole = scf.for %tile_idx = {{.*}} iter_args(%m = %[[M0]], %l = %[[L0]]) -> (f32, f32) {
 // CHECK:             %tile_start = arith.muli %tile_idx,
-// CHECK:             %tile_end = arith.minui
-// CHECK-NEXT:        %tile_len = arith.subi %tile_end, %tile_start : index
+// CHECK-NEXT:        %tile_len = arith.constant 2 : index
 // The scores fragment, its arguments replaced by the loop values:
 // CHECK-NEXT:        "test.op"(%[[ITEM]], %[[LANE]], %tile_start, %tile_len, %q_scratch, %score_tile) {fragment = "scores"}
 // The tile max takes the larger (ogt: a NaN score never replaces it, so it
@@ -82,6 +83,14 @@ builtin.module {
 // The update fragment comes after the l update:
 // CHECK-NEXT:        "test.op"(%[[ITEM]], %tile_start, %tile_len, %m_new, %rescale, %o_acc) {fragment = "update"}
 // CHECK-NEXT:        scf.yield %m_new, %l_new : f32, f32
+// The last tile, of seq_len % tile_size keys, from the whole tiles' m and l:
+// CHECK:           %{{.*}}, %[[L:.*]] = scf.if %{{.*}} -> (f32, f32) {
+// CHECK:             %tile_start_1 = arith.muli
+// CHECK-NEXT:        %tile_len_1 = arith.constant 1 : index
+// CHECK-NEXT:        "test.op"(%[[ITEM]], %[[LANE]], %tile_start_1, %tile_len_1, %q_scratch, %score_tile) {fragment = "scores"}
+// CHECK:             %[[NEW_1:.*]] = arith.cmpf ogt, %tile_max_1, %m_whole : f32
+// CHECK:             "test.op"(%[[ITEM]], %tile_start_1, %tile_len_1, %m_new_1, %rescale_1, %o_acc) {fragment = "update"}
+// CHECK-NEXT:        scf.yield %m_new_1, %l_new_1 : f32, f32
 // The epilogue runs after the last tile, before the output is written:
 // CHECK:           "test.op"(%[[ITEM]], %o_acc) {fragment = "epilogue"}
 // CHECK-NEXT:      %denom = vyre.positive_denominator %[[L]] : f32
