@@ -11,15 +11,20 @@ def fa2_iterations(seq_len: int, head_dim: int, tile_size: int) -> int:
     """Loop iterations of one FlashAttention-2 invocation, by SEMANTICS.md
     (a tile longer than the keys is one tile of them: the builder's)."""
     tile_size = min(tile_size, seq_len)
-    tiles = -(-seq_len // tile_size)
-    per_tile = (
-        1  # the tile loop itself
-        + tile_size * (1 + head_dim)  # scores: j, then d
-        + tile_size  # tile max
-        + tile_size  # tile sum
-        + head_dim * (1 + tile_size)  # update: d, then j
-    )
-    return 3 * head_dim + tiles * per_tile  # load q, zero o_acc, write out
+
+    def keys(n: int) -> int:
+        return (
+            n * (1 + head_dim)  # scores: j, then d
+            + n  # tile max
+            + n  # tile sum
+            + head_dim * (1 + n)  # update: d, then j
+        )
+
+    # the whole tiles, each an iteration of the tile loop, then the last
+    # tile's seq_len % tile_size keys after the loop
+    whole, rest = divmod(seq_len, tile_size)
+    last = keys(rest) if rest else 0
+    return 3 * head_dim + whole * (1 + keys(tile_size)) + last  # load q, zero o_acc, write out
 
 
 @pytest.mark.parametrize("shape", [(512, 64, 64), (100, 16, 32), (1, 1, 64), (130, 3, 7)])
