@@ -217,12 +217,17 @@ def effective_factor(loop: scf.ForOp, factor: int) -> int:
 
 
 def _runs_once(loop: scf.ForOp) -> bool:
-    """Whether `loop` runs once an invocation: in no scf.for, nor in a
-    fragment (which runs once a tile)."""
+    """Whether `loop` runs at most once an invocation: in no scf.for that
+    may run twice (a loop over a lane's one chunk of dims runs once), nor
+    in a fragment (which runs once a tile)."""
     parent = loop.parent_op()
-    while parent is not None and not isinstance(parent, scf.ForOp | TiledOnlineSoftmaxOp):
+    while parent is not None:
+        if isinstance(parent, TiledOnlineSoftmaxOp):
+            return False
+        if isinstance(parent, scf.ForOp) and ((trips := trip_bound(parent)) is None or trips > 1):
+            return False
         parent = parent.parent_op()
-    return parent is None
+    return True
 
 
 def _eligible(loop: scf.ForOp) -> bool:

@@ -58,6 +58,29 @@ func.func @cut_tile_sum(%a: memref<64xf32>, %tile_len: index) -> f32 {
 // CHECK:         func.return %[[S3]] : f32
 // CHECK-NOT:     scf.for
 
+// ... and so does one in a loop of one trip (a lane's only chunk of dims,
+// vyre-split-head-dim), which does not run it twice.
+func.func @cut_tile_in_one_chunk(%a: memref<64xf32>, %o: memref<8xf32>, %tile_len: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  scf.for %chunk = %c0 to %c1 step %c1 {
+    %total = scf.for %j = %c0 to %tile_len step %c1 iter_args(%acc = %zero) -> (f32) {
+      %x = memref.load %a[%j] : memref<64xf32>
+      %s = arith.addf %acc, %x : f32
+      scf.yield %s : f32
+    } {vyre.max_trips = 4 : i64}
+    memref.store %total, %o[%chunk] : memref<8xf32>
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @cut_tile_in_one_chunk
+// CHECK:         scf.for %chunk = %c0 to %c1 step %c1 {
+// CHECK-NOT:       scf.for
+// CHECK-COUNT-4:   scf.if %{{.*}} -> (f32) {
+// CHECK-NOT:       scf.for
+// CHECK:           memref.store
+
 // A loop of more trips than the factor keeps its loops.
 func.func @long_sum(%a: memref<64xf32>, %len: index) -> f32 {
   %c0 = arith.constant 0 : index
