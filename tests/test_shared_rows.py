@@ -24,6 +24,8 @@ from tests.requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vu
 BACKENDS = ["interpreter", pytest.param("vulkan", marks=needs_vulkan)]
 HOST = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
 BATCH, HEADS, KV_HEADS, DIM, KEYS, PAGE = 2, 8, 2, 128, 256, 16
+# a grid of more rows than tuning.FEW_SHARED_ITEMS (BATCH * HEADS is fewer)
+MANY_HEADS, MANY_KV_HEADS = 32, 8
 
 
 def _skeleton(module) -> vyre.TiledOnlineSoftmaxOp:
@@ -44,11 +46,11 @@ def _plan(module) -> PlanAttr:
         "vyre.plan"]
 
 
-def _inputs(dtype, cache, rng):
+def _inputs(dtype, cache, rng, heads=HEADS, kv_heads=KV_HEADS):
     host = HOST[dtype]
-    q = rng.standard_normal((BATCH, HEADS, 1, DIM)).astype(host)
+    q = rng.standard_normal((BATCH, heads, 1, DIM)).astype(host)
     pages = BATCH * KEYS // PAGE
-    shape = (pages, PAGE, KV_HEADS, DIM) if cache == "paged" else (BATCH, KV_HEADS, KEYS, DIM)
+    shape = (pages, PAGE, kv_heads, DIM) if cache == "paged" else (BATCH, kv_heads, KEYS, DIM)
     k, v = (rng.standard_normal(shape).astype(host) for _ in range(2))
     arrays = {"q": q, "k": k, "v": v}
     if cache != "dense":
@@ -60,21 +62,30 @@ def _inputs(dtype, cache, rng):
 
 @pytest.mark.parametrize("cache", ["dense", "kv_lens", "paged"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_a_key_heads_query_rows_share_an_invocation(dtype, cache):
-    plan = _plan(_decode(dtype, cache))
+@pytest.mark.parametrize("many", [False, True])
+def test_a_key_heads_query_rows_share_an_invocation(dtype, cache, many):
+    # few rows (batch 1's query heads): fewer rows an invocation, each over
+    # more lanes
+    heads = {"heads": MANY_HEADS, "kv_heads": MANY_KV_HEADS} if many else {}
+    rows, dims = ((tuning.SHARED_ROWS, tuning.SHARED_ROW_DIMS) if many else
+                  (tuning.FEW_SHARED_ROWS, tuning.FEW_SHARED_ROW_DIMS))
+    plan = _plan(_decode(dtype, cache, **heads))
     assert (plan.merge.value, plan.rows, plan.dim_parts, plan.tile_size) == (
-        "kernel", tuning.SHARED_ROWS, DIM // tuning.SHARED_ROW_DIMS, 4)  # 4: 64 splits of 256
+        "kernel", rows, DIM // dims, 4)  # 4: 64 splits of 256
     assert plan.dim_chunk == (8 if dtype == "bf16" else 4)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# the few rows' plan takes 16 lanes a row, more than lavapipe's subgroups
+@pytest.mark.parametrize("many, backend", [
+    (False, "interpreter"), (True, "interpreter"), pytest.param(True, "vulkan", marks=needs_vulkan)])
 @pytest.mark.parametrize("cache", ["dense", "kv_lens", "paged"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, backend):
-    module = _decode(dtype, cache)
+def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, many, backend):
+    heads = {"heads": MANY_HEADS, "kv_heads": MANY_KV_HEADS} if many else {}
+    module = _decode(dtype, cache, **heads)
     plan = _plan(module)
-    assert plan.rows == tuning.SHARED_ROWS
-    arrays = _inputs(dtype, cache, np.random.default_rng(11))
+    assert plan.rows == (tuning.SHARED_ROWS if many else tuning.FEW_SHARED_ROWS)
+    arrays = _inputs(dtype, cache, np.random.default_rng(11), **heads)
     lowered = vx.lower_to_gpu(module, device="h200")
     got = vx.run(lowered, arrays, backend=backend)["out"]
     paging = {"kv_lens": arrays.get("kv_lens"), "block_table": arrays.get("block_table"),
@@ -99,11 +110,12 @@ def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, backend
 def test_decode_with_the_log_sum_exp_takes_the_same_plan(cache, backend):
     # the merge kernel writes lse (vyre.merge_splits lse(...)), so a decode
     # that returns it is split, merged and shares its rows as one that does not
-    module = _decode("bf16", cache, return_lse=True)
+    heads = {"heads": MANY_HEADS, "kv_heads": MANY_KV_HEADS}
+    module = _decode("bf16", cache, return_lse=True, **heads)
     plan = _plan(module)
-    assert plan == _plan(_decode("bf16", cache))
+    assert plan == _plan(_decode("bf16", cache, **heads))
     assert (plan.merge.value, plan.rows) == ("kernel", tuning.SHARED_ROWS)
-    arrays = _inputs("bf16", cache, np.random.default_rng(12))
+    arrays = _inputs("bf16", cache, np.random.default_rng(12), **heads)
     arrays["q"][0, 1, 0, 5] = np.inf  # a row of clamped scores (lse -74)
     got = vx.run(vx.lower_to_gpu(module, device="h200"), arrays, backend=backend)
     paging = {"kv_lens": arrays.get("kv_lens"), "block_table": arrays.get("block_table"),
@@ -140,7 +152,7 @@ def test_more_splits_for_rows_that_share_a_key_head_few_at_a_time():
     assert not tuning.few_rows_share(_skeleton(vx.flash_attention_2(256, DIM)))
 
 
-@pytest.mark.parametrize("heads, kv_heads, rows", [(8, 8, 1), (8, 4, 2), (16, 2, 4)])
+@pytest.mark.parametrize("heads, kv_heads, rows", [(8, 8, 1), (8, 4, 2), (16, 2, 2), (32, 4, 4)])
 def test_as_many_rows_as_share_a_key_head_up_to_shared_rows(heads, kv_heads, rows):
     assert _plan(_decode("f32", heads=heads, kv_heads=kv_heads)).rows == rows
 
@@ -165,9 +177,12 @@ def test_mlir_opt_accepts_shared_rows_at_every_level(level):
 
 
 @needs_mlir_opt
-def test_mlir_opt_accepts_shared_rows():
-    lowered = vx.lower_to_gpu(_decode("bf16", "paged"), device="h200")
-    assert "o_acc_row3" in str(lowered)
+@pytest.mark.parametrize("many", [False, True])
+def test_mlir_opt_accepts_shared_rows(many):
+    heads = {"heads": MANY_HEADS, "kv_heads": MANY_KV_HEADS} if many else {}
+    lowered = vx.lower_to_gpu(_decode("bf16", "paged", **heads), device="h200")
+    text = str(lowered)
+    assert ("o_acc_row3" in text) == many and "o_acc_row1" in text  # rows 4 or 2
     assert_mlir_opt_accepts(lowered)
 
 

@@ -105,6 +105,13 @@ DIM_CHUNKS = {"bf16": 8}
 SHARED_ROWS = 4
 SHARED_ROW_DIMS = 16
 SHARED_ROW_TILE = 16
+# ... but on grids of at most FEW_SHARED_ITEMS rows (batch 1's query
+# heads), FEW_SHARED_ROWS rows over lanes of FEW_SHARED_ROW_DIMS dims: twice
+# the lanes a row where rows are few; GQA decode at batch 1 ran 1.16-1.28
+# times as fast (docs/performance.md, "Twenty-eighth session")
+FEW_SHARED_ITEMS = 32
+FEW_SHARED_ROWS = 2
+FEW_SHARED_ROW_DIMS = 8
 # ... and they take the splits beyond the target for rows of up to this
 # many keys (MORE_SPLITS_KEYS for others): bf16 GQA decode at batch 8 with
 # 16384 keys ran 2.3 times as fast, 3.2 with pages (docs/performance.md,
@@ -675,15 +682,15 @@ def _parts(p: _Prediction, device: DeviceProfile) -> int:
 def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int, int] | None:
     """(rows, dim parts, tile, kv splits) for a skeleton whose splits a
     kernel merges and whose rows share their loads (sharing_rows): that
-    many rows an invocation, each over head_dim / SHARED_ROW_DIMS lanes, in
-    tiles of SHARED_ROW_TILE keys (its own where not a multiple), split as
-    many ways as those tiles allow; None where fewer than two rows share
-    their loads or the rows cannot go over that many lanes."""
+    many rows an invocation, each over head_dim / SHARED_ROW_DIMS lanes
+    (few_shared_rows on a grid of few rows), in tiles of SHARED_ROW_TILE
+    keys (its own where not a multiple), split as many ways as those tiles
+    allow; None where fewer than two rows share their loads or the rows
+    cannot go over that many lanes."""
     op = p.op
     if not (p.in_kernel and p.splits > 1):
         return None
-    rows = sharing_rows(op)
-    parts = p.head_dim // SHARED_ROW_DIMS
+    rows, parts = few_shared_rows(p, device, sharing_rows(op))
     if rows == 1 or parts < 2 or not isinstance(p.found, DimLoops) or (
         device.max_dim_parts and parts > device.max_dim_parts
     ) or split_problem(op, parts, p.lanes, p.splits, True) is not None:
@@ -696,6 +703,19 @@ def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int, i
         vyre.tile_count_for(op.shape()["seq_len"], tile),
     )
     return rows, parts, tile, max(splits, p.splits)
+
+
+def few_shared_rows(p: _Prediction, device: DeviceProfile, rows: int) -> tuple[int, int]:
+    """(rows, dim parts) of shared rows: FEW_SHARED_ROWS over lanes of
+    FEW_SHARED_ROW_DIMS on a grid of at most FEW_SHARED_ITEMS rows where
+    the device's subgroups take that many parts, else `rows` over lanes
+    of SHARED_ROW_DIMS."""
+    few_parts = p.head_dim // FEW_SHARED_ROW_DIMS
+    if rows > 1 and p.op.shape()["item_count"] <= FEW_SHARED_ITEMS and (
+        few_parts <= device.max_dim_parts
+    ) and split_problem(p.op, few_parts, p.lanes, p.splits, True) is None:
+        return min(rows, FEW_SHARED_ROWS), few_parts
+    return rows, p.head_dim // SHARED_ROW_DIMS
 
 
 def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
