@@ -147,9 +147,10 @@ builtin.module {
 // GQA decode in bf16, 2 sequences of 256 keys, 8 query heads over 2 key
 // heads of 128 dims (as vx.flash_attention_2(seq_len=1, kv_len=256, batch=2,
 // num_heads=8, num_kv_heads=2, head_dim=128, dtype="bf16") builds it): the
-// splits merge in a kernel, a key head's four query rows share an invocation
-// (rows = 4: tuning.shared_rows), each over eight lanes of 16 dims, dealt in
-// chunks of 8 (one 16-byte load of bf16).
+// splits merge in a kernel; on a grid of 16 rows (at most
+// tuning.FEW_SHARED_ITEMS) two of a key head's four query rows share an
+// invocation (rows = 2: tuning.few_shared_rows), each over 16 lanes of 8
+// dims, dealt in chunks of 8 (one 16-byte load of bf16).
 builtin.module {
   vyre.kernel @flash_attention_2 items 16 workgroup_size 64 {
     %q = vyre.buffer "q" binding 0 read [2, 8, 1, 128] : memref<2048xbf16>
@@ -241,5 +242,5 @@ builtin.module {
     }
   }
 }
-// H200:      #vyre.plan<device = "h200", lanes = 64, tile_size = 4, kv_splits = 64, merge = kernel, merge_teams = 8, dim_parts = 8, dim_chunk = 8, rows = 4, stage_bytes = 0, unroll = 64, interleave = []>
-// FOLLOWED:  tile_count 64 kv_splits 64 dim_parts 8 dim_chunk 8
+// H200:      #vyre.plan<device = "h200", lanes = 64, tile_size = 4, kv_splits = 64, merge = kernel, merge_teams = 8, dim_parts = 16, dim_chunk = 8, rows = 2, stage_bytes = 0, unroll = 64, interleave = []>
+// FOLLOWED:  tile_count 64 kv_splits 64 dim_parts 16 dim_chunk 8
