@@ -7,6 +7,8 @@ ragged and paged caches in f32 and bf16, and in mlir-opt-22."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -77,7 +79,8 @@ def test_a_key_heads_query_rows_share_an_invocation(dtype, cache, many):
 
 # the few rows' plan takes 16 lanes a row, more than lavapipe's subgroups
 @pytest.mark.parametrize("many, backend", [
-    (False, "interpreter"), (True, "interpreter"), pytest.param(True, "vulkan", marks=needs_vulkan)])
+    (False, "interpreter"), (True, "interpreter"),
+    pytest.param(True, "vulkan", marks=needs_vulkan)])
 @pytest.mark.parametrize("cache", ["dense", "kv_lens", "paged"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, many, backend):
@@ -103,6 +106,17 @@ def test_shared_rows_match_the_oracle_in_the_kernels_order(dtype, cache, many, b
         half_ulp = 2.0**-8 if dtype == "bf16" else 0.0
         assert float(np.max(np.abs(got.astype(np.float32) - want.astype(np.float32)))) <= (
             1e-5 + half_ulp) * scale
+
+
+def test_few_rows_keep_four_an_invocation_where_subgroups_are_narrow():
+    # 16 lanes a row need subgroups of 16 (lavapipe's have 8)
+    narrow = replace(H200, shuffle_subgroup_size=8)
+    plans = tuning.module_plans(_decode("bf16"), narrow)
+    assert [(p.rows, p.dim_parts) for p in plans.values()] == [
+        (tuning.SHARED_ROWS, DIM // tuning.SHARED_ROW_DIMS)]
+    wide = tuning.module_plans(_decode("bf16"), H200)
+    assert [(p.rows, p.dim_parts) for p in wide.values()] == [
+        (tuning.FEW_SHARED_ROWS, DIM // tuning.FEW_SHARED_ROW_DIMS)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
