@@ -107,7 +107,7 @@ SHARED_ROW_DIMS = 16
 SHARED_ROW_TILE = 16
 # ... but on grids of at most FEW_SHARED_ITEMS rows (batch 1's query
 # heads), FEW_SHARED_ROWS rows over lanes of FEW_SHARED_ROW_DIMS dims: twice
-# the lanes a row where rows are few; GQA decode at batch 1 ran 1.16-1.28
+# the lanes a row where rows are few; GQA decode at batch 1 ran 1.10-1.53
 # times as fast (docs/performance.md, "Twenty-eighth session")
 FEW_SHARED_ITEMS = 32
 FEW_SHARED_ROWS = 2
