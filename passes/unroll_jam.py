@@ -18,9 +18,10 @@ inner loop, so that the loop over the lane's chunks around it is then
 unrolled or jammed as a loop over a whole row's dims would be.
 
 A loop to a run-time bound of at most `factor` trips that runs once an
-invocation (in no loop and no fragment: kv_lens' cut tile) becomes one copy
-an iteration, each in an `scf.if` on its constant index: no private array
-is then indexed by a run-time value, which would keep it out of registers.
+invocation (in no fragment and no loop of more than one trip: kv_lens' cut
+tile) becomes one copy an iteration, each in an `scf.if` on its constant
+index: no private array is then indexed by a run-time value, which would
+keep it out of registers.
 
 Every copy performs exactly its original operations in its original order,
 so results are bit-identical.  Jamming moves the copies' `pre` and inner
@@ -304,7 +305,7 @@ class UnrollJamPass(ModulePass):
 
     def guard(self, loop: scf.ForOp) -> bool:
         """Replace a loop to a run-time bound of at most `factor` trips that
-        runs once an invocation (in no other loop: kv_lens' cut tile) by its
+        runs once an invocation (_runs_once: kv_lens' cut tile) by its
         guarded copies (unrolling.guarded_copies): every index into private
         arrays is then a constant, where the remainder loop's would keep the
         arrays out of registers for the whole kernel.  Loops in a tile loop
