@@ -691,9 +691,9 @@ def shared_rows(p: _Prediction, device: DeviceProfile) -> tuple[int, int, int, i
     if not (p.in_kernel and p.splits > 1):
         return None
     rows, parts = few_shared_rows(p, device, sharing_rows(op))
-    if rows == 1 or parts < 2 or not isinstance(p.found, DimLoops) or (
-        device.max_dim_parts and parts > device.max_dim_parts
-    ) or split_problem(op, parts, p.lanes, p.splits, True) is not None:
+    if rows == 1 or parts < 2 or not isinstance(p.found, DimLoops) or not _parts_fit(
+        p, device, parts
+    ):
         return None
     tile = p.tile_size
     if tile > SHARED_ROW_TILE and tile % SHARED_ROW_TILE == 0:
@@ -711,11 +711,18 @@ def few_shared_rows(p: _Prediction, device: DeviceProfile, rows: int) -> tuple[i
     the device's subgroups take that many parts, else `rows` over lanes
     of SHARED_ROW_DIMS."""
     few_parts = p.head_dim // FEW_SHARED_ROW_DIMS
-    if rows > 1 and p.op.shape()["item_count"] <= FEW_SHARED_ITEMS and (
-        few_parts <= device.max_dim_parts
-    ) and split_problem(p.op, few_parts, p.lanes, p.splits, True) is None:
+    if rows > 1 and p.op.shape()["item_count"] <= FEW_SHARED_ITEMS and _parts_fit(
+        p, device, few_parts
+    ):
         return min(rows, FEW_SHARED_ROWS), few_parts
     return rows, p.head_dim // SHARED_ROW_DIMS
+
+
+def _parts_fit(p: _Prediction, device: DeviceProfile, parts: int) -> bool:
+    """Whether `p`'s rows, sharing their loads, can each go over `parts`
+    lanes of one of `device`'s subgroups."""
+    return parts <= device.max_dim_parts and split_problem(
+        p.op, parts, p.lanes, p.splits, True) is None
 
 
 def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnlineSoftmaxOp, PlanAttr]:
