@@ -78,43 +78,43 @@ def _decode(batch: int = 8, kv_len: int = 4096, kv_heads: int | None = 8,
     # over lanes (a merge in the workgroup keeps a row on one lane), in 64
     # splits (four times the target: KERNEL_MERGE_FACTOR); a key head's four
     # query rows share an invocation (test_shared_rows), each over eight
-    # lanes, in tiles of 16 keys
+    # lanes, in tiles of 8 keys
     (lambda: _decode(8, 4096),
-     (64, 16, 64, "kernel", 8, 0, 64, ())),
+     (64, 8, 64, "kernel", 8, 0, 64, ())),
     # ... with run-time lengths too: an item's lanes share its length
     (lambda: _decode(8, 4096, kv_lens=True),
-     (64, 16, 64, "kernel", 8, 0, 32, ())),
+     (64, 8, 64, "kernel", 8, 0, 32, ())),
     # shared rows of 16384 keys take four times the target's splits too
     # (SHARED_MORE_SPLITS_KEYS; rows on their own lanes keep 16 beyond
     # MORE_SPLITS_KEYS) ...
     (lambda: _decode(8, 16384),
-     (64, 16, 64, "kernel", 8, 0, 64, ())),
+     (64, 8, 64, "kernel", 8, 0, 64, ())),
     # ... however many keys each split keeps: 32768 keys in 64 splits of 512,
     # and batch 32 with 32768 keys in 16 of 2048
     (lambda: _decode(8, 32768),
-     (64, 16, 64, "kernel", 8, 0, 64, ())),
+     (64, 8, 64, "kernel", 8, 0, 64, ())),
     (lambda: _decode(32, 32768),
-     (64, 16, 16, "kernel", 8, 0, 64, ())),
+     (64, 8, 16, "kernel", 8, 0, 64, ())),
     # MQA decode (32 query heads a key head: more rows share than an
     # invocation takes) keeps the bound: 16 splits of 2048 keys
     (lambda: _decode(8, 32768, kv_heads=1),
-     (64, 16, 16, "kernel", 8, 0, 64, ())),
+     (64, 8, 16, "kernel", 8, 0, 64, ())),
     # MHA decode (no rows to share): rows of 16384 keys take the target's
     # 64 splits only (four times would be 256)
     (lambda: _decode(2, 16384, kv_heads=None),
      (64, 64, 64, "kernel", 2, 0, 64, ())),
     # batch 128 with 1024 keys: four splits of 256 keys (MAX_SPLIT_KEYS)
     (lambda: _decode(128, 1024),
-     (64, 16, 4, "kernel", 8, 0, 64, ())),
+     (64, 8, 4, "kernel", 8, 0, 64, ())),
     # batch 128 with 4096 keys: four splits of 1024 keys, merged by a kernel,
     # so that a key head's rows share an invocation, dense, with run-time
     # lengths and with pages
     (lambda: _decode(128, 4096),
-     (64, 16, 4, "kernel", 8, 0, 64, ())),
+     (64, 8, 4, "kernel", 8, 0, 64, ())),
     (lambda: _decode(128, 4096, kv_lens=True),
-     (64, 16, 4, "kernel", 8, 0, 32, ())),
+     (64, 8, 4, "kernel", 8, 0, 32, ())),
     (lambda: _decode(128, 4096, page_size=16, num_pages=128 * 256),
-     (64, 16, 4, "kernel", 8, 0, 32, ())),
+     (64, 8, 4, "kernel", 8, 0, 32, ())),
     # MHA decode at batch 128 (no rows to share) is not split: four splits
     # would keep 1024 keys each (MAX_SPLIT_KEYS)
     (lambda: _decode(128, 4096, kv_heads=None),
