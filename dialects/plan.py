@@ -215,7 +215,7 @@ class PlanAttr(ParametrizedAttribute):
 
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
 _TILING_INTS = ("keys", "row_tiles")
-_TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q", "skip_rescale")
+_TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q", "skip_rescale", "rolled")
 _TILING_LATER_INTS = ("pieces",)
 
 
@@ -232,13 +232,15 @@ class TensorCoresAttr(ParametrizedAttribute):
     registers_attr: IntAttr  # 0 or 1
     stage_q_attr: IntAttr  # 0 or 1
     skip_rescale_attr: IntAttr  # 0 or 1
+    rolled_attr: IntAttr  # 0 or 1
     pieces_attr: IntAttr  # bf16 parts of an f32 operand (1: 16-bit operands)
 
     def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool,
-                 registers: bool, stage_q: bool, skip_rescale: bool, pieces: int = 1):
+                 registers: bool, stage_q: bool, skip_rescale: bool, rolled: bool = False,
+                 pieces: int = 1):
         super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
                          IntAttr(int(prefetch)), IntAttr(int(registers)), IntAttr(int(stage_q)),
-                         IntAttr(int(skip_rescale)), IntAttr(pieces))
+                         IntAttr(int(skip_rescale)), IntAttr(int(rolled)), IntAttr(pieces))
 
     keys = _data("keys_attr")
     row_tiles = _data("row_tiles_attr")
@@ -263,6 +265,10 @@ class TensorCoresAttr(ParametrizedAttribute):
     @property
     def skip_rescale(self) -> bool:
         return bool(self.skip_rescale_attr.data)
+
+    @property
+    def rolled(self) -> bool:
+        return bool(self.rolled_attr.data)
 
     def verify(self) -> None:
         if self.keys < TILE or self.keys % TILE:

@@ -159,7 +159,7 @@ from vyre_xdsl.query_blocks import (
     retiled_classes,
 )
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
-from vyre_xdsl.unrolling import ROLLED_ATTR
+from vyre_xdsl.unrolling import DONT_UNROLL_ATTR, ROLLED_ATTR
 from vyre_xdsl.workgroup_order import heavy_first_order
 
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
@@ -186,6 +186,9 @@ class Tiling:
     # O's rescale in a branch that the subgroup skips where none of its
     # rows moved its max (MatrixElements.rescaled)
     skip_rescale: bool = False
+    # the tile loop marked for the device's compiler not to unroll
+    # (DONT_UNROLL_ATTR: SPIR-V's DontUnroll)
+    rolled: bool = False
     # f32 inputs as this many bf16 parts each, products of parts i and j
     # with i + j < pieces (1: the inputs are f16 or bf16 themselves)
     pieces: int = 1
@@ -213,11 +216,12 @@ class Tiling:
     def of(attr: TensorCoresAttr) -> Tiling:
         """The tiling a plan records (`#vyre.tensor_cores`)."""
         return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers,
-                      attr.stage_q, attr.skip_rescale, attr.pieces)
+                      attr.stage_q, attr.skip_rescale, attr.rolled, attr.pieces)
 
     def attr(self) -> TensorCoresAttr:
         return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch,
-                               self.registers, self.stage_q, self.skip_rescale, self.pieces)
+                               self.registers, self.stage_q, self.skip_rescale, self.rolled,
+                               self.pieces)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the 16-bit weights of its
@@ -424,7 +428,10 @@ class TensorCoreExpansion(MatrixElements):
             self.store_blocks(b, self.load_blocks(b, as_index(b, lo)),
                               b.remui(lo, b.index(2)) if self.bounds else 0)
             b.emit(gpu.BarrierOp())
-        carried = b.loop(lo, hi, tile, state * self.tiling.row_tiles, hint="tile_idx")
+        rolled = ({ROLLED_ATTR: UnitAttr(), DONT_UNROLL_ATTR: UnitAttr()}
+                  if self.tiling.rolled else {})
+        carried = b.loop(lo, hi, tile, state * self.tiling.row_tiles, hint="tile_idx",
+                         attributes=rolled)
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
             denominators = [recurrence.final_denominator(b, self.row_total(b, l, add))
@@ -893,7 +900,8 @@ class TensorCoresPass(ModulePass):
     two buffers, the next tile's loaded while this one is computed;
     `registers`: P built in registers as P V's A operand; `stage_q`: Q
     read from workgroup memory in each tile; `skip_rescale`: O rescaled
-    only where a row of the subgroup's moved its max; `pieces`: f32
+    only where a row of the subgroup's moved its max; `rolled`: the tile
+    loop marked for the device's compiler not to unroll; `pieces`: f32
     operands split into 2 or 3 bf16 parts; `force`: an error for a
     skeleton that does not qualify)."""
 
@@ -907,6 +915,7 @@ class TensorCoresPass(ModulePass):
     registers: bool = False
     stage_q: bool = False
     skip_rescale: bool = False
+    rolled: bool = False
     pieces: int = 1
     force: bool = False
 
@@ -919,7 +928,7 @@ class TensorCoresPass(ModulePass):
                                  f"{self.row_tiles}")
         device = device_profile(self.device)
         tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch, self.registers,
-                        self.stage_q, self.skip_rescale, self.pieces)
+                        self.stage_q, self.skip_rescale, self.rolled, self.pieces)
         expand_skeletons(
             op, self.name, self.force, "vyre IR", lambda skeleton: tiling,
             lambda skeleton, tiling: problem(skeleton, device, tiling),

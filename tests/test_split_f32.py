@@ -225,7 +225,7 @@ def test_the_recorded_tiling_keeps_its_parts_through_the_printed_plan():
     ctx = vx.make_context()
     PlanPass(device="h200", f32_parts=3).apply(ctx, module)
     text = str(module)
-    assert "skip_rescale = false, pieces = 3>" in text
+    assert "skip_rescale = false, rolled = false, pieces = 3>" in text
     assert str(Parser(ctx, text).parse_module()) == text
 
 

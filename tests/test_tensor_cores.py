@@ -536,3 +536,20 @@ def test_a_device_without_shader_int16_is_refused(monkeypatch):
     monkeypatch.setattr(_context(_validation_requested(None)), "int16", False)
     with pytest.raises(VyreError, match="needs the Vulkan feature shaderInt16"):
         vx.run(_f16_exchange(), {"a": _f16_pattern()}, backend="vulkan")
+
+
+@pytest.mark.parametrize("head_dim, rolled", [(64, 1), (128, 0)])
+def test_the_h200_plan_marks_the_tile_loop_rolled_at_64_dims_only(head_dim, rolled):
+    """The driver's unrolling of the staged tile loop made the kernel of 64
+    dims 1.15 times as slow, and leaving it rolled made the kernel of 128
+    dims 1.26 times as slow (docs/performance.md, "Thirtieth session"): the
+    SPIR-V says DontUnroll on that loop at 64 dims and nowhere at 128."""
+    from vyre_xdsl.compiler import compile_module
+    from vyre_xdsl.spirv import disassemble
+
+    module = vx.flash_attention_2(seq_len=2048, num_heads=32, head_dim=head_dim, dtype="bf16")
+    compiled = compile_module(module, device="h200", spirv=True)
+    (binary,) = compiled.spirv.binaries()
+    merges = [line.split()[-1] for line in disassemble(binary).splitlines()
+              if "OpLoopMerge" in line]
+    assert merges.count("DontUnroll") == rolled

@@ -139,8 +139,10 @@ def tensor_core_tilings(row_dims: int):
     each K and V block for more rows, until O's matrices take too many
     registers; staged, prefetched tiles with P in registers were the
     fastest (32 keys and 2 row blocks at 64 dims, where 4 were 4% slower
-    without a mask and nearly twice as slow causal; 16 keys and 2 at 128, there
-    skipping O's rescale where no row moved its max);
+    without a mask and nearly twice as slow causal, and with the tile loop
+    rolled, where the driver's unrolling had made it 1.15 times as slow;
+    16 keys and 2 at 128, there skipping O's rescale where no row moved its
+    max, and unrolled: rolled, it was 1.26 times as slow);
     a device whose A operands do not hold a lane's accumulator elements
     takes the next, with P through workgroup memory."""
     from vyre_xdsl.passes.tensor_cores import Tiling
@@ -148,7 +150,7 @@ def tensor_core_tilings(row_dims: int):
     prefetched = dict(stage=True, prefetch=True)
     fallbacks = (Tiling(keys=32, stage=True), Tiling(keys=32, row_tiles=2), Tiling(keys=32))
     if row_dims <= SHORT_ROWS:
-        return (Tiling(keys=32, row_tiles=2, registers=True, **prefetched),
+        return (Tiling(keys=32, row_tiles=2, registers=True, rolled=True, **prefetched),
                 Tiling(keys=16, row_tiles=4, **prefetched),
                 Tiling(keys=32, row_tiles=4, stage=True), Tiling(keys=32, row_tiles=4),
                 Tiling(keys=32, row_tiles=2, stage=True), *fallbacks)

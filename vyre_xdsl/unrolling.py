@@ -15,6 +15,9 @@ UNROLLED_ATTR = "vyre.unrolled"  # on a loop made by `transform`: not unrolled a
 # on a loop of a rarely taken path (a tile with infinite values): left rolled,
 # since copies would only lengthen the kernel
 ROLLED_ATTR = "vyre.rolled"
+# on a loop that the device's compiler should not unroll either (SPIR-V
+# LoopControl DontUnroll): its copies would cost more registers than they save
+DONT_UNROLL_ATTR = "vyre.dont_unroll"
 
 
 class Copier:

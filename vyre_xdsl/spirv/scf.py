@@ -4,6 +4,7 @@ scf.for:  pre -> header { phi iv, phi iter_args; iv < ub; OpLoopMerge }
           -> body ... -> continue { iv + step } -> header;  header -> merge.
           The loop results are the header's iter_arg phis (the merge block is
           reached only from the header). Bounds compare unsigned (index is u32).
+          A loop with DONT_UNROLL_ATTR has LoopControl DontUnroll.
 scf.if:   OpSelectionMerge; then/else blocks; results are OpPhi in the merge
           block over the value each branch yields from its last block."""
 
@@ -14,6 +15,7 @@ from xdsl.ir import Block, Operation
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.spirv.spec import LoopControl, Op, SelectionControl
+from vyre_xdsl.unrolling import DONT_UNROLL_ATTR
 
 
 def _emit_body(e, block: Block) -> list[int]:
@@ -54,7 +56,8 @@ def _for(e, op: Operation) -> None:
         arg_phis.append(fn.emit(Op.Phi, ty, arg_id, e.value(init), pre))
         arg_ids.append(arg_id)
     keep_going = fn.op(Op.ULessThan, e.bool, iv, e.value(ub))
-    fn.emit(Op.LoopMerge, merge, cont, LoopControl.None_)
+    control = LoopControl.DontUnroll if DONT_UNROLL_ATTR in op.attributes else LoopControl.None_
+    fn.emit(Op.LoopMerge, merge, cont, control)
     fn.emit(Op.BranchConditional, keep_going, body_label, merge)
     fn.label(body_label)
     e.bind(body.args[0], iv)

@@ -6,6 +6,8 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 registers=true}' | filecheck %s --check-prefix=REGISTERS
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 stage_q=true}' | filecheck %s --check-prefix=QUERIES
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 skip_rescale=true}' | filecheck %s --check-prefix=SKIP
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 rolled=true}' | filecheck %s --check-prefix=ROLLED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s --check-prefix=UNROLLED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
@@ -241,6 +243,13 @@ builtin.module {
 // SKIP-NEXT:       scf.yield %{{.*}} : !gpu.mma_matrix<16x16xf32, "COp">
 // SKIP:          gpu.subgroup_mma_compute
 
+// rolled=true: the tile loop is marked for the device's compiler not to
+// unroll (the SPIR-V emitter's DontUnroll); without it, no mark.
+// ROLLED:      scf.for %tile_idx
+// ROLLED:      gpu.subgroup_mma_compute
+// ROLLED:      } {vyre.rolled, vyre.dont_unroll}
+// UNROLLED-NOT: vyre.dont_unroll
+
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
 
@@ -248,7 +257,7 @@ builtin.module {
 // (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
 // plan; vyre-to-gpu's default follows it.
 // PLAN:       vyre.tiled_online_softmax
-// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, pieces = 1>}
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1>}
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32
