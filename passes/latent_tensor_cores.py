@@ -156,7 +156,7 @@ from vyre_xdsl.tile_products import (
     require_multiples,
     require_plain,
 )
-from vyre_xdsl.unrolling import ROLLED_ATTR
+from vyre_xdsl.unrolling import DONT_UNROLL_ATTR, ROLLED_ATTR
 
 KEYS = TILE * SUBGROUPS  # a tile's keys: each subgroup scores 16
 # a staged query row's largest |element| is scaled into [2^14, 2^15): its
@@ -457,7 +457,10 @@ class LatentExpansion(MatrixElements):
                       for r in range(self.latent.row_tiles)]
             return self.staged_tile(b, index, lo, hi, queries, blocks, scales)
 
-        carried = b.loop(lo, hi, tile, state * self.latent.row_tiles, hint="split_tile")
+        # left rolled by the driver too: unrolled, the attention took
+        # 1.04-1.23 times as long (docs/performance.md, "Thirtieth session")
+        carried = b.loop(lo, hi, tile, state * self.latent.row_tiles, hint="split_tile",
+                         attributes={DONT_UNROLL_ATTR: UnitAttr()})
         self.finish(b, [carried[r * per_block:(r + 1) * per_block]
                         for r in range(self.latent.row_tiles)])
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import gpu
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, f32, i64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -79,6 +79,7 @@ from vyre_xdsl.mma_elements import (
     tile_matrix,
 )
 from vyre_xdsl.mma_layout import TILE
+from vyre_xdsl.unrolling import DONT_UNROLL_ATTR
 
 CHUNK = 64  # the most source dims a workgroup stages at a time
 
@@ -229,7 +230,11 @@ class ProjectionExpansion(MatrixElements):
         c32 = tile_matrix(f32, MMAOperand.C)
         blocks = self.tiling.row_tiles * self.tiling.col_blocks
         zero = [self.constant(b, 0.0, c32) for _ in range(blocks)]
-        totals = b.loop(0, self.depth // self.chunk, self.chunk_step, zero, hint="chunk")
+        # left rolled by the driver too: unrolled, the projection onto W_uv
+        # took 1.10-1.56 times as long, W_uk's 0.98-1.11 (docs/performance.md,
+        # "Thirtieth session")
+        totals = b.loop(0, self.depth // self.chunk, self.chunk_step, zero, hint="chunk",
+                        attributes={DONT_UNROLL_ATTR: UnitAttr()})
         self.store(b, totals)
 
     def chunk_step(self, b: IRBuilder, chunk: SSAValue, totals) -> list[SSAValue]:

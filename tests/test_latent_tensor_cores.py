@@ -618,3 +618,31 @@ def test_two_row_groups_spirv_verifies_in_mlir(tmp_path):
     spirv = emit_spirv_module(_lowered(STAGED_CASES["heads32"], "stage=true row_groups=2"))
     assert spirv.entry("mla_decode").workgroup_size == (256, 1, 1)
     assert "spirv.KHR.CooperativeMatrixMulAdd" in _mlir_verifies_spirv(spirv.binary, tmp_path)
+
+
+def test_the_h200_plan_leaves_the_staged_loops_rolled_for_the_driver():
+    """Unrolled by the H100's driver, the latent attention took 1.04-1.23
+    times as long and the projection onto W_uv 1.10-1.56 times
+    (docs/performance.md, "Thirtieth session"): in the SPIR-V of the
+    program's kernels each loop that holds a barrier says DontUnroll."""
+    from xdsl.dialects import gpu, scf
+
+    from vyre_xdsl.compiler import compile_module
+    from vyre_xdsl.spirv import disassemble
+
+    module = vx.mla_decode(4096, 16, 128, 512, 64, dtype="bf16", batch=32)
+    compiled = compile_module(module, device="h200", spirv=True)
+    staged = {}
+    for func in compiled.lowered.walk():
+        if isinstance(func, gpu.FuncOp):
+            staged[func.sym_name.data] = sum(
+                isinstance(loop, scf.ForOp)
+                and any(isinstance(o, gpu.BarrierOp) for o in loop.walk())
+                for loop in func.walk())
+    assert staged["mla_decode"] == 1 and staged["mla_decode_project"] == 1
+    spirv = compiled.spirv
+    assert spirv.alone  # a binary an entry point, so each can be read alone
+    rolled = {entry.name: [line.split()[-1] for line in disassemble(binary).splitlines()
+                           if "OpLoopMerge" in line].count("DontUnroll")
+              for entry, binary in zip(spirv.entries, spirv.binaries(), strict=True)}
+    assert rolled == staged

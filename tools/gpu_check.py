@@ -404,7 +404,7 @@ def cases(every: bool) -> list[Case]:
         # bf16 matrices (VK_KHR_shader_bfloat16): the f16 plan's tilings
         tensor_case(2, 128, 16, dtype="bf16", row_tiles=2),
         tensor_case(32, 4096, 64, dtype="bf16", keys=32, row_tiles=2, stage=True,
-                    prefetch=True, registers=True),
+                    prefetch=True, registers=True, rolled=True),
         tensor_case(32, 4096, 128, dtype="bf16", row_tiles=2, stage=True, prefetch=True,
                     registers=True, skip_rescale=True),
         latent_case(4096, 16, dtype="bf16"),
@@ -448,7 +448,7 @@ def cases(every: bool) -> list[Case]:
         # masks on the matrix units: partial tiles masked, values with
         # infinities cleared for the keys the mask drops
         tensor_case(32, 4096, 64, dtype="bf16", causal=True, keys=32, row_tiles=2, stage=True,
-                    prefetch=True, registers=True),
+                    prefetch=True, registers=True, rolled=True),
         tensor_case(16, 8192, 128, dtype="bf16", causal=True, row_tiles=2, stage=True,
                     prefetch=True, registers=True, skip_rescale=True),
         tensor_case(2, 256, 32, dtype="f16", causal=True, nan_inf=True, keys=32, stage=True,

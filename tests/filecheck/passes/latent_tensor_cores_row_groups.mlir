@@ -20,6 +20,9 @@
 // CHECK:        %group_subgroup = arith.remui %subgroup, %{{.*}} : index
 // CHECK:        %row_base = arith.muli %{{.*}}, %{{.*}} : index
 // CHECK:        %my_row = arith.addi %first_row, %{{.*}} : index
+// The staged tile loop is marked for the driver not to unroll (DontUnroll).
+// CHECK:        scf.for %split_tile =
+// CHECK:        } {vyre.dont_unroll}
 // CHECK-NOT:    vyre.tiled_online_softmax
 
 // LOWERED:    sym_name = "mla_decode", gpu.kernel, vyre.launch = #vyre.launch<items = 256, workgroup = [256, 1, 1], grid = [1, 1, 1]

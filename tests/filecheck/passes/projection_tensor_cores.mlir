@@ -23,6 +23,8 @@
 // CHECK:            memref.store %{{.*}}, %hp_source[%{{.*}}] : memref<640xbf16>
 // CHECK:          "gpu.barrier"() : () -> ()
 // CHECK-COUNT-2:  gpu.subgroup_mma_load_matrix %w_uv[%{{.*}}] {leadDimension = 32 : index} : memref<1024xbf16> -> !gpu.mma_matrix<16x16xbf16, "BOp">
+// The loop over the source dims is marked for the driver not to unroll.
+// CHECK:        } {vyre.dont_unroll}
 // CHECK:        gpu.subgroup_mma_store_matrix %{{.*}}, %hp_dest[%{{.*}}] {leadDimension = 16 : index}
 // CHECK:        scf.for %out_1 =
 // CHECK:          scf.if
