@@ -104,7 +104,7 @@ DIM_CHUNKS = {"bf16": 8}
 # fast (docs/performance.md, "A key head's query rows on one lane")
 SHARED_ROWS = 4
 SHARED_ROW_DIMS = 16
-# tiles of 8 keys took 0.82-0.87 of the time of 16 from batch 8, 0.86-1.00
+# tiles of 8 keys took 0.82-0.93 of the time of 16 from batch 8, 0.86-0.99
 # at batch 1 (docs/performance.md, "Thirtieth session")
 SHARED_ROW_TILE = 8
 # ... but on grids of at most FEW_SHARED_ITEMS rows (batch 1's query
