@@ -65,3 +65,11 @@ def merge_teams_of(module) -> int:
     merges = [op for op in module.walk() if isinstance(op, vyre.MergeSplitsOp)]
     assert len(merges) <= 1, "one merge kernel expected"
     return merges[0].team_count if merges else 1
+
+
+def dont_unroll_loops(binary: bytes) -> int:
+    """How many of a SPIR-V binary's loops say LoopControl DontUnroll."""
+    from vyre_xdsl.spirv import disassemble
+
+    return [line.split()[-1] for line in disassemble(binary).splitlines()
+            if "OpLoopMerge" in line].count("DontUnroll")
