@@ -37,6 +37,8 @@ printed, in this order:
     unroll       the unroll depth (vyre-unroll-jam)
     interleave   the scratch arrays kept lane-minor in workgroup memory
                  (vyre-interleave-scratch)
+    hoist_loads  the buffers whose loads are issued at the top of each
+                 tile (vyre-hoist-tile-loads; [] for none)
 """
 
 from __future__ import annotations
@@ -110,11 +112,13 @@ class PlanAttr(ParametrizedAttribute):
     stage_bytes_attr: IntAttr
     unroll_attr: IntAttr
     interleave_attr: ArrayAttr[StringAttr]
+    hoist_loads_attr: ArrayAttr[StringAttr]
 
     def __init__(
         self, device: str, lanes: int, tile_size: int, kv_splits: int, merge: str,
         dim_parts: int, stage_bytes: int, unroll: int, interleave: Sequence[str] = (),
         rows: int = 1, dim_chunk: int = DIM_CHUNK, merge_teams: int = 1,
+        hoist_loads: Sequence[str] = (),
     ):
         super().__init__(
             StringAttr(device), IntAttr(lanes), IntAttr(tile_size), IntAttr(kv_splits),
@@ -123,6 +127,7 @@ class PlanAttr(ParametrizedAttribute):
             IntAttr(rows),
             IntAttr(stage_bytes),
             IntAttr(unroll), ArrayAttr(StringAttr(name) for name in interleave),
+            ArrayAttr(StringAttr(name) for name in hoist_loads),
         )
 
     # the parameters' values (their attributes' data)
@@ -141,6 +146,10 @@ class PlanAttr(ParametrizedAttribute):
     @property
     def interleave(self) -> tuple[str, ...]:
         return tuple(name.data for name in self.interleave_attr)
+
+    @property
+    def hoist_loads(self) -> tuple[str, ...]:
+        return tuple(name.data for name in self.hoist_loads_attr)
 
     def verify(self) -> None:
         _require_positive(self, ("lanes", "tile_size", "kv_splits", "merge_teams",
@@ -200,8 +209,13 @@ class PlanAttr(ParametrizedAttribute):
         names = parser.parse_comma_separated_list(
             parser.Delimiter.SQUARE, lambda: StringAttr(parser.parse_identifier())
         )
+        field("hoist_loads")
+        hoisted = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: StringAttr(parser.parse_str_literal())
+        )
         parser.parse_punctuation(">")
-        return _verified(cls, (device, *ints, merge, *later, ArrayAttr(names)), parser, start)
+        return _verified(cls, (device, *ints, merge, *later, ArrayAttr(names),
+                               ArrayAttr(hoisted)), parser, start)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(f'<device = "{self.device}"')
@@ -210,7 +224,9 @@ class PlanAttr(ParametrizedAttribute):
         printer.print_string(f", merge = {self.merge.value}")
         for key in _LATER_INT_FIELDS:
             printer.print_string(f", {key} = {getattr(self, key)}")
-        printer.print_string(f", interleave = [{', '.join(self.interleave)}]>")
+        printer.print_string(f", interleave = [{', '.join(self.interleave)}]")
+        hoisted = ", ".join(f'"{name}"' for name in self.hoist_loads)
+        printer.print_string(f", hoist_loads = [{hoisted}]>")
 
 
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax

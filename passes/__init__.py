@@ -35,6 +35,12 @@ def _convert_vyre_to_gpu():
     return ConvertVyreToGpuPass
 
 
+def _hoist_tile_loads():
+    from vyre_xdsl.passes.hoist_tile_loads import HoistTileLoadsPass
+
+    return HoistTileLoadsPass
+
+
 def _interleave_scratch():
     from vyre_xdsl.passes.interleave_scratch import InterleaveScratchPass
 
@@ -149,6 +155,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "vyre-inline-fragments": _inline_fragments,
     "vyre-expand-stability": _expand_stability,
     "convert-vyre-to-gpu": _convert_vyre_to_gpu,
+    "vyre-hoist-tile-loads": _hoist_tile_loads,
     "vyre-interleave-scratch": _interleave_scratch,
     "vyre-plan": _plan,
     "vyre-promote-scratch": _promote_scratch,

@@ -87,7 +87,8 @@ def _pass(name: str, **options) -> ModulePass:
 
 
 def optimisations(
-    level: str, unroll_factor: int = tuning.UNROLL, interleave: tuple[str, ...] = ()
+    level: str, unroll_factor: int = tuning.UNROLL, interleave: tuple[str, ...] = (),
+    hoist_loads: tuple[str, ...] = (),
 ) -> tuple[ModulePass, ...]:
     """The passes that follow the lowering at optimisation `level`."""
     _check_level(level)
@@ -103,6 +104,7 @@ def optimisations(
         LinearCSE(),
         _pass("vyre-vectorize-loads"),
         _pass("vyre-vectorize-stores"),
+        *((_pass("vyre-hoist-tile-loads", buffers=hoist_loads),) if hoist_loads else ()),
         LinearCSE(),
         DeadCodeElimination(),
     )
@@ -147,7 +149,7 @@ class VyreToGpuPass(ModulePass):
                 f"vyre-to-gpu: this builtin.module is nested in another ({len(nested)} "
                 f"nested, as two concatenated files give); put a program's kernels in "
                 f"one builtin.module, or lower each file on its own")
-        unroll, interleave = tuning.UNROLL, ()
+        unroll, interleave, hoist_loads = tuning.UNROLL, (), ()
         if self.optimize == "default":
             _pass("vyre-absorb-mla", kernels=3).apply(ctx, op)
             plans = list(tuning.record_plans(op, device, self.f32_parts).values())
@@ -173,6 +175,7 @@ class VyreToGpuPass(ModulePass):
             if plans:  # staging, unrolling and interleaving are the module's
                 plan = plans[0]
                 unroll, interleave = plan.unroll, plan.interleave
+                hoist_loads = tuple(dict.fromkeys(n for p in plans for n in p.hoist_loads))
                 if plan.stage_bytes:
                     _pass("vyre-stage-kv-tiles", shared_memory_bytes=plan.stage_bytes).apply(
                         ctx, op
@@ -184,7 +187,7 @@ class VyreToGpuPass(ModulePass):
         for name in LOWERING:
             options = LOWERING_OPTIONS.get(self.optimize, {}).get(name, {})
             _pass(name, **options).apply(ctx, op)
-        for optimisation in optimisations(self.optimize, unroll, interleave):
+        for optimisation in optimisations(self.optimize, unroll, interleave, hoist_loads):
             optimisation.apply(ctx, op)
         if self.optimize == "default":
             check_fits(op, device)

@@ -104,6 +104,14 @@ CASES = {
                                      num_kv_heads=2, head_dim=128, dtype="bf16"),
         {"vyre-split-kv", "vyre-split-head-dim", "vyre-block-rows"},
     ),
+    # ... with run-time lengths: the value loads issued at the top of each
+    # tile (vyre-hoist-tile-loads)
+    "gqa-decode-bf16-kv_lens-2x8/2-256x128": (
+        lambda: vx.flash_attention_2(seq_len=1, kv_len=256, batch=2, num_heads=8,
+                                     num_kv_heads=2, head_dim=128, dtype="bf16",
+                                     kv_lens=True),
+        {"vyre-split-kv", "vyre-block-rows", "vyre-hoist-tile-loads"},
+    ),
     # a batch of 4: each item of the projections takes a head's rows of
     # all four sequences
     "mla-batch4-64-2-8-16-4": (
@@ -192,6 +200,9 @@ def passes_seen(module: ModuleOp) -> set[str]:
         # a second row's scratch (row_widening's copies)
         "vyre-block-rows": any(r.name_hint and r.name_hint.endswith("_row1")
                                for op in module.walk() for r in op.results),
+        # a loop over tiles whose loads went to its top
+        "vyre-hoist-tile-loads": any("vyre.hoisted_loads" in op.attributes
+                                     for op in module.walk()),
         # vyre-inline-fragments{heavy_first}: the workgroups renumbered
         "heavy-first": any(r.name_hint == "heavy_first" for op in module.walk()
                            for r in op.results),

@@ -254,6 +254,14 @@ def test_a_plan_round_trips_through_the_printer():
     assert str(vx.parse_module(str(planned))) == str(planned)
 
 
+def test_a_plan_with_hoisted_loads_round_trips_through_the_printer():
+    decode = vx.flash_attention_2(seq_len=1, kv_len=256, batch=2, num_heads=32, num_kv_heads=8,
+                                  head_dim=128, dtype="bf16", page_size=16, num_pages=32)
+    planned = apply_pipeline(decode, "vyre-plan{device=h200}")
+    assert 'hoist_loads = ["block_table", "v"]>' in str(planned)
+    assert str(vx.parse_module(str(planned))) == str(planned)
+
+
 @pytest.mark.parametrize("fields, message", [
     (dict(lanes=0), "lanes must be >= 1"),
     (dict(dim_parts=3), "dim_parts must be a power of two"),

@@ -213,3 +213,39 @@ def test_mlir_opt_accepts_the_merge_kernels_log_sum_exp_at_every_level(level):
                 and f.sym_name.data == "flash_attention_2_merge"]
     assert "math.log" in str(merge) and "%lse" in str(merge)
     assert_mlir_opt_accepts(lowered)
+
+
+@pytest.mark.parametrize("cache, hoisted", [
+    ("dense", ()), ("kv_lens", ("v",)), ("paged", ("block_table", "v"))])
+def test_run_time_lengths_issue_a_tiles_value_loads_at_its_top(cache, hoisted):
+    # the update fragment's buffers (tuning.update_buffers) go to
+    # vyre-hoist-tile-loads where lengths come at run time
+    module = _decode("bf16", cache, heads=MANY_HEADS, kv_heads=MANY_KV_HEADS)
+    assert _plan(module).hoist_loads == hoisted
+    lowered = vx.lower_to_gpu(module, device="h200")
+    marked = [op for op in lowered.walk() if "vyre.hoisted_loads" in op.attributes]
+    assert len(marked) == (1 if hoisted else 0)
+    if hoisted:  # every value load of a tile comes before its first score's work
+        ops = list(marked[0].body.block.ops)
+        values = [i for i, op in enumerate(ops)
+                  if op.name == "vector.load" and op.operands[0].name_hint == "v"]
+        keys = [i for i, op in enumerate(ops) if op.name == "scf.for"
+                or (op.name == "vector.load" and op.operands[0].name_hint == "k")]
+        floats = [i for i, op in enumerate(ops) if op.name in ("arith.extf", "arith.mulf")]
+        moved = [op for op in ops if op.name in ("vector.load", "memref.load")
+                 and op.operands[0].name_hint in hoisted]
+        assert len(moved) == marked[0].attributes["vyre.hoisted_loads"].value.data
+        assert values and max(values) < min(keys + floats)
+
+
+@needs_vulkan
+@pytest.mark.parametrize("cache", ["kv_lens", "paged"])
+def test_hoisted_value_loads_are_bit_identical(cache, monkeypatch):
+    heads = {"heads": MANY_HEADS, "kv_heads": MANY_KV_HEADS}
+    module = _decode("bf16", cache, **heads)
+    arrays = _inputs("bf16", cache, np.random.default_rng(5), **heads)
+    hoisted = vx.run(vx.lower_to_gpu(module, device="h200"), arrays, backend="vulkan")["out"]
+    monkeypatch.setattr(tuning, "update_buffers", lambda op: ())
+    in_place = vx.lower_to_gpu(module, device="h200")
+    assert not any("vyre.hoisted_loads" in op.attributes for op in in_place.walk())
+    assert vx.run(in_place, arrays, backend="vulkan")["out"].tobytes() == hoisted.tobytes()

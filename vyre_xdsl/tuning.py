@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.device import DeviceProfile
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.launch import BufferAccess
 from vyre_xdsl.dialects.plan import (
     BLOCK_PRODUCT_ATTR,
     EXPANSION_ATTRS,
@@ -773,6 +774,8 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
     for p in predicted:
         if parts[p.op] > 1 and (shared := shared_rows(p, device)) is not None:
             rows[p.op], parts[p.op], p.tile_size, p.splits = shared
+    hoisted = {p.op: update_buffers(p.op) if p.op.ragged and rows[p.op] > 1 else ()
+               for p in predicted}
     return {
         p.op: PlanAttr(
             device.name, p.lanes, p.tile_size, p.splits,
@@ -782,9 +785,26 @@ def module_plans(module: ModuleOp, device: DeviceProfile) -> dict[vyre.TiledOnli
             dim_chunk(p.op, parts[p.op]) if parts[p.op] > 1 else vyre.DIM_CHUNK,
             skeleton_merge_teams(p.op, p.splits, p.lanes) if p.in_kernel and p.splits > 1
             else 1,
+            hoisted[p.op],
         )
         for p in predicted
     }
+
+
+def update_buffers(op: vyre.TiledOnlineSoftmaxOp) -> tuple[str, ...]:
+    """The names of the read-only buffers that `op`'s update fragment loads
+    (the values; with pages, the page table too): issued at the top of each
+    tile (vyre-hoist-tile-loads) where rows share their loads and lengths
+    come at run time: bf16 GQA decode with run-time lengths took 0.71-0.87
+    of its time from batch 8, with pages 0.93-1.02 (docs/performance.md,
+    "Thirty-first session")."""
+    names = []
+    for load in op.update.walk():
+        if isinstance(load, memref.LoadOp) and isinstance(
+            buffer := load.memref.owner, vyre.BufferOp
+        ) and buffer.access.data == BufferAccess.READ:
+            names.append(buffer.sym_name.data)
+    return tuple(dict.fromkeys(names))
 
 
 def _scratch_bytes(

@@ -103,11 +103,11 @@ builtin.module {
 // The H200 shuffles across 32 lanes: the rows go over two, tiles of 16
 // keys staged in its 48 KiB, unrolled 64 deep.
 // H200:      vyre.tiled_online_softmax
-// H200-NEXT: item_count 8192 seq_len 4096 head_dim 64 tile_size 64 tile_count 64 attributes {vyre.plan = #vyre.plan<device = "h200", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 2, dim_chunk = 4, rows = 1, stage_bytes = 49152, unroll = 64, interleave = []>}
+// H200-NEXT: item_count 8192 seq_len 4096 head_dim 64 tile_size 64 tile_count 64 attributes {vyre.plan = #vyre.plan<device = "h200", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 2, dim_chunk = 4, rows = 1, stage_bytes = 49152, unroll = 64, interleave = [], hoist_loads = []>}
 // H200-NOT:  dim_parts 2
 
 // The generic profile has no shuffles and 16 KiB of workgroup memory.
-// GENERIC:   attributes {vyre.plan = #vyre.plan<device = "generic", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 16384, unroll = 64, interleave = []>}
+// GENERIC:   attributes {vyre.plan = #vyre.plan<device = "generic", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 16384, unroll = 64, interleave = [], hoist_loads = []>}
 
 // The passes given 0 read their choice from the plan.
 // FOLLOWED:  vyre.kernel @flash_attention_2 items 16384 workgroup_size 64
@@ -130,7 +130,7 @@ builtin.module {
     %o_acc = vyre.scratch "o_acc" : memref<64xf32>
     vyre.tiled_online_softmax q(%q) out(%out) scratch(%q_scratch, %score_tile, %o_acc)
         item_count 128 seq_len 128 head_dim 1 tile_size 64 tile_count 2
-        attributes {vyre.plan = #vyre.plan<device = "mine", lanes = 32, tile_size = 8, kv_splits = 2, merge = workgroup, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>}
+        attributes {vyre.plan = #vyre.plan<device = "mine", lanes = 32, tile_size = 8, kv_splits = 2, merge = workgroup, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>}
         : (memref<128xf32>, memref<128xf32>, memref<64xf32>, memref<4096xf32>, memref<64xf32>)
     scores(%item, %lane, %tile_start, %tile_len, %qs, %st) {
       vyre.yield
@@ -242,5 +242,5 @@ builtin.module {
     }
   }
 }
-// H200:      #vyre.plan<device = "h200", lanes = 64, tile_size = 4, kv_splits = 64, merge = kernel, merge_teams = 8, dim_parts = 16, dim_chunk = 8, rows = 2, stage_bytes = 0, unroll = 64, interleave = []>
+// H200:      #vyre.plan<device = "h200", lanes = 64, tile_size = 4, kv_splits = 64, merge = kernel, merge_teams = 8, dim_parts = 16, dim_chunk = 8, rows = 2, stage_bytes = 0, unroll = 64, interleave = [], hoist_loads = []>
 // FOLLOWED:  tile_count 64 kv_splits 64 dim_parts 16 dim_chunk 8

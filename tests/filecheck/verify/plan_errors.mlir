@@ -6,69 +6,69 @@
 // EXIT: plan_errors.mlir:9:42: error: #vyre.plan: lanes must be >= 1, got 0
 
 // Workgroups have lanes.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 0, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 0, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: plan_errors.mlir:9:42: error: #vyre.plan: lanes must be >= 1, got 0
 
 // -----
 
 // The parts' sums are added pairwise.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 3, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 3, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: dim_parts must be a power of two, got 3
 
 // -----
 
 // A lane's chunk of dims is a vector load's worth.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 2, dim_chunk = 6, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 2, dim_chunk = 6, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: dim_chunk must be a power of two, got 6
 
 // -----
 
 // Splits need a merge, and no split has one.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 4, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 4, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: merge must be none exactly when kv_splits is 1 (kv_splits 4, merge none)
 
 // -----
 
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = kernel, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = kernel, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: merge must be none exactly when kv_splits is 1 (kv_splits 1, merge kernel)
 
 // -----
 
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = -4, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = -4, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: stage_bytes must be >= 0, got -4
 
 // -----
 
 // Teams share a merge kernel's splits.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 8, merge = workgroup, merge_teams = 2, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 8, merge = workgroup, merge_teams = 2, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: merge_teams 2 needs merge = kernel and must divide kv_splits (8): teams share a merge kernel's splits
 
 // -----
 
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 8, merge = kernel, merge_teams = 16, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 8, merge = kernel, merge_teams = 16, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: merge_teams 16 needs merge = kernel and must divide kv_splits (8): teams share a merge kernel's splits
 
 // -----
 
 // Their runs' sums are added pairwise.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 12, merge = kernel, merge_teams = 3, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 12, merge = kernel, merge_teams = 3, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: merge_teams must be a power of two, got 3
 
 // -----
 
 // Only the skeleton's scratch arrays are interleaved.
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [out]>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [out], hoist_loads = []>} {}
 // CHECK: error: #vyre.plan: interleave names scratch arrays of the skeleton (q_scratch, score_tile, o_acc), got out
 
 // -----
 
-builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 2, merge = sometimes, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", lanes = 64, tile_size = 16, kv_splits = 2, merge = sometimes, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: Expected `none`, `workgroup`, or `kernel`
 
 // -----
 
 // The fields come in their order.
-builtin.module attributes {t = #vyre.plan<device = "x", tile_size = 16, lanes = 64, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = []>} {}
+builtin.module attributes {t = #vyre.plan<device = "x", tile_size = 16, lanes = 64, kv_splits = 1, merge = none, merge_teams = 1, dim_parts = 1, dim_chunk = 4, rows = 1, stage_bytes = 0, unroll = 32, interleave = [], hoist_loads = []>} {}
 // CHECK: error: Expected 'lanes'
 
 // -----
