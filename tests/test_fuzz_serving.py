@@ -8,7 +8,9 @@ order (tile, kv_splits, dim_parts, dim_chunk from the plan), bit for bit.
 These kernels take the plan's decode rewrites together: kv splits merged
 by a kernel, a key head's query rows on one lane (vyre-block-rows), rows
 over lanes in chunks (vyre-split-head-dim), a tile's page looked up once
-(vyre-fold-divisions)."""
+(vyre-fold-divisions), with run-time lengths a tile's value loads issued
+at its top (vyre-hoist-tile-loads). Random shapes seldom take the shared
+rows' plan, so a second property draws only shapes that do."""
 
 from __future__ import annotations
 
@@ -28,11 +30,16 @@ SPECIALS = np.array([np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-40, 0.0, -0.0], np
 
 
 @st.composite
-def serving_cases(draw):
+def serving_cases(draw, shared_rows: bool = False):
+    """A decode case; with `shared_rows`, one whose plan puts a key head's
+    query rows in one invocation (rows of 128 dims, enough keys to split)."""
     batch = draw(st.integers(1, 4))
-    kv_heads, group = draw(st.sampled_from([(1, 4), (2, 4), (2, 2), (4, 1), (1, 8)]))
-    head_dim = draw(st.sampled_from([16, 32, 64, 128]))
-    keys = draw(st.sampled_from([1, 5, 16, 33, 64, 130, 300]))
+    kv_heads, group = draw(st.sampled_from(
+        [(1, 2), (2, 2), (2, 4), (1, 8), (4, 8)] if shared_rows
+        else [(1, 4), (2, 4), (2, 2), (4, 1), (1, 8)]))
+    head_dim = 128 if shared_rows else draw(st.sampled_from([16, 32, 64, 128]))
+    keys = draw(st.sampled_from([130, 300, 517] if shared_rows
+                                else [1, 5, 16, 33, 64, 130, 300]))
     cache = draw(st.sampled_from(["dense", "kv_lens", "paged"]))
     dtype = draw(st.sampled_from(["f32", "bf16"]))
     page = draw(st.sampled_from([4, 16, 64]))
@@ -79,9 +86,9 @@ def _case(batch, kv_heads, group, head_dim, keys, cache, dtype, page, seed, spec
     return module, arrays, paging
 
 
-@settings(max_examples=40, **SETTINGS)
-@given(case=serving_cases())
-def test_serving_decode_at_the_h200_plan_matches_the_oracle_bit_for_bit(case, fuzz_stats):
+def _matches_the_oracle(case, fuzz_stats):
+    """Run `case` at the H200's plan on the interpreter and compare it with
+    the oracle in the kernel's order, bit for bit; its plan."""
     module, arrays, paging = _case(*case)
     (plan,) = [s.attributes["vyre.plan"] for s in
                apply_pipeline(module.clone(), "vyre-plan{device=h200}").walk()
@@ -94,8 +101,28 @@ def test_serving_decode_at_the_h200_plan_matches_the_oracle_bit_for_bit(case, fu
         dtype=case[6], **paging)
     fuzz_stats["numeric: serving decode at the h200 plan vs oracle"] += 1
     fuzz_stats[f"numeric: ... with {plan.rows} rows an invocation"] += 1
+    if plan.hoist_loads:
+        fuzz_stats["numeric: ... with a tile's value loads at its top"] += 1
     # batch 1 keeps the single-sequence layouts: compare element for element
     got32, want32 = (a.astype(np.float32).reshape(-1) for a in (got, want))
     assert np.array_equal(np.isnan(got32), np.isnan(want32)), "NaN pattern differs"
     assert np.array_equal(got32, want32, equal_nan=True), (
         f"differs from the oracle: {case[:8]} plan {plan}")
+    return plan
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(case=serving_cases())
+def test_serving_decode_at_the_h200_plan_matches_the_oracle_bit_for_bit(case, fuzz_stats):
+    _matches_the_oracle(case, fuzz_stats)
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(case=serving_cases(shared_rows=True))
+def test_decode_with_shared_rows_matches_the_oracle_bit_for_bit(case, fuzz_stats):
+    # a key head's query rows in one invocation (rows of 128 dims, splits
+    # merged by a kernel), the value loads at the top of each tile where
+    # lengths come at run time
+    plan = _matches_the_oracle(case, fuzz_stats)
+    assert plan.rows > 1, f"not the shared rows' plan: {plan}"
+    assert bool(plan.hoist_loads) == (case[5] != "dense"), plan
