@@ -105,7 +105,9 @@ class Kernel(_Released):
     returns a dict of new numpy arrays, one per output buffer, in its
     logical shape. An input may also be a `DeviceArray` from
     `kernel.upload(name, array)`: it stays on the device and is not copied
-    again. `timings=` (a dict) receives what the call cost (see __call__).
+    again; a captured table (a modifier's numpy array) is uploaded on
+    the first call that leaves it out and stays resident. `timings=` (a
+    dict) receives what the call cost (see __call__).
 
     Not thread-safe: call a kernel from one thread at a time. `close()`
     (or leaving a `with` block, or garbage collection, or the end of the
@@ -119,6 +121,10 @@ class Kernel(_Released):
         self._impl = impl
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
         self._inputs = self.info.inputs
+        # captured tables (data the IR records): uploaded on the first call
+        # that leaves them out, then passed as resident arrays
+        self._tables = tuple(b for b in self._inputs if b.captured is not None)
+        self._resident_tables: dict[str, DeviceArray] = {}
         # what a call checks and returns, looked up once (_quick_inputs)
         self._expected = {b.name: (b.numpy_dtype, b.count) for b in self._inputs}
         self._shapes = tuple((b.name, b.shape) for b in self.info.outputs)
@@ -181,6 +187,8 @@ class Kernel(_Released):
         if timings is not None and not isinstance(timings, dict):
             raise VyreError(f"timings must be a dict to fill, got {type(timings).__name__}")
         given = _merge(inputs, arrays)
+        if self._tables:
+            given = self._with_tables(given)
         values, host = self._quick_inputs(given) or self._checked_inputs(given)
         stats = {} if timings is not None else None
         outputs = impl.run(values, host, stats)
@@ -192,6 +200,18 @@ class Kernel(_Released):
             timings["total_ms"] = total
             timings["host_ms"] = total - stats.get("wait_ms", 0.0)
         return result
+
+    def _with_tables(self, given: Mapping[str, object]) -> Mapping[str, object]:
+        """`given` with each captured table it leaves out as the kernel's
+        resident copy (uploaded once): not checked or copied at every call."""
+        missing = [b for b in self._tables if b.name not in given]
+        for buffer in missing:
+            if buffer.name not in self._resident_tables:
+                self._resident_tables[buffer.name] = self.upload(
+                    buffer.name, buffer.captured_array())
+        if not missing:
+            return given
+        return {**{b.name: self._resident_tables[b.name] for b in missing}, **given}
 
     def _quick_inputs(self, given: Mapping[str, object]):
         """(what the backend binds for each input, the host arrays among
