@@ -32,7 +32,7 @@ from xdsl.passes import ModulePass
 from xdsl.traits import is_side_effect_free
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.kernel_info import launch_of, only_loaded
+from vyre_xdsl.kernel_info import launch_of, lowered_kernels, only_loaded
 from vyre_xdsl.loop_bounds import constant_index
 from vyre_xdsl.unrolling import transform, unrolled_body
 
@@ -47,11 +47,9 @@ DIVISIONS = (arith.DivUIOp, arith.RemUIOp, arith.DivSIOp, arith.RemSIOp)
 def named_buffers(func: gpu.FuncOp, names: tuple[str, ...]) -> set[SSAValue]:
     """The buffer arguments of lowered kernel `func` named `names` that it
     only loads from."""
-    launch = launch_of(func)
-    if launch is None:
-        return set()
     return {
-        arg for arg, described in zip(func.body.block.args, launch.buffers, strict=False)
+        arg for arg, described in zip(func.body.block.args, launch_of(func).buffers,
+                                      strict=False)
         if described.buffer_name.data in names and only_loaded(arg)
     }
 
@@ -156,9 +154,8 @@ class HoistTileLoadsPass(ModulePass):
     buffers: tuple[str, ...] = ("v",)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        funcs = [f for f in op.walk() if isinstance(f, gpu.FuncOp)]
-        declared = {b.buffer_name.data for f in funcs if (launch := launch_of(f))
-                    for b in launch.buffers}
+        funcs = lowered_kernels(op)
+        declared = {b.buffer_name.data for f in funcs for b in launch_of(f).buffers}
         unknown = [name for name in self.buffers if name not in declared]
         if unknown:
             raise VyreError(
