@@ -232,7 +232,7 @@ class PlanAttr(ParametrizedAttribute):
 TENSOR_CORES_ATTR = "vyre.tensor_cores"  # on a vyre.tiled_online_softmax
 _TILING_INTS = ("keys", "row_tiles")
 _TILING_FLAGS = ("stage", "prefetch", "registers", "stage_q", "skip_rescale", "rolled")
-_TILING_LATER_INTS = ("pieces",)
+_TILING_LATER_INTS = ("pieces", "unroll")
 
 
 @irdl_attr_definition
@@ -250,17 +250,20 @@ class TensorCoresAttr(ParametrizedAttribute):
     skip_rescale_attr: IntAttr  # 0 or 1
     rolled_attr: IntAttr  # 0 or 1
     pieces_attr: IntAttr  # bf16 parts of an f32 operand (1: 16-bit operands)
+    unroll_attr: IntAttr  # tiles a trip of the tile loop
 
     def __init__(self, keys: int, row_tiles: int, stage: bool, prefetch: bool,
                  registers: bool, stage_q: bool, skip_rescale: bool, rolled: bool = False,
-                 pieces: int = 1):
+                 pieces: int = 1, unroll: int = 1):
         super().__init__(IntAttr(keys), IntAttr(row_tiles), IntAttr(int(stage)),
                          IntAttr(int(prefetch)), IntAttr(int(registers)), IntAttr(int(stage_q)),
-                         IntAttr(int(skip_rescale)), IntAttr(int(rolled)), IntAttr(pieces))
+                         IntAttr(int(skip_rescale)), IntAttr(int(rolled)), IntAttr(pieces),
+                         IntAttr(unroll))
 
     keys = _data("keys_attr")
     row_tiles = _data("row_tiles_attr")
     pieces = _data("pieces_attr")
+    unroll = _data("unroll_attr")
 
     @property
     def stage(self) -> bool:
@@ -291,7 +294,7 @@ class TensorCoresAttr(ParametrizedAttribute):
             raise VerifyException(
                 f"#vyre.tensor_cores: keys must be a positive multiple of "
                 f"{TILE}, got {self.keys}")
-        _require_positive(self, ("row_tiles", "pieces"))
+        _require_positive(self, ("row_tiles", "pieces", "unroll"))
         if self.prefetch and not self.stage:
             raise VerifyException(
                 "#vyre.tensor_cores: prefetch double-buffers staged tiles, so it "

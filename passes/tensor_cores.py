@@ -44,7 +44,11 @@ computes this one and stores them into the other buffer after, so the
 loads overlap the products and the tile needs two barriers, not three
 (one, with P in registers).  With `stage_q=true` each subgroup copies its
 rows of Q into workgroup memory once and reads Q's blocks there in every
-tile instead of holding them in registers.  The kernel records the layout
+tile instead of holding them in registers.  With `rolled=true` the tile
+loop is marked for the device's compiler not to unroll (SPIR-V's
+DontUnroll); with `unroll=N` it computes N tiles a trip, its body's
+copies in order (the same result), the trips left over in a loop of one
+a trip, both marked alike.  The kernel records the layout
 on its launch (`#vyre.accumulator`): the interpreter executes it, the
 Vulkan runtime checks the device's.
 
@@ -98,7 +102,7 @@ import math
 from dataclasses import dataclass, replace
 
 from xdsl.context import Context
-from xdsl.dialects import arith, gpu
+from xdsl.dialects import arith, gpu, scf
 from xdsl.dialects.builtin import (
     Float32Type,
     IntegerAttr,
@@ -159,7 +163,7 @@ from vyre_xdsl.query_blocks import (
     retiled_classes,
 )
 from vyre_xdsl.tile_products import Fragments, RowAccess, Unfit, clone_value, qualify
-from vyre_xdsl.unrolling import DONT_UNROLL_ATTR, ROLLED_ATTR
+from vyre_xdsl.unrolling import DONT_UNROLL_ATTR, ROLLED_ATTR, transform, unrolled_body
 from vyre_xdsl.workgroup_order import heavy_first_order
 
 HALF = TILE // 2  # dims of every 16 that each of a row's two lanes keeps
@@ -192,6 +196,9 @@ class Tiling:
     # f32 inputs as this many bf16 parts each, products of parts i and j
     # with i + j < pieces (1: the inputs are f16 or bf16 themselves)
     pieces: int = 1
+    # tiles a trip of the tile loop computes (copies of its body; the
+    # trips left over in a loop of one a trip), `rolled` marking both loops
+    unroll: int = 1
 
     @property
     def buffers(self) -> int:
@@ -216,12 +223,12 @@ class Tiling:
     def of(attr: TensorCoresAttr) -> Tiling:
         """The tiling a plan records (`#vyre.tensor_cores`)."""
         return Tiling(attr.keys, attr.row_tiles, attr.stage, attr.prefetch, attr.registers,
-                      attr.stage_q, attr.skip_rescale, attr.rolled, attr.pieces)
+                      attr.stage_q, attr.skip_rescale, attr.rolled, attr.pieces, attr.unroll)
 
     def attr(self) -> TensorCoresAttr:
         return TensorCoresAttr(self.keys, self.row_tiles, self.stage, self.prefetch,
                                self.registers, self.stage_q, self.skip_rescale, self.rolled,
-                               self.pieces)
+                               self.pieces, self.unroll)
 
     def workgroup_bytes(self, head_dim: int, v_dim: int) -> int:
         """The workgroup memory of the expansion: the 16-bit weights of its
@@ -432,6 +439,7 @@ class TensorCoreExpansion(MatrixElements):
                   if self.tiling.rolled else {})
         carried = b.loop(lo, hi, tile, state * self.tiling.row_tiles, hint="tile_idx",
                          attributes=rolled)
+        loop = carried[0].owner
         for r in tiles:
             block = _Rows(carried[r * per_tile:(r + 1) * per_tile], rows)
             denominators = [recurrence.final_denominator(b, self.row_total(b, l, add))
@@ -444,6 +452,10 @@ class TensorCoreExpansion(MatrixElements):
                 b.emit(SubgroupMmaStoreMatrixOp(
                     out, op.out, [b.addi(self.row_at(b, r, self.v_dim), b.index(c * TILE))],
                     self.v_dim))
+        if self.tiling.unroll > 1:
+            assert isinstance(loop, scf.ForOp)
+            transform(loop, self.tiling.unroll, unrolled_body(loop, self.tiling.unroll),
+                      attributes=rolled)
 
     def operands(self, b: IRBuilder, source: SSAValue, at: SSAValue,
                  stride: int) -> list[SSAValue]:
@@ -901,9 +913,9 @@ class TensorCoresPass(ModulePass):
     `registers`: P built in registers as P V's A operand; `stage_q`: Q
     read from workgroup memory in each tile; `skip_rescale`: O rescaled
     only where a row of the subgroup's moved its max; `rolled`: the tile
-    loop marked for the device's compiler not to unroll; `pieces`: f32
-    operands split into 2 or 3 bf16 parts; `force`: an error for a
-    skeleton that does not qualify)."""
+    loop marked for the device's compiler not to unroll; `unroll`: tiles a
+    trip of the tile loop; `pieces`: f32 operands split into 2 or 3 bf16
+    parts; `force`: an error for a skeleton that does not qualify)."""
 
     name = "vyre-tensor-cores"
 
@@ -917,18 +929,20 @@ class TensorCoresPass(ModulePass):
     skip_rescale: bool = False
     rolled: bool = False
     pieces: int = 1
+    unroll: int = 1
     force: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.keys < TILE or self.keys % TILE:
             raise pass_error(op, f"vyre-tensor-cores: keys must be a positive multiple "
                                  f"of {TILE}, got {self.keys}")
-        if self.row_tiles < 1:
-            raise pass_error(op, f"vyre-tensor-cores: row_tiles must be positive, got "
-                                 f"{self.row_tiles}")
+        for option in ("row_tiles", "unroll"):
+            if getattr(self, option) < 1:
+                raise pass_error(op, f"vyre-tensor-cores: {option} must be positive, got "
+                                     f"{getattr(self, option)}")
         device = device_profile(self.device)
         tiling = Tiling(self.keys, self.row_tiles, self.stage, self.prefetch, self.registers,
-                        self.stage_q, self.skip_rescale, self.rolled, self.pieces)
+                        self.stage_q, self.skip_rescale, self.rolled, self.pieces, self.unroll)
         expand_skeletons(
             op, self.name, self.force, "vyre IR", lambda skeleton: tiling,
             lambda skeleton, tiling: problem(skeleton, device, tiling),

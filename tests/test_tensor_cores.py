@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pytest
+from xdsl.dialects import scf
 
 import vyre_xdsl as vx
 from requirements import assert_mlir_opt_accepts, needs_mlir_opt, needs_vulkan
@@ -552,3 +553,51 @@ def test_the_h200_plan_marks_the_tile_loop_rolled_at_64_dims_only(head_dim, roll
     compiled = compile_module(module, device="h200", spirv=True)
     (binary,) = compiled.spirv.binaries()
     assert dont_unroll_loops(binary) == rolled
+
+
+@pytest.mark.parametrize("head_dim, mods, unroll", [
+    (64, {}, 2),
+    (64, {"mask_mod": lambda q, k: q >= k}, 1),
+    (64, {"score_mod": _softcap}, 1),
+    (128, {}, 1),
+])
+def test_the_plan_computes_two_tiles_a_trip_at_64_dims_without_modifiers(head_dim, mods, unroll):
+    """Two tiles a trip of the rolled loop were 8-10% faster at 64 dims
+    without modifiers and 1-3% slower with a mask or a soft-cap
+    (docs/performance.md, "Thirty-second session")."""
+    from vyre_xdsl.tuning import tensor_core_tiling
+
+    module = vx.flash_attention_2(seq_len=4096, head_dim=head_dim, num_heads=32, dtype="bf16",
+                                  **mods)
+    skeleton = next(op for op in module.walk() if isinstance(op, vyre.TiledOnlineSoftmaxOp))
+    assert tensor_core_tiling(skeleton, H200).unroll == unroll
+
+
+@pytest.mark.parametrize("unroll", [2, 3])
+@pytest.mark.parametrize("mods, options", [
+    ({}, "keys=16"),
+    ({}, "keys=32 row_tiles=2 stage=true prefetch=true registers=true"),
+    # the mask's run of full tiles has bounds known at run time only
+    ({"mask_mod": lambda q, k: q >= k}, "keys=32 stage=true prefetch=true"),
+])
+def test_tiles_a_trip_compute_what_one_a_trip_does(mods, options, unroll):
+    """The copies run in order, the trips left over in a second loop (4
+    or 8 tiles here: three a trip leave one or two): bit for bit the
+    result of one tile a trip."""
+    from vyre_xdsl.loop_bounds import constant_index
+
+    module = vx.flash_attention_2(seq_len=128, head_dim=32, num_heads=2, dtype="f16", **mods)
+
+    def out(n: int) -> np.ndarray:
+        lowered = vx.lower_to_gpu(module, optimize=(
+            f"vyre-tensor-cores{{device=h200 force=true rolled=true unroll={n} {options}}},"
+            "vyre-to-gpu{optimize=exact}"))
+        inputs = _inputs(lowered)
+        if n > 1:
+            loops = [op for op in lowered.walk() if isinstance(op, scf.ForOp)
+                     and op.body.block.args[0].name_hint.startswith("tile_idx")]
+            assert [constant_index(op.step) for op in loops][0] == n
+            assert all("vyre.dont_unroll" in op.attributes for op in loops)
+        return vx.run(lowered, inputs)["out"].view(np.uint16)
+
+    np.testing.assert_array_equal(out(unroll), out(1))

@@ -407,6 +407,13 @@ def cases(every: bool) -> list[Case]:
                     prefetch=True, registers=True, rolled=True),
         tensor_case(32, 4096, 128, dtype="bf16", row_tiles=2, stage=True, prefetch=True,
                     registers=True, skip_rescale=True),
+        # two (three) tiles a trip of the rolled tile loop, the trips left
+        # over in a second loop; the plan's at 64 dims without modifiers
+        tensor_case(32, 4096, 64, dtype="bf16", keys=32, row_tiles=2, stage=True,
+                    prefetch=True, registers=True, rolled=True, unroll=2),
+        tensor_case(2, 256, 32, dtype="f16", nan_inf=True, keys=32, stage=True, prefetch=True,
+                    registers=True, rolled=True, unroll=3),
+        fa2_case(32, 4096, 64, dtype="bf16"),
         latent_case(4096, 16, dtype="bf16"),
         latent_case(4096, 128, dtype="bf16"),
         latent_paged_case(8, 4096, 16, 64, dtype="bf16"),

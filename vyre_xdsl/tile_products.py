@@ -253,6 +253,22 @@ class Fragments:
         """The buffers the keys and the values are read from."""
         return self.k.load.memref, self.v.load.memref
 
+    @property
+    def scaled_dot(self) -> bool:
+        """Whether the score is the dot product times constants, bounded
+        at most (no score_mod)."""
+        value = self.score
+        while value is not self.dot.results[0]:
+            owner = value.owner
+            if isinstance(owner, vyre.BoundedScoreOp):
+                value = owner.operands[0]
+            elif isinstance(owner, arith.MulfOp) and any(
+                    isinstance(v.owner, arith.ConstantOp) for v in owner.operands):
+                value = next(v for v in owner.operands if not isinstance(v.owner, arith.ConstantOp))
+            else:
+                return False
+        return True
+
 
 def weighted_rows(op: vyre.TiledOnlineSoftmaxOp, block: int, run: int | None = None) -> RowAccess:
     """The value rows that the update region weighs with vyre.tile_weight

@@ -133,7 +133,7 @@ BLOCK_PRODUCT_WORKGROUPS = 64  # the fewest workgroups a blocking must give
 INTERLEAVED = ("q_scratch",)  # kept lane-minor on small grids with long rows
 
 
-def tensor_core_tilings(row_dims: int):
+def tensor_core_tilings(row_dims: int, plain: bool = False):
     """vyre-tensor-cores' tilings for rows of `row_dims` dims (the longer of
     head_dim and v_head_dim), best first as measured on the H200
     (docs/performance.md, "Tensor cores"): more row blocks a subgroup read
@@ -141,9 +141,12 @@ def tensor_core_tilings(row_dims: int):
     registers; staged, prefetched tiles with P in registers were the
     fastest (32 keys and 2 row blocks at 64 dims, where 4 were 4% slower
     without a mask and nearly twice as slow causal, and with the tile loop
-    rolled, where the driver's unrolling had made it 1.15 times as slow;
+    rolled, where the driver's unrolling had made it 1.15 times as slow,
+    two tiles a trip where `plain` (no mask, no score_mod: 7-10% faster,
+    1-3% slower with one; docs/performance.md, "Thirty-second session");
     16 keys and 2 at 128, there skipping O's rescale where no row moved its
-    max, and unrolled: rolled, it was 1.26 times as slow);
+    max, and unrolled: rolled, it was 1.26 times as slow, at two tiles a
+    trip still 1.08);
     a device whose A operands do not hold a lane's accumulator elements
     takes the next, with P through workgroup memory."""
     from vyre_xdsl.passes.tensor_cores import Tiling
@@ -151,7 +154,8 @@ def tensor_core_tilings(row_dims: int):
     prefetched = dict(stage=True, prefetch=True)
     fallbacks = (Tiling(keys=32, stage=True), Tiling(keys=32, row_tiles=2), Tiling(keys=32))
     if row_dims <= SHORT_ROWS:
-        return (Tiling(keys=32, row_tiles=2, registers=True, rolled=True, **prefetched),
+        return (Tiling(keys=32, row_tiles=2, registers=True, rolled=True,
+                       unroll=2 if plain else 1, **prefetched),
                 Tiling(keys=16, row_tiles=4, **prefetched),
                 Tiling(keys=32, row_tiles=4, stage=True), Tiling(keys=32, row_tiles=4),
                 Tiling(keys=32, row_tiles=2, stage=True), *fallbacks)
@@ -282,18 +286,34 @@ def f32_parts_problem(parts: int) -> str | None:
             f"the matrix units), got {parts}")
 
 
-def split_tilings(row_dims: int, parts: int):
+def split_tilings(row_dims: int, parts: int, plain: bool = False):
     """vyre-tensor-cores' tilings for f32 operands split into `parts` bf16
     parts, for rows of `row_dims` dims, as measured (docs/performance.md,
     "Sixteenth session"): 16 keys and 2 row blocks, staged, P and Q in
     registers, prefetched with two parts; with three, none at more than 64
-    dims, where the lanes were faster."""
+    dims, where the lanes were faster.  The tile loop rolled where `plain`
+    (no mask, no score_mod): 4% faster with three parts, 22% with two at
+    128 dims, 1% slower causal (docs/performance.md, "Thirty-second
+    session")."""
     from vyre_xdsl.passes.tensor_cores import Tiling
 
     if parts == 3 and row_dims > SHORT_ROWS:
         return ()
     return (Tiling(keys=16, row_tiles=2, stage=True, prefetch=parts == 2, registers=True,
-                   pieces=parts),)
+                   rolled=plain, pieces=parts),)
+
+
+def scores_plainly(op: vyre.TiledOnlineSoftmaxOp) -> bool:
+    """Whether `op` has no mask and its scores are tile products of no
+    score_mod (vyre_xdsl.tile_products)."""
+    from vyre_xdsl.tile_products import Fragments, Unfit
+
+    if op.has_mask:
+        return False
+    try:
+        return Fragments.of(op, 1).scaled_dot
+    except Unfit:
+        return False
 
 
 def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
@@ -315,9 +335,9 @@ def tensor_core_tiling(op: vyre.TiledOnlineSoftmaxOp, device: DeviceProfile,
     row_dims = max(head_dim, op.v_dim)
     half = isinstance(op.q.type.element_type, HALF_TYPES)
     if half:
-        tilings = tensor_core_tilings(row_dims)
+        tilings = tensor_core_tilings(row_dims, plain=scores_plainly(op))
     elif f32_parts:
-        tilings = split_tilings(row_dims, f32_parts)
+        tilings = split_tilings(row_dims, f32_parts, plain=scores_plainly(op))
     else:
         return None
     usable = [t for t in tilings

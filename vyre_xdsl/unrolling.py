@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from vyre_xdsl.loop_bounds import constant_index
@@ -98,10 +98,12 @@ def guarded_copies(loop: scf.ForOp, trips: int) -> None:
     Rewriter.erase_op(loop)
 
 
-def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
+def transform(loop: scf.ForOp, factor: int, body: Block,
+              attributes: dict[str, Attribute] | None = None) -> None:
     """Replace `loop` by a loop of `body` (factor iterations per step) plus,
-    where the trip count may not divide, a remainder loop of the original;
-    a loop of exactly `factor` iterations becomes `body` inline."""
+    where the trip count may not divide, a remainder loop of the original,
+    both with `attributes`; a loop of exactly `factor` iterations becomes
+    `body` inline."""
     lower, upper = constant_index(loop.lb), constant_index(loop.ub)
     point = InsertPoint.before(loop)
     new_ops: list[Operation] = []
@@ -132,11 +134,13 @@ def transform(loop: scf.ForOp, factor: int, body: Block) -> None:
         main_upper = add(arith.AddiOp(loop.lb, whole.result)).result
         needs_rest = True
     main = add(scf.ForOp(loop.lb, main_upper, step.result, loop.iter_args, Region(body)))
+    main.attributes.update(attributes or {})
     main.attributes[UNROLLED_ATTR] = IntegerAttr(factor, 64)
     results = main.results
     if needs_rest:
         rest_body = loop.body.clone()
         rest = add(scf.ForOp(main_upper, loop.ub, loop.step, results, rest_body))
+        rest.attributes.update(attributes or {})
         results = rest.results
     Rewriter.insert_op(new_ops, point)
     for old, new in zip(loop.results, results, strict=True):

@@ -8,6 +8,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 skip_rescale=true}' | filecheck %s --check-prefix=SKIP
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 rolled=true}' | filecheck %s --check-prefix=ROLLED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s --check-prefix=UNROLLED
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 rolled=true unroll=3}' | filecheck %s --check-prefix=THREE
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
@@ -250,6 +251,19 @@ builtin.module {
 // ROLLED:      } {vyre.rolled, vyre.dont_unroll}
 // UNROLLED-NOT: vyre.dont_unroll
 
+// unroll=3: three tiles a trip (two matrix products each), here one trip
+// of the four tiles, the fourth in a loop of one a trip; both marked.
+// THREE:          %[[STEP:.*]] = arith.constant 3 : index
+// THREE-NEXT:     %[[UPPER:.*]] = arith.constant 3 : index
+// THREE-NEXT:     scf.for %tile_idx = %{{.*}} to %[[UPPER]] step %[[STEP]]
+// THREE-COUNT-6:  gpu.subgroup_mma_compute
+// THREE-NOT:      gpu.subgroup_mma_compute
+// THREE:          } {vyre.rolled, vyre.dont_unroll, vyre.unrolled = 3 : i64}
+// THREE-NEXT:     scf.for %tile_idx_1 = %[[UPPER]] to
+// THREE-COUNT-2:  gpu.subgroup_mma_compute
+// THREE-NOT:      gpu.subgroup_mma_compute
+// THREE:          } {vyre.rolled, vyre.dont_unroll}
+
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
 
@@ -257,7 +271,7 @@ builtin.module {
 // (64 rows, one workgroup: the tiling with the most workgroups), no per-lane
 // plan; vyre-to-gpu's default follows it.
 // PLAN:       vyre.tiled_online_softmax
-// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1>}
+// PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 1>}
 // PLAN-NOT:   vyre.plan
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32

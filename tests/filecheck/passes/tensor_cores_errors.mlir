@@ -2,6 +2,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s --check-prefix=LEFT
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{keys=24}' 2>&1 | filecheck %s --check-prefix=KEYS
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{row_tiles=0}' 2>&1 | filecheck %s --check-prefix=ROWS
+// RUN: not vyre-opt %s -p 'vyre-tensor-cores{unroll=0}' 2>&1 | filecheck %s --check-prefix=UNROLL
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{force=true}' 2>&1 | filecheck %s --check-prefix=GENERIC
 // RUN: not vyre-opt %s -p 'vyre-tensor-cores{device=h200 force=true prefetch=true}' 2>&1 | filecheck %s --check-prefix=PREFETCH
 // RUN: not vyre-opt %s -p 'vyre-to-gpu{optimize=none},vyre-tensor-cores{device=h200 force=true}' 2>&1 | filecheck %s --check-prefix=NOTHING
@@ -91,6 +92,7 @@ builtin.module {
 // LEFT:  vyre.tiled_online_softmax
 // KEYS:  error: vyre-tensor-cores: keys must be a positive multiple of 16, got 24
 // ROWS:  error: vyre-tensor-cores: row_tiles must be positive, got 0
+// UNROLL:  error: vyre-tensor-cores: unroll must be positive, got 0
 // Prefetching needs staging, and 16x16 blocks the four subgroups share.
 // PREFETCH: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: prefetching needs staged tiles whose 16x16 blocks (1 of K, 1 of V) the 4 subgroups share evenly
 // The generic profile has no cooperative matrices, so no layout to compute on.

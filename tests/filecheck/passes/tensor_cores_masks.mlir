@@ -139,4 +139,4 @@ builtin.module {
 
 // STAGE: error: vyre-tensor-cores: this skeleton cannot run on subgroup matrix ops: a mask needs staged tiles (stage=true): a partial tile whose values hold an infinity or NaN has them cleared in workgroup memory
 
-// PLAN: vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1>
+// PLAN: vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 1>

@@ -75,26 +75,32 @@ builtin.module attributes {t = #vyre.plan<device = "x", tile_size = 16, lanes = 
 
 // A plan on the matrix units (vyre-tensor-cores' tiling): keys come in
 // matrix tiles of 16 ...
-builtin.module attributes {t = #vyre.tensor_cores<keys = 24, row_tiles = 1, stage = false, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1>} {}
+builtin.module attributes {t = #vyre.tensor_cores<keys = 24, row_tiles = 1, stage = false, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 1>} {}
 // CHECK: error: #vyre.tensor_cores: keys must be a positive multiple of 16, got 24
 
 // -----
 
 // ... a subgroup owns at least one block of rows ...
-builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 0, stage = false, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1>} {}
+builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 0, stage = false, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 1>} {}
 // CHECK: error: #vyre.tensor_cores: row_tiles must be >= 1, got 0
 
 // -----
 
 // ... and only staged tiles are prefetched.
-builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 2, stage = false, prefetch = true, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1>} {}
+builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 2, stage = false, prefetch = true, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 1>} {}
 // CHECK: error: #vyre.tensor_cores: prefetch double-buffers staged tiles, so it needs stage = true
 
 // -----
 
 // ... and an operand is at least one part.
-builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 2, stage = true, prefetch = false, registers = true, stage_q = false, skip_rescale = false, rolled = false, pieces = 0>} {}
+builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 2, stage = true, prefetch = false, registers = true, stage_q = false, skip_rescale = false, rolled = false, pieces = 0, unroll = 1>} {}
 // CHECK: error: #vyre.tensor_cores: pieces must be >= 1, got 0
+
+// -----
+
+// ... and a trip of the tile loop computes at least one tile.
+builtin.module attributes {t = #vyre.tensor_cores<keys = 16, row_tiles = 2, stage = true, prefetch = false, registers = true, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 0>} {}
+// CHECK: error: #vyre.tensor_cores: unroll must be >= 1, got 0
 
 // -----
 
