@@ -562,7 +562,7 @@ def test_the_h200_plan_marks_the_tile_loop_rolled_at_64_dims_only(head_dim, roll
     (128, {}, 1),
 ])
 def test_the_plan_computes_two_tiles_a_trip_at_64_dims_without_modifiers(head_dim, mods, unroll):
-    """Two tiles a trip of the rolled loop were 8-10% faster at 64 dims
+    """Two tiles a trip of the rolled loop were 7-10% faster (bf16) at 64 dims
     without modifiers and 1-3% slower with a mask or a soft-cap
     (docs/performance.md, "Thirty-second session")."""
     from vyre_xdsl.tuning import tensor_core_tiling

@@ -262,9 +262,10 @@ class Fragments:
             owner = value.owner
             if isinstance(owner, vyre.BoundedScoreOp):
                 value = owner.operands[0]
-            elif isinstance(owner, arith.MulfOp) and any(
-                    isinstance(v.owner, arith.ConstantOp) for v in owner.operands):
-                value = next(v for v in owner.operands if not isinstance(v.owner, arith.ConstantOp))
+            elif isinstance(owner, arith.MulfOp) and len(
+                    varying := [v for v in owner.operands
+                                if not isinstance(v.owner, arith.ConstantOp)]) == 1:
+                value = varying[0]
             else:
                 return False
         return True
