@@ -452,10 +452,10 @@ class TensorCoreExpansion(MatrixElements):
                 b.emit(SubgroupMmaStoreMatrixOp(
                     out, op.out, [b.addi(self.row_at(b, r, self.v_dim), b.index(c * TILE))],
                     self.v_dim))
-        if self.tiling.unroll > 1:
+        factor = min(self.tiling.unroll, self.count)  # more copies than tiles: all of them
+        if factor > 1:
             assert isinstance(loop, scf.ForOp)
-            transform(loop, self.tiling.unroll, unrolled_body(loop, self.tiling.unroll),
-                      attributes=rolled)
+            transform(loop, factor, unrolled_body(loop, factor), attributes=rolled)
 
     def operands(self, b: IRBuilder, source: SSAValue, at: SSAValue,
                  stride: int) -> list[SSAValue]:

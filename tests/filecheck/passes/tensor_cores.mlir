@@ -9,6 +9,7 @@
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 rolled=true}' | filecheck %s --check-prefix=ROLLED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200}' | filecheck %s --check-prefix=UNROLLED
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 rolled=true unroll=3}' | filecheck %s --check-prefix=THREE
+// RUN: vyre-opt %s -p 'vyre-tensor-cores{device=h200 unroll=100}' | filecheck %s --check-prefix=ALL
 // RUN: vyre-opt %s -p 'vyre-tensor-cores{device=generic}' | filecheck %s --check-prefix=LEFT
 // RUN: vyre-opt %s -p 'vyre-to-gpu{device=h200}' | filecheck %s --check-prefix=PLANNED
 // RUN: vyre-opt %s -p 'vyre-plan{device=h200}' | filecheck %s --check-prefix=PLAN
@@ -263,6 +264,12 @@ builtin.module {
 // THREE-COUNT-2:  gpu.subgroup_mma_compute
 // THREE-NOT:      gpu.subgroup_mma_compute
 // THREE:          } {vyre.rolled, vyre.dont_unroll}
+
+// More tiles a trip than the four tiles: all of them, in place, no loop.
+// ALL-NOT:        scf.for %tile_idx
+// ALL-COUNT-8:    gpu.subgroup_mma_compute
+// ALL-NOT:        gpu.subgroup_mma_compute
+// ALL-NOT:        scf.for %tile_idx
 
 // A device profile without cooperative matrices: the skeleton is left alone.
 // LEFT:       vyre.tiled_online_softmax
