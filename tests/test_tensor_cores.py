@@ -277,6 +277,8 @@ def test_mlir_opt_accepts_the_lowered_kernel(level):
     ("row_tiles=2 stage=true prefetch=true keys=32 registers=true skip_rescale=true", "none"),
     ("row_tiles=2 stage=true prefetch=true keys=32 registers=true skip_rescale=true", "exact"),
     ("row_tiles=2 stage=true prefetch=true keys=32 registers=true rolled=true", "exact"),
+    ("row_tiles=2 stage=true prefetch=true keys=32 registers=true rolled=true unroll=2", "exact"),
+    ("stage=true prefetch=true keys=32 rolled=true unroll=3", "none"),
 ])
 def test_mlir_opt_accepts_row_blocks_and_prefetch(options, level):
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **LONG)
