@@ -295,7 +295,9 @@ def test_mlir_opt_accepts_a_soft_cap_on_the_matrix_units():
 
 
 @needs_mlir_opt
-@pytest.mark.parametrize("shape", [LONG, dict(seq_len=512, head_dim=128, num_heads=64)])
+@pytest.mark.parametrize("shape", [LONG, dict(seq_len=512, head_dim=128, num_heads=64),
+                                   # 64 dims on a grid that fills the H200: two tiles a trip
+                                   dict(seq_len=512, head_dim=64, num_heads=64)])
 def test_mlir_opt_accepts_what_the_default_plan_puts_on_the_matrix_units(shape):
     head_dim = shape["head_dim"]  # 128 with a grid that fills the H200: the plan's first tiling
     module = vx.flash_attention_2(tile_size=16, dtype="f16", **shape)
