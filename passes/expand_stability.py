@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import math
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
@@ -22,6 +23,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import MIN_POSITIVE, SCORE_FLOOR
@@ -61,6 +63,8 @@ class ExpandBoundedScore(RewritePattern):
 class ExpandBoundedExpArg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: vyre.BoundedExpArgOp, rewriter: PatternRewriter):
+        if op.nonpositive is not None and self.exponents_only(op, rewriter):
+            return
         b = IRBuilder(rewriter)
         v = op.input
         floor = b.f32(SCORE_FLOOR)
@@ -75,6 +79,27 @@ class ExpandBoundedExpArg(RewritePattern):
         zero = b.f32(0.0)
         capped = b.select(b.cmpf(v, b.f32(INF), "oeq"), floor, zero)
         rewriter.replace(op, [], [b.select(b.cmpf(v, zero, "ogt"), capped, raised)])
+
+    @staticmethod
+    def exponents_only(op: vyre.BoundedExpArgOp, rewriter: PatternRewriter) -> bool:
+        """Where every use of a `nonpositive` argument is an exponent (the
+        recurrence's weights and rescales), each becomes
+        `select(v < floor, exp(floor), exp(v))`: the exponent of the same
+        value, with one compare and select instead of the clamp's and the
+        NaN test's (NaN fails the compare, and exp(NaN) is NaN).  False,
+        with nothing changed, where some use is not an exponent."""
+        uses = [use.operation for use in op.results[0].uses]
+        if not uses or not all(isinstance(u, (math.ExpOp, math.Exp2Op)) for u in uses):
+            return False
+        v, b = op.input, IRBuilder(rewriter)
+        for exp in uses:
+            rewriter.insertion_point = InsertPoint.before(exp)
+            floor = b.f32(SCORE_FLOOR)
+            low = b.cmpf(v, floor, "olt")
+            at_floor, at_v = (b.emit(type(exp)(x)).results[0] for x in (floor, v))
+            rewriter.replace(exp, [], [b.select(low, at_floor, at_v)])
+        rewriter.erase(op)
+        return True
 
 
 class ExpandPositiveDenominator(RewritePattern):

@@ -99,6 +99,12 @@ class FoldLog2EIntoScores(RewritePattern):
         )
 
 
+def fold_log2e(op: vyre.TiledOnlineSoftmaxOp) -> None:
+    """The pass on one skeleton (vyre-to-gpu's plan takes it for those on
+    the matrix units)."""
+    FoldLog2EIntoScores().match_and_rewrite(op, PatternRewriter(op))
+
+
 @dataclass(frozen=True)
 class UseExp2Pass(ModulePass):
     """Fold log2(e) into the scores of every vyre.tiled_online_softmax and

@@ -15,7 +15,8 @@
            for `device`: vyre_xdsl.tuning), expand the skeletons it puts on
            `device`'s matrix units (`vyre.tensor_cores`: vyre-tensor-cores
            with that tiling, which reorders sums and reads the weights in
-           f16 within its declared tolerance), MLA's latent attention there
+           f16 within its declared tolerance; f16 and bf16 ones first
+           through vyre-use-exp2, likewise), MLA's latent attention there
            (`vyre.latent_tensor_cores`: vyre-latent-tensor-cores, likewise),
            the absorbed program's per-head projections there
            (`vyre.projection_tensor_cores` on their kernels:
@@ -71,6 +72,7 @@ from vyre_xdsl.passes import (
     latent_tensor_cores,
     projection_tensor_cores,
     tensor_cores,
+    use_exp2,
 )
 
 OPTIMISATION_LEVELS = ("none", "exact", "default")
@@ -161,6 +163,8 @@ class VyreToGpuPass(ModulePass):
             for skeleton in [s for s in op.walk() if isinstance(s, TiledOnlineSoftmaxOp)]:
                 if isinstance(on_matrices := skeleton.attributes.get(TENSOR_CORES_ATTR),
                               TensorCoresAttr):
+                    if on_matrices.pieces == 1:  # exp2: a multiply less a score
+                        use_exp2.fold_log2e(skeleton)
                     tensor_cores.expand(skeleton, device.accumulator_layout,
                                         tensor_cores.Tiling.of(on_matrices))
                 elif isinstance(latent := skeleton.attributes.get(LATENT_TENSOR_CORES_ATTR),

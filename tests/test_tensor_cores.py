@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.dialects import scf
@@ -197,6 +198,47 @@ def test_matrix_units_false_keeps_the_h200_plan_on_the_lanes():
     got = vx.run(lanes, inputs)["out"].astype(np.float32)
     want = _oracle(kwargs, inputs).reshape(got.shape)
     assert np.abs(got - want).max() / np.abs(want).max() <= 2.0 ** -10
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_plan_weighs_with_exp2_and_keeps_nan_and_inf_where_the_oracle_does(head_dim):
+    """The default plan runs an f16 or bf16 skeleton it puts on the matrix
+    units through vyre-use-exp2 (a multiply less a score; with each
+    weight's bound as one compare and select, 3-5% faster on an H100:
+    docs/performance.md, "Thirty-third session"); NaN and infinities in
+    the inputs come out where the oracle puts them."""
+    module = vx.flash_attention_2(seq_len=128, head_dim=head_dim, num_heads=2, dtype="bf16")
+    lowered = vx.lower_to_gpu(module, device="h200")
+    printed = str(lowered)
+    assert "gpu.subgroup_mma_compute" in printed
+    assert "math.exp2" in printed and "math.exp " not in printed
+    rng = np.random.default_rng(3)
+    ins = {n: rng.standard_normal((2, 128, head_dim)).astype(ml_dtypes.bfloat16)
+           for n in "qkv"}
+    ins["q"][0, 7, 0] = np.nan
+    ins["k"][0, 3, 0], ins["k"][1, 9, head_dim // 2] = np.inf, -np.inf
+    ins["v"][0, 5, 1], ins["v"][1, 64, 2], ins["v"][1, 65, 2] = np.inf, -np.inf, np.nan
+    got = vx.run(lowered, ins)["out"].astype(np.float32)
+    want = np.asarray(vx.reference.flash_attention_2(
+        ins["q"], ins["k"], ins["v"], tile_size=16, dtype="bf16"), np.float32).reshape(got.shape)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    assert np.isnan(want).any() and np.isinf(want).any()
+    finite = np.isfinite(want)
+    assert (np.abs(got[finite] - want[finite]).max() / np.abs(want[finite]).max()
+            <= MATRIX_TOLERANCE["bf16"])
+
+
+def test_the_plan_keeps_f32_on_the_lanes_and_split_f32_without_exp2():
+    """exp2 changes the rounding: the lanes' f32 kernels stay bit-exact with
+    the reference, and f32 split into bf16 parts keeps exp (measured only
+    for f16 and bf16)."""
+    module = vx.flash_attention_2(seq_len=4096, head_dim=64, num_heads=32)
+    for lowered in (vx.lower_to_gpu(module, device="h200"),
+                    vx.lower_to_gpu(module, optimize="vyre-to-gpu{device=h200 f32_parts=3}")):
+        assert "math.exp2" not in str(lowered)
+    assert "gpu.subgroup_mma_compute" in str(lowered)
 
 
 def test_exp2_with_the_scale_folded_in_stays_within_the_tolerance():

@@ -414,6 +414,11 @@ def cases(every: bool) -> list[Case]:
         tensor_case(2, 256, 32, dtype="f16", nan_inf=True, keys=32, stage=True, prefetch=True,
                     registers=True, rolled=True, unroll=3),
         fa2_case(32, 4096, 64, dtype="bf16"),
+        fa2_case(32, 4096, 128, dtype="bf16"),
+        # the plan (exp2, each weight's bound in one compare and select) with
+        # NaN and inf at 64 and 128 dims
+        fa2_case(2, 512, 64, nan_inf=True, dtype="bf16"),
+        fa2_case(2, 512, 128, nan_inf=True, dtype="bf16"),
         latent_case(4096, 16, dtype="bf16"),
         latent_case(4096, 128, dtype="bf16"),
         latent_paged_case(8, 4096, 16, 64, dtype="bf16"),

@@ -50,6 +50,39 @@ func.func @bounded_exp_arg_nonpositive(%v: f32) -> f32 {
 // CHECK-NEXT:    %[[R:.*]] = arith.select %[[NAN]], %v, %[[CLAMPED]] : f32
 // CHECK-NEXT:    func.return %[[R]] : f32
 
+// A nonpositive argument used only by exponents: each is the exponent of
+// the floor where the argument is below it (-inf too), else of the
+// argument itself, NaN included: one compare and select, no NaN test.
+func.func @weight(%v: f32) -> (f32, f32) {
+  %r = vyre.bounded_exp_arg nonpositive %v : f32
+  %e = math.exp %r : f32
+  %e2 = math.exp2 %r : f32
+  func.return %e, %e2 : f32, f32
+}
+// CHECK-LABEL: func.func @weight(%v: f32) -> (f32, f32) {
+// CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -8.000000e+01 : f32
+// CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %v, %[[FLOOR]] : f32
+// CHECK-NEXT:    %[[AT_FLOOR:.*]] = math.exp %[[FLOOR]] : f32
+// CHECK-NEXT:    %[[AT_V:.*]] = math.exp %v : f32
+// CHECK-NEXT:    %[[E:.*]] = arith.select %[[LOW]], %[[AT_FLOOR]], %[[AT_V]] : f32
+// CHECK-NEXT:    %[[FLOOR2:.*]] = arith.constant -8.000000e+01 : f32
+// CHECK-NEXT:    %[[LOW2:.*]] = arith.cmpf olt, %v, %[[FLOOR2]] : f32
+// CHECK-NEXT:    %[[AT_FLOOR2:.*]] = math.exp2 %[[FLOOR2]] : f32
+// CHECK-NEXT:    %[[AT_V2:.*]] = math.exp2 %v : f32
+// CHECK-NEXT:    %[[E2:.*]] = arith.select %[[LOW2]], %[[AT_FLOOR2]], %[[AT_V2]] : f32
+// CHECK-NEXT:    func.return %[[E]], %[[E2]] : f32, f32
+
+// Another use too: the clamp and the NaN test, as above.
+func.func @weight_and_more(%v: f32) -> (f32, f32) {
+  %r = vyre.bounded_exp_arg nonpositive %v : f32
+  %e = math.exp %r : f32
+  %f = arith.addf %r, %r : f32
+  func.return %e, %f : f32, f32
+}
+// CHECK-LABEL: func.func @weight_and_more(%v: f32) -> (f32, f32) {
+// CHECK:         arith.cmpf uno, %v, %v : f32
+// CHECK:         math.exp %{{.*}} : f32
+
 func.func @positive_denominator(%v: f32) -> f32 {
   %r = vyre.positive_denominator %v : f32
   func.return %r : f32

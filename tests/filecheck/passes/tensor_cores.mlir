@@ -280,6 +280,12 @@ builtin.module {
 // PLAN:       vyre.tiled_online_softmax
 // PLAN-NEXT:  attributes {vyre.tensor_cores = #vyre.tensor_cores<keys = 32, row_tiles = 1, stage = true, prefetch = false, registers = false, stage_q = false, skip_rescale = false, rolled = false, pieces = 1, unroll = 1>}
 // PLAN-NOT:   vyre.plan
+// f16 on the matrix units: exp2, log2(e) folded into the score's scale
+// (vyre-use-exp2).
+// PLANNED:    arith.constant 0.360673755 : f32
+// PLANNED-NOT: math.exp %
+// PLANNED:    math.exp2
+// PLANNED-NOT: math.exp %
 // PLANNED:    gpu.subgroup_mma_compute
 // PLANNED:    accumulator = #vyre.accumulator<lanes = 32
 
