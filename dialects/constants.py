@@ -5,6 +5,10 @@ Each is defined here once; every other module imports it from here.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 # Item counts, sizes and indices are 32-bit unsigned on the device.
 U32_MAX = 2**32 - 1
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -21,6 +25,15 @@ MIN_POSITIVE = 1.1754943508222875e-38
 # What vyre.bounded_score makes of -inf scores and vyre.bounded_exp_arg's
 # lower bound: exp(-80) is still a normal f32.
 SCORE_FLOOR = -80.0
+# log2(e) as an f32: vyre-use-exp2 folds it into scores, whose floor is then
+# SCORE_FLOOR * LOG2_E (score_floor)
+LOG2_E = float(np.float32(math.log2(math.e)))
+
+
+def score_floor(log2: bool) -> float:
+    """SCORE_FLOOR in natural units, or in log2 units (`log2`)."""
+    return SCORE_FLOOR * LOG2_E if log2 else SCORE_FLOOR
+
 # The smallest positive f16 (a subnormal): no weight exp(bounded_exp_arg(x))
 # is 0, so none that vyre-tensor-cores reads in f16 may round to 0 either.
 F16_SMALLEST = 2.0**-24

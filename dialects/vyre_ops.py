@@ -273,9 +273,21 @@ class StabilityOp(IRDLOperation):
 
 @irdl_op_definition
 class BoundedScoreOp(StabilityOp):
-    """`v if isnan(v) else finite_or(v, -80.0)`"""
+    """`v if isnan(v) else finite_or(v, -80.0)`
+
+    `log2`: the score is in log2 units (vyre-use-exp2 folded log2(e) into
+    it), where SEMANTICS.md's -80 is -80 * log2(e)."""
 
     name = "vyre.bounded_score"
+
+    log2 = opt_prop_def(UnitAttr)
+
+    assembly_format = "(`log2` $log2^)? $input attr-dict `:` type($input)"
+
+    def __init__(self, value: SSAValue | Operation, log2: bool = False) -> None:
+        super().__init__(value)
+        if log2:
+            self.log2 = UnitAttr()
 
 
 @irdl_op_definition
@@ -284,18 +296,24 @@ class BoundedExpArgOp(StabilityOp):
 
     `nonpositive` is its producer's promise that the argument is <= 0, -inf
     or NaN wherever the result is used; the value is the same, and the
-    expansion needs only the lower bound."""
+    expansion needs only the lower bound.  `log2`: the argument is in log2
+    units (an exp2's), where -80 is -80 * log2(e)."""
 
     name = "vyre.bounded_exp_arg"
 
     nonpositive = opt_prop_def(UnitAttr)
+    log2 = opt_prop_def(UnitAttr)
 
-    assembly_format = "(`nonpositive` $nonpositive^)? $input attr-dict `:` type($input)"
+    assembly_format = ("(`nonpositive` $nonpositive^)? (`log2` $log2^)? $input attr-dict "
+                       "`:` type($input)")
 
-    def __init__(self, value: SSAValue | Operation, nonpositive: bool = False) -> None:
+    def __init__(self, value: SSAValue | Operation, nonpositive: bool = False,
+                 log2: bool = False) -> None:
         super().__init__(value)
         if nonpositive:
             self.nonpositive = UnitAttr()
+        if log2:
+            self.log2 = UnitAttr()
 
 
 @irdl_op_definition

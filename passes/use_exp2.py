@@ -10,21 +10,20 @@ On every `vyre.tiled_online_softmax` without the `exp2` property:
 - each score the `scores` region stores into `score_tile` is multiplied by
   log2(e); where the stored value is `vyre.bounded_score(x * c)` for an f32
   constant `c` (FlashAttention-2's `dot * scale`), the factor is folded into
-  the constant instead: `vyre.bounded_score(x * (c * log2(e)))`;
+  the constant instead: `vyre.bounded_score log2(x * (c * log2(e)))`;
 - every `math.exp` in the `update` region becomes `math.exp2` (a fragment
-  that weighs keys itself; `vyre.tile_weight` follows the property);
+  that weighs keys itself; `vyre.tile_weight` follows the property), a
+  `vyre.bounded_exp_arg` it takes gets `log2`;
 - the op gets `exp2`, so vyre-inline-fragments uses exp2 in the recurrence.
 
 Because max and subtraction commute with a positive scale, the result is the
-same softmax up to f32 rounding (and the stability bounds now apply in log2
-units: a weight is floored at 2^-80 instead of e^-80, both far below f32
-resolution next to the row's largest weight, which is 1).  Not bit-exact:
-compare with a tolerance.
+same softmax up to f32 rounding; the stability bounds stay where SEMANTICS.md
+puts them (`log2`: -80 becomes -80 * log2(e), so a weight is still floored
+at e^-80).  Not bit-exact: compare with a tolerance.
 """
 
 from __future__ import annotations
 
-import math as pymath
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,8 +40,8 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
+from vyre_xdsl.dialects.constants import LOG2_E
 
-LOG2_E = float(np.float32(pymath.log2(pymath.e)))
 
 
 def _f32_constant(value) -> float | None:
@@ -69,6 +68,9 @@ class FoldLog2EIntoScores(RewritePattern):
         for store in stores:
             self.scale_stored_score(store, rewriter)
         for exp in [o for o in op.update.walk() if isinstance(o, math.ExpOp)]:
+            if isinstance(bound := exp.operand.owner, vyre.BoundedExpArgOp):
+                bound.log2 = UnitAttr()
+                rewriter.handle_operation_modification(bound)
             rewriter.replace(exp, math.Exp2Op(exp.operand))
         op.exp2 = UnitAttr()
         rewriter.handle_operation_modification(op)
@@ -90,6 +92,8 @@ class FoldLog2EIntoScores(RewritePattern):
                         operands[i] = folded.result
                         rewriter.insert(folded, InsertPoint.before(product))
                         rewriter.replace(product, arith.MulfOp(*operands))
+                        bounded.log2 = UnitAttr()  # its -80 in log2 units
+                        rewriter.handle_operation_modification(bounded)
                         return
         log2e = arith.ConstantOp(FloatAttr(LOG2_E, f32))
         scaled = arith.MulfOp(value, log2e.result)

@@ -230,6 +230,27 @@ def test_the_plan_weighs_with_exp2_and_keeps_nan_and_inf_where_the_oracle_does(h
             <= MATRIX_TOLERANCE["bf16"])
 
 
+def test_the_plans_exp2_keeps_the_floor_of_an_infinite_score():
+    """An infinite score weighs e^-80 (SEMANTICS.md's bounded_score and
+    bounded_exp_arg), with exp2 too: its floor is -80 * log2(e) there
+    (`log2`), not 2^-80, which a value of 1e37 would show 1e10 times over."""
+    module = vx.flash_attention_2(seq_len=128, head_dim=64, num_heads=2, dtype="bf16")
+    lowered = vx.lower_to_gpu(module, device="h200")
+    assert "math.exp2" in str(lowered)
+    rng = np.random.default_rng(4)
+    ins = {n: rng.standard_normal((2, 128, 64)).astype(ml_dtypes.bfloat16) for n in "qkv"}
+    ins["q"][0, :, 0] = np.abs(ins["q"][0, :, 0].astype(np.float32)) + 0.5
+    # head 0: key 0 is every row's max from the first tile on (so the floor
+    # is e^-80 of the final max in any tiling), the last key's score +inf
+    ins["k"][0, 0, 0], ins["k"][0, 127, 0] = 100.0, np.inf
+    ins["v"][0, 127, :] = 1e37
+    got = vx.run(lowered, ins)["out"].astype(np.float32)
+    want = np.asarray(vx.reference.flash_attention_2(
+        ins["q"], ins["k"], ins["v"], tile_size=16, dtype="bf16"), np.float32).reshape(got.shape)
+    assert np.isfinite(want).all() and np.abs(want[0]).min() > 10.0  # e^-80 * 1e37 shows
+    assert np.abs(got - want).max() / np.abs(want).max() <= MATRIX_TOLERANCE["bf16"]
+
+
 def test_the_plan_keeps_f32_on_the_lanes_and_split_f32_without_exp2():
     """exp2 changes the rounding: the lanes' f32 kernels stay bit-exact with
     the reference, and f32 split into bf16 parts keeps exp (measured only

@@ -228,10 +228,11 @@ class IRBuilder:
     def bounded_score(self, a: Value) -> SSAValue:
         return self._result(vyre.BoundedScoreOp(_v(a)))
 
-    def bounded_exp_arg(self, a: Value, nonpositive: bool = False) -> SSAValue:
-        """`nonpositive`: the caller promises `a` is <= 0, -inf or NaN
-        (vyre.bounded_exp_arg)."""
-        return self._result(vyre.BoundedExpArgOp(_v(a), nonpositive))
+    def bounded_exp_arg(self, a: Value, nonpositive: bool = False,
+                        log2: bool = False) -> SSAValue:
+        """`nonpositive`: the caller promises `a` is <= 0, -inf or NaN;
+        `log2`: `a` is in log2 units, an exp2's (vyre.bounded_exp_arg)."""
+        return self._result(vyre.BoundedExpArgOp(_v(a), nonpositive, log2))
 
     def positive_denominator(self, a: Value) -> SSAValue:
         return self._result(vyre.PositiveDenominatorOp(_v(a)), "denom")

@@ -38,7 +38,7 @@ def rescale_of(b: IRBuilder, m: SSAValue, m_new: SSAValue, exp2: bool) -> SSAVal
     """`m_new` is a running_max over `m` (a tile's, or the splits' in a merge)."""
     exp = b.exp2 if exp2 else b.exp
     # m <= m_new: the argument is <= 0, -inf or NaN
-    return exp(b.bounded_exp_arg(b.subf(m, m_new), nonpositive=True), "rescale")
+    return exp(b.bounded_exp_arg(b.subf(m, m_new), nonpositive=True, log2=exp2), "rescale")
 
 
 def score_weight(
@@ -52,7 +52,7 @@ def score_weight(
     `m_new` is at least every kept score that is not NaN (their max_step)."""
     exp = b.exp2 if exp2 else b.exp
     # s <= m_new for a kept s (a non-kept key's weight is replaced by 0.0)
-    weight = exp(b.bounded_exp_arg(b.subf(s, m_new), nonpositive=True))
+    weight = exp(b.bounded_exp_arg(b.subf(s, m_new), nonpositive=True, log2=exp2))
     if scale != 1.0:
         weight = b.mulf(weight, b.f32(scale))
     if drop_minus_inf:

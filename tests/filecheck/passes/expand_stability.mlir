@@ -83,6 +83,21 @@ func.func @weight_and_more(%v: f32) -> (f32, f32) {
 // CHECK:         arith.cmpf uno, %v, %v : f32
 // CHECK:         math.exp %{{.*}} : f32
 
+// `log2` (vyre-use-exp2's scores and exp2's arguments): the floor is
+// -80 * log2(e), so exp2 of it is still e^-80.
+func.func @in_log2_units(%v: f32) -> (f32, f32) {
+  %r = vyre.bounded_score log2 %v : f32
+  %a = vyre.bounded_exp_arg nonpositive log2 %v : f32
+  %e = math.exp2 %a : f32
+  func.return %r, %e : f32, f32
+}
+// CHECK-LABEL: func.func @in_log2_units(%v: f32) -> (f32, f32) {
+// CHECK-NEXT:    %[[FLOOR:.*]] = arith.constant -115.415604 : f32
+// CHECK:         %[[R:.*]] = arith.select %{{.*}}, %[[FLOOR]], %v : f32
+// CHECK-NEXT:    %[[FLOOR2:.*]] = arith.constant -115.415604 : f32
+// CHECK-NEXT:    %[[LOW:.*]] = arith.cmpf olt, %v, %[[FLOOR2]] : f32
+// CHECK-NEXT:    %[[AT_FLOOR:.*]] = math.exp2 %[[FLOOR2]] : f32
+
 func.func @positive_denominator(%v: f32) -> f32 {
   %r = vyre.positive_denominator %v : f32
   func.return %r : f32

@@ -10,7 +10,8 @@
 // CHECK:       scores(
 // CHECK:         %[[SCALE:.*]] = arith.constant 0.360673755 : f32
 // CHECK-NEXT:    %[[SCALED:.*]] = arith.mulf %{{.*}}, %[[SCALE]] : f32
-// CHECK-NEXT:    %[[S:.*]] = vyre.bounded_score %[[SCALED]] : f32
+// its -80 for an infinite score in log2 units (-80 * log2(e)):
+// CHECK-NEXT:    %[[S:.*]] = vyre.bounded_score log2 %[[SCALED]] : f32
 // CHECK:         memref.store %[[S]], %score_tile
 // CHECK:       update(
 // CHECK-NOT:     math.exp
@@ -18,9 +19,12 @@
 // CHECK-NOT:     math.exp
 // CHECK:         vyre.yield
 
-// The recurrence follows the `exp2` property: rescale and tile sum use exp2.
+// The recurrence follows the `exp2` property: rescale and tile sum use exp2,
+// their arguments bounded in log2 units.
+// INLINED:     vyre.bounded_exp_arg nonpositive log2
 // INLINED:     %rescale = math.exp2
 // INLINED:     %tile_sum = scf.for
+// INLINED:       vyre.bounded_exp_arg nonpositive log2
 // INLINED:       math.exp2
 // INLINED-NOT: math.exp {{.*}}
 
@@ -45,7 +49,9 @@ builtin.module {
     } update(%item2, %lane2, %ts2, %tl2, %m_new, %rescale, %st2, %o) {
       %zero = arith.constant 0 : index
       %w = vyre.tile_weight %zero : f32
-      "test.op"(%w) : (f32) -> ()
+      %arg = vyre.bounded_exp_arg nonpositive %m_new : f32
+      %own = math.exp %arg : f32
+      "test.op"(%w, %own) : (f32, f32) -> ()
       vyre.yield
     }
   }
@@ -54,3 +60,6 @@ builtin.module {
 // MODIFIED-NEXT: %[[LOG2E:.*]] = arith.constant 1.44269502 : f32
 // MODIFIED-NEXT: %[[SCALED:.*]] = arith.mulf %s, %[[LOG2E]] : f32
 // MODIFIED-NEXT: memref.store %[[SCALED]], %st[%tile_start]
+// An update region's own exponent becomes exp2, its bound in log2 units.
+// MODIFIED:      %arg = vyre.bounded_exp_arg nonpositive log2 %m_new : f32
+// MODIFIED-NEXT: %{{.*}} = math.exp2 %arg : f32
