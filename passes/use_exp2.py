@@ -10,7 +10,8 @@ On every `vyre.tiled_online_softmax` without the `exp2` property:
 - each score the `scores` region stores into `score_tile` is multiplied by
   log2(e); where the stored value is `vyre.bounded_score(x * c)` for an f32
   constant `c` (FlashAttention-2's `dot * scale`), the factor is folded into
-  the constant instead: `vyre.bounded_score log2(x * (c * log2(e)))`;
+  the constant instead: `vyre.bounded_score(x * (c * log2(e)))`, marked
+  `log2`;
 - every `math.exp` in the `update` region becomes `math.exp2` (a fragment
   that weighs keys itself; `vyre.tile_weight` follows the property), a
   `vyre.bounded_exp_arg` it takes gets `log2`;
@@ -41,7 +42,6 @@ from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import LOG2_E
-
 
 
 def _f32_constant(value) -> float | None:
