@@ -200,6 +200,25 @@ def test_matrix_units_false_keeps_the_h200_plan_on_the_lanes():
     assert np.abs(got - want).max() / np.abs(want).max() <= 2.0 ** -10
 
 
+def _bf16_plan_and_oracle(head_dim: int, seed: int, poke):
+    """The default plan's bf16 kernel (on the matrix units, with exp2) for
+    two heads of 128 rows on the interpreter, and the oracle, on random
+    inputs that `poke` edits in place."""
+    module = vx.flash_attention_2(seq_len=128, head_dim=head_dim, num_heads=2, dtype="bf16")
+    lowered = vx.lower_to_gpu(module, device="h200")
+    printed = str(lowered)
+    assert "gpu.subgroup_mma_compute" in printed
+    assert "math.exp2" in printed and "math.exp " not in printed
+    rng = np.random.default_rng(seed)
+    ins = {n: rng.standard_normal((2, 128, head_dim)).astype(ml_dtypes.bfloat16)
+           for n in "qkv"}
+    poke(ins)
+    got = vx.run(lowered, ins)["out"].astype(np.float32)
+    want = np.asarray(vx.reference.flash_attention_2(
+        ins["q"], ins["k"], ins["v"], tile_size=16, dtype="bf16"), np.float32).reshape(got.shape)
+    return got, want
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_the_plan_weighs_with_exp2_and_keeps_nan_and_inf_where_the_oracle_does(head_dim):
     """The default plan runs an f16 or bf16 skeleton it puts on the matrix
@@ -207,20 +226,12 @@ def test_the_plan_weighs_with_exp2_and_keeps_nan_and_inf_where_the_oracle_does(h
     weight's bound as one compare and select, 3-5% faster on an H100:
     docs/performance.md, "Thirty-third session"); NaN and infinities in
     the inputs come out where the oracle puts them."""
-    module = vx.flash_attention_2(seq_len=128, head_dim=head_dim, num_heads=2, dtype="bf16")
-    lowered = vx.lower_to_gpu(module, device="h200")
-    printed = str(lowered)
-    assert "gpu.subgroup_mma_compute" in printed
-    assert "math.exp2" in printed and "math.exp " not in printed
-    rng = np.random.default_rng(3)
-    ins = {n: rng.standard_normal((2, 128, head_dim)).astype(ml_dtypes.bfloat16)
-           for n in "qkv"}
-    ins["q"][0, 7, 0] = np.nan
-    ins["k"][0, 3, 0], ins["k"][1, 9, head_dim // 2] = np.inf, -np.inf
-    ins["v"][0, 5, 1], ins["v"][1, 64, 2], ins["v"][1, 65, 2] = np.inf, -np.inf, np.nan
-    got = vx.run(lowered, ins)["out"].astype(np.float32)
-    want = np.asarray(vx.reference.flash_attention_2(
-        ins["q"], ins["k"], ins["v"], tile_size=16, dtype="bf16"), np.float32).reshape(got.shape)
+    def poke(ins):
+        ins["q"][0, 7, 0] = np.nan
+        ins["k"][0, 3, 0], ins["k"][1, 9, head_dim // 2] = np.inf, -np.inf
+        ins["v"][0, 5, 1], ins["v"][1, 64, 2], ins["v"][1, 65, 2] = np.inf, -np.inf, np.nan
+
+    got, want = _bf16_plan_and_oracle(head_dim, 3, poke)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
@@ -234,19 +245,15 @@ def test_the_plans_exp2_keeps_the_floor_of_an_infinite_score():
     """An infinite score weighs e^-80 (SEMANTICS.md's bounded_score and
     bounded_exp_arg), with exp2 too: its floor is -80 * log2(e) there
     (`log2`), not 2^-80, which a value of 1e37 would show 1e10 times over."""
-    module = vx.flash_attention_2(seq_len=128, head_dim=64, num_heads=2, dtype="bf16")
-    lowered = vx.lower_to_gpu(module, device="h200")
-    assert "math.exp2" in str(lowered)
-    rng = np.random.default_rng(4)
-    ins = {n: rng.standard_normal((2, 128, 64)).astype(ml_dtypes.bfloat16) for n in "qkv"}
-    ins["q"][0, :, 0] = np.abs(ins["q"][0, :, 0].astype(np.float32)) + 0.5
-    # head 0: key 0 is every row's max from the first tile on (so the floor
-    # is e^-80 of the final max in any tiling), the last key's score +inf
-    ins["k"][0, 0, 0], ins["k"][0, 127, 0] = 100.0, np.inf
-    ins["v"][0, 127, :] = 1e37
-    got = vx.run(lowered, ins)["out"].astype(np.float32)
-    want = np.asarray(vx.reference.flash_attention_2(
-        ins["q"], ins["k"], ins["v"], tile_size=16, dtype="bf16"), np.float32).reshape(got.shape)
+    def poke(ins):
+        ins["q"][0, :, 0] = np.abs(ins["q"][0, :, 0].astype(np.float32)) + 0.5
+        # head 0: key 0 is every row's max from the first tile on (so the
+        # floor is e^-80 of the final max in any tiling), the last key's
+        # score +inf
+        ins["k"][0, 0, 0], ins["k"][0, 127, 0] = 100.0, np.inf
+        ins["v"][0, 127, :] = 1e37
+
+    got, want = _bf16_plan_and_oracle(64, 4, poke)
     assert np.isfinite(want).all() and np.abs(want[0]).min() > 10.0  # e^-80 * 1e37 shows
     assert np.abs(got - want).max() / np.abs(want).max() <= MATRIX_TOLERANCE["bf16"]
 
