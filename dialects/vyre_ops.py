@@ -31,7 +31,7 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from vyre_xdsl.dialects.constants import U32_MAX
+from vyre_xdsl.dialects.constants import U32_MAX, score_floor
 from vyre_xdsl.dialects.vyre_checks import (
     Int64,
     OptionalInt64,
@@ -271,16 +271,25 @@ class StabilityOp(IRDLOperation):
             )
 
 
+class FlooredOp(StabilityOp):
+    """A stability helper with SEMANTICS.md's -80, which `log2` (a value in
+    log2 units) makes -80 * log2(e)."""
+
+    log2 = opt_prop_def(UnitAttr)
+
+    @property
+    def floor(self) -> float:
+        return score_floor(self.log2 is not None)
+
+
 @irdl_op_definition
-class BoundedScoreOp(StabilityOp):
+class BoundedScoreOp(FlooredOp):
     """`v if isnan(v) else finite_or(v, -80.0)`
 
     `log2`: the score is in log2 units (vyre-use-exp2 folded log2(e) into
-    it), where SEMANTICS.md's -80 is -80 * log2(e)."""
+    it)."""
 
     name = "vyre.bounded_score"
-
-    log2 = opt_prop_def(UnitAttr)
 
     assembly_format = "(`log2` $log2^)? $input attr-dict `:` type($input)"
 
@@ -291,18 +300,17 @@ class BoundedScoreOp(StabilityOp):
 
 
 @irdl_op_definition
-class BoundedExpArgOp(StabilityOp):
+class BoundedExpArgOp(FlooredOp):
     """`v if isnan(v) else clamp(finite_or(v, -80.0), -80.0, 0.0)`
 
     `nonpositive` is its producer's promise that the argument is <= 0, -inf
     or NaN wherever the result is used; the value is the same, and the
     expansion needs only the lower bound.  `log2`: the argument is in log2
-    units (an exp2's), where -80 is -80 * log2(e)."""
+    units (an exp2's)."""
 
     name = "vyre.bounded_exp_arg"
 
     nonpositive = opt_prop_def(UnitAttr)
-    log2 = opt_prop_def(UnitAttr)
 
     assembly_format = ("(`nonpositive` $nonpositive^)? (`log2` $log2^)? $input attr-dict "
                        "`:` type($input)")

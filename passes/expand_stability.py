@@ -26,7 +26,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import MIN_POSITIVE, score_floor
+from vyre_xdsl.dialects.constants import MIN_POSITIVE
 from vyre_xdsl.ir_builder import IRBuilder
 from vyre_xdsl.walk import walk_once
 
@@ -56,7 +56,7 @@ class ExpandBoundedScore(RewritePattern):
         b = IRBuilder(rewriter)
         v = op.input
         # Only +-inf is replaced: NaN is not infinite, so it passes.
-        floor = b.f32(score_floor(op.log2 is not None))
+        floor = b.f32(op.floor)
         rewriter.replace(op, [], [b.select(is_infinite(b, v), floor, v)])
 
 
@@ -67,7 +67,7 @@ class ExpandBoundedExpArg(RewritePattern):
             return
         b = IRBuilder(rewriter)
         v = op.input
-        floor = b.f32(score_floor(op.log2 is not None))
+        floor = b.f32(op.floor)
         # The lower bound, -inf included; +inf passes.  NaN is passed
         # explicitly: the H200's compiler turns a compare-and-select clamp
         # into a max, which drops NaN (tools/gpu_check.py's NaN/inf cases).
@@ -94,7 +94,7 @@ class ExpandBoundedExpArg(RewritePattern):
         v, b = op.input, IRBuilder(rewriter)
         for exp in uses:
             rewriter.insertion_point = InsertPoint.before(exp)
-            floor = b.f32(score_floor(op.log2 is not None))
+            floor = b.f32(op.floor)
             low = b.cmpf(v, floor, "olt")
             at_floor, at_v = (b.emit(type(exp)(x)).results[0] for x in (floor, v))
             rewriter.replace(exp, [], [b.select(low, at_floor, at_v)])

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import SSAValue
 
 from vyre_xdsl.dialects import vyre
-from vyre_xdsl.dialects.constants import F32_MAX, MIN_POSITIVE, score_floor
+from vyre_xdsl.dialects.constants import F32_MAX, MIN_POSITIVE
 
 Interval = tuple[float, float]
 UNKNOWN: Interval = (-math.inf, math.inf)
@@ -72,7 +72,7 @@ def _interval(value: SSAValue, depth: int, seen: dict) -> Interval:
         lo, hi = operands[0]
         return _widen((math.tanh(lo) - TANH_SLACK, math.tanh(hi) + TANH_SLACK))
     if isinstance(op, vyre.BoundedExpArgOp):  # its clamp (nonpositive: the promise)
-        return (score_floor(op.log2 is not None), 0.0)
+        return (op.floor, 0.0)
     if isinstance(op, (xmath.ExpOp, xmath.Exp2Op)):
         base = math.e if isinstance(op, xmath.ExpOp) else 2.0
         lo, hi = (_power(base, x) for x in operands[0])
