@@ -12,10 +12,19 @@ On every `vyre.tiled_online_softmax` without the `exp2` property:
   constant `c` (FlashAttention-2's `dot * scale`), the factor is folded into
   the constant instead: `vyre.bounded_score(x * (c * log2(e)))`, marked
   `log2`;
-- every `math.exp` in the `update` region becomes `math.exp2` (a fragment
-  that weighs keys itself; `vyre.tile_weight` follows the property), a
-  `vyre.bounded_exp_arg` it takes gets `log2`;
+- every `math.exp` in the `update` region whose argument derives from the
+  scores (a fragment that weighs keys itself; `vyre.tile_weight` follows
+  the property) becomes `math.exp2`, and a `vyre.bounded_exp_arg` or
+  `vyre.bounded_score` on the way gets `log2`;
 - the op gets `exp2`, so vyre-inline-fragments uses exp2 in the recurrence.
+
+A value derived from the scores (a load of `score_tile` in `update`,
+`m_new`) may only reach an exp through ops that a positive factor commutes
+with: differences, sums, negations, max/min and selects of such values,
+products with and quotients by other values, their stability bounds and
+comparisons between two of them.  Where one has any other use (`s - 1.0`,
+`s * v`, a store, a loop's yield) scaling the scores would change what it
+sees, so the pass leaves that skeleton as it is.
 
 Because max and subtraction commute with a positive scale, the result is the
 same softmax up to f32 rounding; the stability bounds stay where SEMANTICS.md
@@ -31,6 +40,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, math, memref
 from xdsl.dialects.builtin import FloatAttr, ModuleOp, UnitAttr, f32
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -42,6 +52,14 @@ from xdsl.rewriter import InsertPoint
 
 from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.constants import LOG2_E
+from vyre_xdsl.dialects.vyre_ops import FlooredOp
+
+# Ops whose result is in the scores' units when every float operand is:
+# each commutes with a positive factor.
+_EVERY_OPERAND_SCALED = (
+    arith.SubfOp, arith.AddfOp, arith.NegfOp, arith.MaximumfOp, arith.MinimumfOp,
+    arith.MaxnumfOp, arith.MinnumfOp, FlooredOp,
+)
 
 
 def _f32_constant(value) -> float | None:
@@ -59,19 +77,21 @@ class FoldLog2EIntoScores(RewritePattern):
         if op.exp2 is not None:
             return
         score_tile = op.region_arg("scores", "score_tile")
-        stores = [
-            use.operation
-            for use in score_tile.uses
-            if isinstance(use.operation, memref.StoreOp)
-            and use.operation.memref == score_tile
-        ]
+        stores = [use.operation for use in score_tile.uses]
+        if not all(isinstance(store, memref.StoreOp) and store.memref == score_tile
+                   for store in stores):
+            return
+        scaled = _scaled_users(op)
+        if scaled is None:
+            return
         for store in stores:
             self.scale_stored_score(store, rewriter)
-        for exp in [o for o in op.update.walk() if isinstance(o, math.ExpOp)]:
-            if isinstance(bound := exp.operand.owner, vyre.BoundedExpArgOp):
-                bound.log2 = UnitAttr()
-                rewriter.handle_operation_modification(bound)
-            rewriter.replace(exp, math.Exp2Op(exp.operand))
+        for user in scaled:
+            if isinstance(user, FlooredOp):
+                user.log2 = UnitAttr()  # its -80 in log2 units
+                rewriter.handle_operation_modification(user)
+            elif isinstance(user, math.ExpOp):
+                rewriter.replace(user, math.Exp2Op(user.operand))
         op.exp2 = UnitAttr()
         rewriter.handle_operation_modification(op)
 
@@ -101,6 +121,53 @@ class FoldLog2EIntoScores(RewritePattern):
         rewriter.replace(
             store, memref.StoreOp.get(scaled.result, store.memref, list(store.indices))
         )
+
+
+def _scaled_users(op: vyre.TiledOnlineSoftmaxOp) -> list[Operation] | None:
+    """The ops of `update` that take values derived from the scores, or None
+    where one of them would see the scaling (the module docstring)."""
+    score_tile = op.region_arg("update", "score_tile")
+    loads = [use.operation for use in score_tile.uses]
+    if not all(isinstance(load, memref.LoadOp) and load.memref == score_tile
+               for load in loads):
+        return None
+    scaled: set[SSAValue] = set()
+    users: list[Operation] = []
+    work = [op.region_arg("update", "m_new"), *(load.res for load in loads)]
+    while work:
+        value = work.pop()
+        if value in scaled:
+            continue
+        scaled.add(value)
+        for use in value.uses:
+            user = use.operation
+            if user in users:
+                continue
+            if isinstance(user, (math.ExpOp, arith.CmpfOp)):
+                users.append(user)
+            elif isinstance(user, (*_EVERY_OPERAND_SCALED, arith.MulfOp, arith.DivfOp,
+                                   arith.SelectOp)):
+                users.append(user)
+                work.extend(user.results)
+            else:
+                return None
+    return users if all(_keeps_scale(user, scaled) for user in users) else None
+
+
+def _keeps_scale(user: Operation, scaled: set[SSAValue]) -> bool:
+    """Whether `user` sees the same thing with its scaled operands scaled."""
+    if isinstance(user, FlooredOp) and user.log2 is not None:
+        return False  # already in log2 units, in a skeleton that is not
+    if isinstance(user, (*_EVERY_OPERAND_SCALED, arith.CmpfOp)):
+        return all(operand in scaled for operand in user.operands)
+    if isinstance(user, arith.MulfOp):
+        return (user.lhs in scaled) != (user.rhs in scaled)
+    if isinstance(user, arith.DivfOp):
+        return user.lhs in scaled and user.rhs not in scaled
+    if isinstance(user, arith.SelectOp):
+        return (user.cond not in scaled and user.lhs in scaled
+                and user.rhs in scaled)
+    return isinstance(user, math.ExpOp)
 
 
 def fold_log2e(op: vyre.TiledOnlineSoftmaxOp) -> None:

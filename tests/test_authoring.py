@@ -347,6 +347,71 @@ def test_use_exp2_on_mla_decode():
     np.testing.assert_allclose(out, reference.mla_decode(*args.values()), rtol=1e-5, atol=1e-6)
 
 
+def self_weighing_attention(seq_len, head_dim, tile_size, weigh):
+    """FlashAttention-2 whose update weighs each key itself, as
+    `weigh(score, m_new)`, instead of taking the skeleton's weight."""
+    scale = float(np.float32(1) / np.sqrt(np.float32(head_dim)))
+
+    def scores(f):
+        def one_key(b, j, _):
+            t = b.addi(f.tile_start, j)
+            (dot,) = b.loop(0, head_dim, lambda b, d, acc: [vx.wrap(acc[0]) + vx.wrap(
+                b.load(f.q_scratch, b.q_index(d))) * vx.wrap(
+                b.load(f.buffer("k"), b.flat_index(t, head_dim, d)))], [0.0])
+            b.store(b.bounded_score(vx.wrap(dot) * scale), f.score_tile, b.score_index(j))
+            return []
+
+        f.loop(0, f.tile_len, one_key)
+
+    def update(f):
+        def one_dim(b, d, _):
+            def add_key(b, j, acc):
+                s = b.load(f.score_tile, b.score_index(j))
+                v_d = b.load(f.buffer("v"), b.flat_index(b.addi(f.tile_start, j), head_dim, d))
+                return [vx.wrap(acc[0]) + vx.wrap(weigh(b, s, f.m_new)) * vx.wrap(v_d)]
+
+            (wv,) = b.loop(0, f.tile_len, add_key, [0.0])
+            o = b.o_index(d)
+            b.store(vx.wrap(f.rescale) * vx.wrap(b.load(f.o_acc, o)) + vx.wrap(wv), f.o_acc, o)
+            return []
+
+        f.loop(0, head_dim, one_dim)
+
+    rows = (seq_len, head_dim)
+    return vx.tiled_online_softmax(
+        "self_weighing", [vx.Buffer("q", rows), vx.Buffer("k", rows), vx.Buffer("v", rows),
+                          vx.Buffer("out", rows, "write")],
+        item_count=seq_len, seq_len=seq_len, head_dim=head_dim, tile_size=tile_size,
+        scores=scores, update=update)
+
+
+SELF_WEIGHTS = {
+    # exp((s - m) / 2): the scores' differences only, so exp2 applies
+    "tempered": (lambda b, s, m: b.exp(b.bounded_exp_arg(b.divf(b.subf(s, m), b.f32(2.0)))), True),
+    # exp(s - m - 1/2): a constant beside the scores, so it does not
+    "offset": (lambda b, s, m: b.exp(b.bounded_exp_arg(b.subf(b.subf(s, m), b.f32(0.5)))), False),
+    # s itself as a weight would see log2(e)
+    "linear": (lambda b, s, m: b.mulf(s, b.exp(b.bounded_exp_arg(b.subf(s, m)))), False),
+}
+
+
+@pytest.mark.parametrize("name", SELF_WEIGHTS)
+def test_use_exp2_applies_only_where_the_scores_scale(name):
+    """The pass scales every score by log2(e): it takes a skeleton only where
+    each value derived from them reaches an exponent through ops that the
+    scale commutes with, and otherwise leaves it unchanged."""
+    weigh, applies = SELF_WEIGHTS[name]
+    q, k, v = inputs(20, 2, 1, 1)
+    module = self_weighing_attention(20, 2, 8, weigh)
+    exp2 = vx.apply_pipeline(module.clone(), "vyre-use-exp2")
+    assert (" exp2" in str(exp2)) == applies
+    want = vx.run(module, {"q": q, "k": k, "v": v})["out"]
+    got = vx.run(exp2, {"q": q, "k": k, "v": v})["out"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if not applies:
+        assert str(exp2) == str(module)
+
+
 def vyre_opt(*args, stdin=None):
     return subprocess.run(
         ["vyre-opt", *args],
