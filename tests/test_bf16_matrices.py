@@ -13,6 +13,7 @@ tools/gpu_check.py has the H200's cases."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import replace
 
@@ -260,7 +261,11 @@ def test_mlir_verifies_the_bf16_matrices_in_spirv(kernel, tmp_path):
     assert {Capability.BFloat16TypeKHR, Capability.BFloat16CooperativeMatrixKHR} <= capabilities
     text = _mlir_verifies_spirv(spirv.binary, tmp_path)
     assert "!spirv.coopmatrix<16x16xbf16, Subgroup, MatrixA>" in text
-    assert "spirv.FConvert" in text and "to bf16" in text  # P rounded by the device
+    # P rounded to nearest even by half.py's integer conversion, as the
+    # interpreter rounds it, not by the device's FConvert (a truncation on
+    # NVIDIA's driver)
+    assert not re.search(r"spirv.FConvert .* to bf16", text)
+    assert re.search(r"spirv.Bitcast %\w+ : i16 to bf16", text)
 
 
 @needs_mlir_opt

@@ -494,6 +494,18 @@ def _tolerance(info, dtype: str) -> float:
     return MATRIX_TOLERANCE[dtype] if on_matrices else TOLERANCE[dtype]
 
 
+def bias_toward_zero(out: np.ndarray, want: np.ndarray, scale: float) -> str:
+    """How far the outputs lean away from zero: the mean of (out - want) *
+    sign(want) over max|ref|, and its z-score (about +-2 where the errors
+    are not biased; a conversion that truncates gives a negative one far
+    outside).  Reported, not checked: the device's exp, division and matrix
+    units round as they do."""
+    toward = (out.astype(np.float64) - want) * np.sign(want)
+    spread = float(toward.std())
+    z = float(toward.mean()) / spread * np.sqrt(toward.size) if spread else 0.0
+    return f"{float(toward.mean()) / scale:+.1e} (z {z:+.1f})"
+
+
 def check(case: Case, rng: np.random.Generator) -> bool:
     started = time.perf_counter()
     try:
@@ -510,7 +522,7 @@ def check(case: Case, rng: np.random.Generator) -> bool:
         return False
     wanted = case.reference(ins)
     wanted = wanted if isinstance(wanted, tuple) else (wanted,)
-    nan_ok, err = True, 0.0
+    nan_ok, err, bias = True, 0.0, None
     for buffer, want in zip(info.outputs, wanted, strict=True):  # out[, lse]
         out = arrays[buffer.name].astype(np.float32).reshape(-1)
         want = np.asarray(want, np.float64).reshape(-1)
@@ -521,9 +533,12 @@ def check(case: Case, rng: np.random.Generator) -> bool:
         if finite.any():
             scale = float(np.abs(want[finite]).max()) or 1.0
             err = max(err, float(np.abs(out[finite] - want[finite]).max()) / scale)
+            if bias is None:
+                bias = bias_toward_zero(out[finite], want[finite], scale)
     ok = nan_ok and err <= (case.tolerance or _tolerance(info, case.dtype))
     print(f"{'ok  ' if ok else 'FAIL'} {case.name}: {len(info.kernels)} kernel(s), "
           f"max|err|/max|ref| {err:.2e}, NaN/inf placement {'ok' if nan_ok else 'WRONG'}, "
+          f"mean outward error {bias or 'none'}, "
           f"GPU {timings.get('dispatch_ms', float('nan')):.3f} ms, "
           f"{time.perf_counter() - started:.1f} s in all", flush=True)
     return ok

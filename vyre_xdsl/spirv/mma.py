@@ -202,14 +202,14 @@ def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
 
 def _insert_thread_local(e, op: SubgroupMmaInsertThreadLocalOp) -> None:
     narrowed = op.value.owner
-    if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, HALF_TYPES)
+    if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, Float16Type)
             and isinstance(narrowed.input.type, Float32Type)
             and all(isinstance(use.operation, SubgroupMmaInsertThreadLocalOp)
                     for use in op.value.uses)):
-        # an f32 rounded into 16-bit matrices only: the device's own
-        # conversion (one instruction; it may round another way than
-        # half.py's exact integer one, which stays for every other use, as
-        # where the rounded value is widened again to split an f32)
+        # an f32 rounded into f16 matrices only: the device's own conversion
+        # (one instruction; Vulkan leaves its rounding to the device).  Not
+        # bf16, which half.py rounds to nearest even: NVIDIA's driver
+        # truncates there (docs/performance.md), biasing P toward zero
         value = e.fn.op(Op.FConvert, _component_type(e, op.value.type),
                         e.value(narrowed.input))
     else:
