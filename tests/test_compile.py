@@ -107,6 +107,83 @@ def test_calls_equal_vx_run_bit_for_bit(decoder, backend, kernels, request):
         np.testing.assert_allclose(expected[0]["out"], ref, rtol=1e-5, atol=1e-6)
 
 
+def test_vx_run_takes_the_optimisation_level():
+    """vx.run lowers at `optimize` as vx.compile does: "exact" is the
+    oracle's order (at this shape "default" orders the sums otherwise)."""
+    module = vx.flash_attention_2(seq_len=40, head_dim=4, tile_size=64)
+    inputs = _inputs(module, 5)
+    ref = vx.reference.flash_attention_2(inputs["q"], inputs["k"], inputs["v"])
+    np.testing.assert_array_equal(vx.run(module, inputs, optimize="exact")["out"], ref)
+    with vx.compile(module) as kernel:
+        _same(vx.run(module, inputs), kernel(**inputs))
+    with pytest.raises(VyreError, match="optimi"):
+        vx.run(module, inputs, optimize="fastest")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shared", [True, False], ids=["one_kernel", "a_kernel_each"])
+def test_threads_calling_kernels_get_their_own_results(fa2, backend, shared):
+    """Four threads, each with its inputs (a resident k among them), call
+    one kernel or a kernel each: every result is vx.run's bit for bit, and
+    the validation layer sees the queue used by one thread at a time."""
+    import threading
+
+    cases = [_inputs(fa2, 10 + i) for i in range(4)]
+    expected = [vx.run(fa2, case, backend=backend) for case in cases]
+    kernels = ([vx.compile(fa2, backend=backend)] * 4 if shared
+               else [vx.compile(fa2, backend=backend) for _ in range(4)])
+    wrong: list = []
+
+    def calls(i: int) -> None:
+        kernel, case = kernels[i], cases[i]
+        try:
+            k_dev = kernel.upload("k", case["k"])
+            for _ in range(8):
+                for out in (kernel(**case), kernel(q=case["q"], k=k_dev, v=case["v"])):
+                    if not np.array_equal(out["out"], expected[i]["out"]):
+                        wrong.append(i)
+            k_dev.free()
+        except Exception as error:  # noqa: BLE001 - reported below, with its thread
+            wrong.append(f"thread {i}: {error}")
+
+    threads = [threading.Thread(target=calls, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for kernel in set(kernels):
+        kernel.close()
+    assert wrong == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_device_array_collected_while_another_thread_calls_is_freed_later(fa2, backend):
+    """A DeviceArray's finaliser does not wait for a kernel that another
+    thread holds (that could deadlock): the kernel's next call frees it."""
+    import threading
+
+    inputs = _inputs(fa2, 4)
+    with vx.compile(fa2, backend=backend) as kernel:
+        k_dev = kernel.upload("k", inputs["k"])
+        held, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with kernel._lock:
+                held.set()
+                done.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait(10)
+        del k_dev
+        gc.collect()
+        assert len(kernel._orphans) == 1
+        done.set()
+        holder.join()
+        _same(kernel(**inputs), vx.run(fa2, inputs, backend=backend))
+        assert len(kernel._orphans) == 0
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_optimize_none_is_the_oracle_bit_for_bit(fa2, backend):
     inputs = _inputs(fa2, 3)
@@ -323,6 +400,8 @@ def test_upload_and_write_check_like_a_call(fa2, backend, kernels):
     for name, value, message in [
         ("out", q, r"unknown input 'out'.*an output"),
         ("x", q, r"unknown input 'x'.*inputs are q, k, v"),
+        (["k"], q, r"an input's name is a string, one of q, k, v; got \['k'\]"),
+        (3, q, r"an input's name is a string.*got 3"),
         ("k", np.zeros(31, np.float32), r"'k' has 31 elements.*expects 32"),
         ("k", q.astype(np.float64), r"'k' has dtype float64"),
         ("k", [[0.0] * 4] * 8, r"'k' must be a numpy array"),

@@ -6,6 +6,7 @@ with the oracle) and on Vulkan (lavapipe), and each misuse a VyreError."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -271,6 +272,9 @@ def test_mlir_opt_accepts_the_new_ops():
     (lambda s, q, kv: np.clip(s, 0.0, 1.0, out=None), "np.clip with out"),
     (lambda s, q, *, scale: s, "keyword-only argument 'scale'"),
     (lambda s, q: s, "takes 2 arguments"),
+    (lambda s, q, kv: s if kv in {0, 3} else s, "a traced value was hashed"),
+    (lambda s, q, kv: {0: 1.0}.get(kv, s), "a traced value was hashed"),
+    (functools.lru_cache(None)(lambda s, q, kv: s), "a traced value was hashed"),
 ])
 def test_modifier_misuse_is_a_vyre_error(score_mod, message):
     with pytest.raises(VyreError) as info:
@@ -589,11 +593,18 @@ def test_a_constant_index_follows_the_same_rule(index, finite):
     (dict(score_mod=lambda s, q, kv: s + vx.table(BIAS_PER_HEAD)[kv]), "shape (2, 39)"),
     (dict(score_mod=lambda s, q, kv: s + vx.table(np.array(["a"]))[0 * kv]), "dtype <U1"),
     (dict(score_mod=lambda s, q, kv: s + vx.table(BIAS)[s]), "indexed with a f32 value"),
+    (dict(score_mod=lambda s, q, kv: s + MASKED_BIAS[kv]), "masked array, whose mask"),
+    (dict(score_mod=lambda s, q, kv: s + HUGE_BIAS[kv]),
+     "holds 1e+300 (element 2 of the flattened table), beyond f32's largest"),
 ])
 def test_tables_used_wrongly_say_what_to_write(mods, message):
     with pytest.raises(VyreError, match=None) as info:
         vx.flash_attention_2(seq_len=S, head_dim=D, num_heads=H, **mods)
     assert message in str(info.value), str(info.value)
+
+
+MASKED_BIAS = np.ma.masked_array(np.zeros(S, np.float32), mask=[True] + [False] * (S - 1))
+HUGE_BIAS = np.array([np.inf, np.nan, 1e300] + [0.0] * (S - 3))  # float64: inf, NaN are f32's
 
 
 class _Holder:

@@ -279,6 +279,8 @@ def test_lower_to_gpu_and_compile_take_f32_parts():
     inputs = {n: rng.standard_normal((64, 16)).astype(np.float32) for n in "qkv"}
     got = vx.compile(small, device="h200", f32_parts=3)(inputs)["out"]
     np.testing.assert_array_equal(got, vx.compile(small, device="h200")(inputs)["out"])
+    # a numpy integer, as every dimension takes one
+    assert str(vx.lower_to_gpu(module, device="h200", f32_parts=np.int64(3))) == str(by_keyword)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -19,9 +19,11 @@ class Table:
     itself; the oracle indexes it with numpy.  Indices follow Python: a
     negative one counts from the end; one outside [-n, n) reads NaN from an
     f32 table and 0 (False) from an integer (boolean) one, never memory past
-    the buffer.  Floating-point tables are rounded to f32, integer ones must
-    fit i32.  Modifiers index plain numpy arrays they name (globals, closure
-    variables) as tables without more ado; `vx.table(array)` wraps others."""
+    the buffer.  Floating-point tables are rounded to f32 (a finite value
+    beyond its range is refused), integer ones must fit i32; a masked array
+    is refused (the kernel would not see its mask).  Modifiers index plain
+    numpy arrays they name (globals, closure variables) as tables without
+    more ado; `vx.table(array)` wraps others."""
 
     def __init__(self, array) -> None:
         if isinstance(array, Table):
@@ -31,6 +33,12 @@ class Table:
                 f"a captured table must be a numpy array with at least one element "
                 f"and one dimension, got {type(array).__name__}"
                 + (f" of shape {array.shape}" if isinstance(array, np.ndarray) else "")
+            )
+        if isinstance(array, np.ma.MaskedArray):
+            raise VyreError(
+                "a captured table is a numpy masked array, whose mask the kernel "
+                "would lose; pass array.filled(value) (the value a masked entry "
+                "should read)"
             )
         if array.size > U32_MAX:
             raise VyreError(f"a captured table of {array.size} elements does not fit u32")
@@ -46,7 +54,18 @@ class Table:
         self.kind = kind
         self.shape = tuple(int(d) for d in array.shape)
         dtype = np.float32 if kind == "f32" else np.int32
-        self.values = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+        with np.errstate(over="ignore"):
+            self.values = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+        if kind == "f32":
+            overflowed = np.isinf(self.values) & np.isfinite(array.reshape(-1))
+            if overflowed.any():
+                at = int(np.flatnonzero(overflowed)[0])
+                raise VyreError(
+                    f"a captured table holds {float(array.reshape(-1)[at]):g} (element {at} "
+                    f"of the flattened table), beyond f32's largest "
+                    f"({np.finfo(np.float32).max:.7g}): the kernel reads its tables "
+                    f"as f32; scale or clip the table"
+                )
         self.fill = float("nan") if kind == "f32" else 0
 
     def __getitem__(self, index) -> Traced:

@@ -7,6 +7,7 @@ import typing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
 from xdsl.dialects.builtin import ModuleOp
@@ -286,7 +287,7 @@ def _check_f32_parts(parts: object, optimize: str) -> None:
     """A VyreError unless `parts` is a choice of f32_parts for `optimize`."""
     from vyre_xdsl.tuning import f32_parts_problem
 
-    if not isinstance(parts, int) or isinstance(parts, bool):
+    if not isinstance(parts, int | np.integer) or isinstance(parts, bool):
         raise VyreError(f"f32_parts must be an int (0, 2 or 3), got {type(parts).__name__}")
     if reason := f32_parts_problem(parts):
         raise VyreError(reason)

@@ -16,8 +16,11 @@ interpreter it keeps the lowered module and the resident arrays.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Mapping
 
 import numpy as np
@@ -77,6 +80,18 @@ def compile(
     return Kernel(backend, compiled, impl)
 
 
+def _one_call_at_a_time(method):
+    """`method` under its kernel's lock: a kernel's buffers, descriptor set
+    and command buffer serve one call at a time, whichever threads call."""
+
+    @functools.wraps(method)
+    def serialised(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return serialised
+
+
 class _Released:
     """Released (`_release`) at the end of a `with` block, or when
     collected."""
@@ -109,9 +124,11 @@ class Kernel(_Released):
     the first call that leaves it out and stays resident. `timings=` (a
     dict) receives what the call cost (see __call__).
 
-    Not thread-safe: call a kernel from one thread at a time. `close()`
-    (or leaving a `with` block, or garbage collection, or the end of the
-    program) frees its device objects and its DeviceArrays."""
+    Threads may share a kernel: its calls, uploads and its DeviceArrays'
+    reads and writes take turns (each call owns the kernel's buffers until
+    it returns), and kernels on one Vulkan device take turns at its queue.
+    `close()` (or leaving a `with` block, or garbage collection, or the end
+    of the program) frees its device objects and its DeviceArrays."""
 
     def __init__(self, backend: str, compiled: Compiled, impl):
         self.backend = backend
@@ -119,7 +136,11 @@ class Kernel(_Released):
         self.lowered = compiled.lowered  # the gpu-level module it runs
         self.info = compiled.info  # its buffers and kernels (vyre_xdsl.kernel_info)
         self._impl = impl
+        self._lock = threading.RLock()
         self._arrays: weakref.WeakSet[DeviceArray] = weakref.WeakSet()
+        # device data of DeviceArrays collected while another thread held
+        # the lock (freed by the next call, which holds it)
+        self._orphans: deque = deque()
         self._inputs = self.info.inputs
         # captured tables (data the IR records): uploaded on the first call
         # that leaves them out, then passed as resident arrays
@@ -153,6 +174,7 @@ class Kernel(_Released):
         """After close(), or vulkan.close() (which closes the device's kernels)."""
         return self._impl is None or getattr(self._impl, "closed", False)
 
+    @_one_call_at_a_time
     def statistics(self) -> dict[str, dict[str, int | float | bool]]:
         """What the device's compiler made of each kernel, by kernel name:
         the driver's own statistics (on NVIDIA, the registers a lane and
@@ -165,6 +187,7 @@ class Kernel(_Released):
         return f"<vx.Kernel {self.info.label} ({state})>"
 
     # calls ------------------------------------------------------------------
+    @_one_call_at_a_time
     def __call__(self, inputs: Mapping[str, object] | None = None, /, *,
                  timings: dict | None = None, **arrays: object) -> dict[str, np.ndarray]:
         """Run on the inputs given as keywords (`kernel(q=q, k=k, v=v)`) or
@@ -254,6 +277,7 @@ class Kernel(_Released):
         return values, host
 
     # resident arrays --------------------------------------------------------
+    @_one_call_at_a_time
     def upload(self, name: str, array: np.ndarray) -> DeviceArray:
         """Copy `array` to the device once, as input `name`, and return a
         DeviceArray to pass as that input in later calls (`kernel(k=k_dev)`)
@@ -270,6 +294,9 @@ class Kernel(_Released):
     def _checked(self, name: object, array: object) -> np.ndarray:
         """`array` as a flat copy for input `name`, checked as a call checks
         it (the other inputs are not looked at)."""
+        if not isinstance(name, str):
+            raise VyreError(f"an input's name is a string, one of {', '.join(self.inputs)}; "
+                            f"got {name!r}")
         others = {b.name: None for b in self.info.inputs if b.name != name}
         return check_inputs(self.info, {name: array, **others},
                             resident=others.keys())[name]
@@ -310,14 +337,18 @@ class Kernel(_Released):
                 f"{self.info.label} was closed with its Vulkan device "
                 f"(vyre_xdsl.vulkan.close()); compile it again with vx.compile"
             )
+        while self._orphans:
+            impl.free(self._orphans.popleft())
         return impl
 
+    @_one_call_at_a_time
     def close(self) -> None:
         """Free the kernel's device objects and every DeviceArray it made;
         later calls raise a VyreError. Idempotent."""
         impl, self._impl = self._impl, None
         if impl is None:
             return
+        self._orphans.clear()  # the backend's close frees every buffer
         for handle in list(self._arrays):
             handle._data = None
         self._arrays.clear()
@@ -338,6 +369,7 @@ class DeviceArray(_Released):
 
     def __init__(self, kernel: Kernel, buffer: BufferInfo, dtype: np.dtype, data):
         self._kernel = kernel
+        self._lock = kernel._lock
         self._buffer = buffer
         self.dtype = dtype
         self._data = data  # the backend's: a DeviceBuffer (Vulkan), an array (interpreter)
@@ -374,6 +406,7 @@ class DeviceArray(_Released):
                             f"kernel.upload({self.name!r}, array)")
         return self._kernel._open()
 
+    @_one_call_at_a_time
     def write(self, values: np.ndarray, offset: int = 0) -> None:
         """Overwrite elements offset .. offset + values.size - 1 of the
         flattened array with `values` (any shape, the array's dtype); with
@@ -407,11 +440,13 @@ class DeviceArray(_Released):
             )
         return np.ascontiguousarray(values).reshape(-1)
 
+    @_one_call_at_a_time
     def read(self) -> np.ndarray:
         """A new numpy array with what the device holds, in the buffer's shape."""
         impl = self._live()
         return impl.read(self._data).reshape(self.shape)
 
+    @_one_call_at_a_time
     def free(self) -> None:
         """Release the device memory now (idempotent)."""
         data, self._data = self._data, None
@@ -422,7 +457,19 @@ class DeviceArray(_Released):
         if impl is not None:
             impl.free(data)
 
-    _release = free
+    def _release(self) -> None:
+        """free(), without waiting: collected while another thread holds the
+        kernel (a finaliser that waited could deadlock), its data is left
+        for the kernel's next call to free."""
+        if not self._lock.acquire(blocking=False):
+            data, self._data = self._data, None
+            if data is not None:
+                self._kernel._orphans.append(data)
+            return
+        try:
+            self.free()
+        finally:
+            self._lock.release()
 
 
 def _merge(inputs: object, arrays: dict[str, object]) -> Mapping[str, object]:

@@ -132,6 +132,9 @@ def run(
     inputs: Mapping[str, object],
     backend: str = "interpreter",
     device: str | None = None,
+    *,
+    optimize: str = "default",
+    f32_parts: int = 0,
 ) -> dict[str, np.ndarray]:
     """Run the kernels of `module`, in order, on `inputs` (buffer name ->
     array of the right size, any shape, for every `read` buffer: float32,
@@ -143,8 +146,11 @@ def run(
     (SPIR-V on the best Vulkan device; `VYRE_VULKAN_DEVICE` picks one).
     A vyre module is lowered for `device` (vx.lower_to_gpu): by default the
     Vulkan device that runs it, and the generic profile for the
-    interpreter; a vyre_xdsl.compiler.Compiled is run as it was compiled."""
+    interpreter, at `optimize` with `f32_parts` (as vx.compile: "exact"
+    keeps the oracle's order of sums); a vyre_xdsl.compiler.Compiled is run
+    as it was compiled."""
     from vyre_xdsl.kernel import compile
 
-    with compile(module, backend=backend, device=device) as kernel:
+    with compile(module, backend=backend, optimize=optimize, device=device,
+                 f32_parts=f32_parts) as kernel:
         return kernel(inputs)

@@ -168,7 +168,14 @@ class Traced:
             return self ^ o
         return self._compare("!=", o)
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self):
+        raise _unsupported(
+            "a traced value was hashed (a set or dict lookup such as `kv in "
+            "{0, 3}` or `table.get(kv)`, or a cached function such as "
+            "functools.lru_cache)",
+            "the value is only known on the GPU: compare it, as in (kv == 0) | "
+            "(kv == 3), or index a numpy array captured as a table (bias[kv])",
+        )
 
     def _logic(self, op: str, other, reflected: bool = False) -> Traced:
         """&, |, ^ of two booleans or of two integers (bitwise, i32)."""

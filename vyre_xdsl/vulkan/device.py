@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -102,7 +103,12 @@ class _Context:
         vk = _vk()
         self.vk = vk
         self.validation = validation
-        self.messages: list[str] = []
+        # the layer reports in the thread that made the call: each thread's
+        # run sees its own messages (messages)
+        self._thread = threading.local()
+        # Vulkan wants the queue's users serialised (kernels called from
+        # several threads submit to this one queue)
+        self.queue_lock = threading.Lock()
         self.messenger = None
         self.users: weakref.WeakSet = weakref.WeakSet()  # dispatchers on the device
         try:
@@ -152,6 +158,12 @@ class _Context:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def messages(self) -> list[str]:
+        """The validation layer's messages in this thread since they were
+        last checked (device._check clears them)."""
+        return self._thread.__dict__.setdefault("messages", [])
 
     # setup ------------------------------------------------------------------
     def _create_messenger(self) -> None:
@@ -392,7 +404,8 @@ class _Context:
     def close(self) -> None:
         vk = self.vk
         if getattr(self, "device", None) is not None:
-            vk.vkDeviceWaitIdle(self.device)
+            with self.queue_lock:
+                vk.vkDeviceWaitIdle(self.device)
             vk.vkDestroyDevice(self.device, None)
             self.device = None
         if self.messenger is not None:
@@ -416,7 +429,9 @@ class _Context:
         signalling `fence`. Straight to libvulkan: the binding's wrapper
         converts each argument again on every call. Every submission goes
         through here (tests inject a failing one)."""
-        self.check(self.vk.lib.vkQueueSubmit(self.queue, 1, submits, fence))
+        with self.queue_lock:
+            result = self.vk.lib.vkQueueSubmit(self.queue, 1, submits, fence)
+        self.check(result)
 
     def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
         candidates = [i for i, (flags, _) in enumerate(self.memory_types)
@@ -432,13 +447,17 @@ class _Context:
 
 
 _CONTEXTS: dict[bool, _Context] = {}
+_CONTEXTS_LOCK = threading.Lock()  # one device per setting, whichever thread asks first
 
 
 def _context(validation: bool) -> _Context:
     ctx = _CONTEXTS.get(validation)
     if ctx is None:
-        ctx = _Context(validation)
-        _CONTEXTS[validation] = ctx
+        with _CONTEXTS_LOCK:
+            ctx = _CONTEXTS.get(validation)
+            if ctx is None:
+                ctx = _Context(validation)
+                _CONTEXTS[validation] = ctx
     return ctx
 
 

@@ -705,7 +705,8 @@ class Dispatcher:
         vk = ctx.vk
         if self.pending:  # a wait that timed out or failed
             try:
-                vk.vkQueueWaitIdle(ctx.queue)
+                with ctx.queue_lock:
+                    vk.vkQueueWaitIdle(ctx.queue)
             except Exception:
                 pass
         errors = []
