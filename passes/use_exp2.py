@@ -94,6 +94,9 @@ class FoldLog2EIntoScores(RewritePattern):
                 rewriter.replace(user, math.Exp2Op(user.operand))
         op.exp2 = UnitAttr()
         rewriter.handle_operation_modification(op)
+        for merge in _merges_of(op):  # its partial maxima are in log2 units now
+            merge.exp2 = UnitAttr()
+            rewriter.handle_operation_modification(merge)
 
     @staticmethod
     def scale_stored_score(store: memref.StoreOp, rewriter: PatternRewriter) -> None:
@@ -121,6 +124,19 @@ class FoldLog2EIntoScores(RewritePattern):
         rewriter.replace(
             store, memref.StoreOp.get(scaled.result, store.memref, list(store.indices))
         )
+
+
+def _merges_of(op: vyre.TiledOnlineSoftmaxOp) -> list[vyre.MergeSplitsOp]:
+    """The vyre.merge_splits ops that read `op`'s partial maxima (a kernel of
+    their own after vyre-split-kv{merge=kernel}: the same buffer binding)."""
+    if not op.merges_in_kernel:
+        return []
+    m = op.partials[0].owner
+    assert isinstance(m, vyre.BufferOp)
+    module = op.get_toplevel_object()
+    return [merge for merge in module.walk() if isinstance(merge, vyre.MergeSplitsOp)
+            and isinstance(read := merge.m.owner, vyre.BufferOp)
+            and read.binding == m.binding]
 
 
 def _scaled_users(op: vyre.TiledOnlineSoftmaxOp) -> list[Operation] | None:

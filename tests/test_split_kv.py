@@ -133,6 +133,27 @@ def test_a_merge_kernel_of_several_dims_an_invocation_writes_each_lse_once(merge
     _exact(got["lse"], want_lse)
 
 
+@pytest.mark.parametrize("order", ["split_first", "exp2_first"])
+def test_exp2_and_a_merge_kernel_in_either_order(order):
+    """vyre-use-exp2 after the split marks the merge kernel too: it merges
+    maxima in log2 units (it merged them with exp: out off by 0.13, lse by
+    1.0)."""
+    seq_len, kv_len, dim, heads = 3, 64, 8, 2
+    module = vx.flash_attention_2(seq_len=seq_len, kv_len=kv_len, num_heads=heads,
+                                  head_dim=dim, tile_size=8, return_lse=True)
+    passes = ["vyre-split-kv{splits=4 merge=kernel}", "vyre-use-exp2"]
+    if order == "exp2_first":
+        passes.reverse()
+    lowered = vx.lower_to_gpu(module, optimize=",".join(passes + ["vyre-to-gpu{optimize=exact}"]))
+    rng = np.random.default_rng(13)
+    q = rng.standard_normal((heads, seq_len, dim)).astype(np.float32) * 3
+    k, v = (rng.standard_normal((heads, kv_len, dim)).astype(np.float32) for _ in "kv")
+    got = vx.run(lowered, {"q": q, "k": k, "v": v})
+    want, want_lse = reference.flash_attention_2(q, k, v, tile_size=8, return_lse=True)
+    _close(got["out"], want)
+    np.testing.assert_allclose(got["lse"], want_lse, rtol=1e-5, atol=1e-5)
+
+
 def test_merge_dims_of_the_tuning():
     from vyre_xdsl import tuning
 

@@ -1,4 +1,11 @@
 // RUN: vyre-opt %s --split-input-file -p vyre-use-exp2 | filecheck %s
+// RUN: vyre-opt %examples/flash_attention_2.mlir -p 'vyre-split-kv{splits=2 merge=kernel},vyre-use-exp2' | filecheck %s --check-prefix=SPLIT
+
+// Split first, its partial maxima merged by a kernel of their own: the
+// merge reads them in log2 units too.
+// SPLIT:     tile_count 4 exp2 kv_splits 2
+// SPLIT:     vyre.kernel @flash_attention_2_merge
+// SPLIT:     vyre.merge_splits {{.*}} head_dim 16 exp2 :
 
 // An exponent of a value derived from the scores becomes exp2 and the bound
 // on its way is in log2 units; an exponent of anything else stays exp.
