@@ -242,6 +242,25 @@ def test_apply_pipeline_errors(pipeline, message):
         vx.apply_pipeline(vx.flash_attention_2(**FA2), pipeline)
 
 
+@pytest.mark.parametrize("pipeline", [
+    # the split's first pass changes the kernel before its merge is refused
+    "vyre-split-kv{merge=kernel splits=3 merge_teams=4}",
+    "vyre-retile{tile_size=4},vyre-split-kv{merge=kernel splits=3 merge_teams=4}",
+    "vyre-use-exp2,vyre-inline-fragments,convert-vyre-to-gpu,vyre-tensor-cores{force=true}",
+])
+def test_a_failed_pipeline_leaves_the_module_as_it_was(pipeline):
+    """The module then still works: a pass that stopped half way left a
+    split with no merge kernel, which later pipelines built on."""
+    module = vx.flash_attention_2(seq_len=20, head_dim=4, tile_size=8)
+    before = str(module)
+    with pytest.raises(VyreError):
+        vx.apply_pipeline(module, pipeline)
+    assert str(module) == before
+    module.verify()
+    vx.apply_pipeline(module, "vyre-use-exp2")
+    assert " exp2" in str(module)
+
+
 def _integer_options():
     """(pass, option) for every integer option of our passes: counts and
     sizes, 0 where the pass chooses."""

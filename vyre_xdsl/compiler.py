@@ -177,7 +177,33 @@ def run_passes(passes: PassPipeline, ctx: Context, module: ModuleOp) -> None:
 
 
 def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
-    """Run a comma-separated pass pipeline (vyre and xDSL passes) in place."""
+    """Run a comma-separated pass pipeline (vyre and xDSL passes) in place.
+    A pipeline that fails (a VyreError) leaves `module` as it was: a pass
+    that stopped half way would leave IR that no one asked for."""
+    check_module(module, "apply_pipeline")
+    check_pipeline(pipeline)
+    before = module.clone()
+    try:
+        return _run_pipeline(module, pipeline)
+    except BaseException:
+        _restore(module, before)
+        raise
+
+
+def _restore(module: ModuleOp, before: ModuleOp) -> None:
+    """Give `module` the ops, attributes and properties of `before`."""
+    block = module.body.block
+    for op in reversed(list(block.ops)):  # users before what they use
+        block.erase_op(op, safe_erase=False)
+    for op in list(before.body.block.ops):
+        op.detach()
+        block.add_op(op)
+    module.attributes = dict(before.attributes)
+    module.properties = dict(before.properties)
+
+
+def _run_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
+    """apply_pipeline's work, without keeping a copy to restore."""
     from xdsl.transforms import get_all_passes
 
     check_module(module, "apply_pipeline")
@@ -273,7 +299,7 @@ def lower_to_gpu(
             "module has none, it may already be lowered"
         )
     try:
-        return apply_pipeline(module.clone(), pipeline)
+        return _run_pipeline(module.clone(), pipeline)
     except VyreError as error:
         if optimize in OPTIMISATION_LEVELS:
             raise
