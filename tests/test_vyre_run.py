@@ -165,6 +165,65 @@ def test_bad_mlir_is_an_error_not_a_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+LOWERED = """builtin.module attributes {{gpu.container_module}} {{
+  "gpu.module"() <{{sym_name = "k"}}> ({{
+    "gpu.func"() <{{function_type = (memref<8xf32>, memref<8xf32>) -> (), kernel}}> ({{
+    ^bb0(%a: memref<8xf32>, %out: memref<8xf32>):
+      %item = "gpu.global_id"() <{{dimension = #gpu<dim x>}}> : () -> index
+      %n = arith.constant 8 : index
+      %c0 = arith.constant 0 : index
+      %in = arith.cmpi ult, %item, %n : index
+      scf.if %in {{
+{body}
+      }}
+      "gpu.return"() : () -> ()
+    }}) {{sym_name = "k", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "a", binding = 0, access = read, shape = [8], dtype = f32>, #vyre.buffer<name = "out", binding = 1, access = write, shape = [8], dtype = f32>]>}} : () -> ()
+  }}) : () -> ()
+}}
+"""
+
+
+@pytest.mark.parametrize("body, op, message", [
+    ("""        %far = arith.constant 100 : index
+        %i = arith.addi %item, %far : index
+        %x = memref.load %a[%i] : memref<8xf32>
+        memref.store %x, %out[%item] : memref<8xf32>""",
+     "%x = memref.load", "memref.load: index 107 is out of bounds for buffer 'a' of 8 elements"),
+    ("""        scf.for %j = %c0 to %n step %c0 {
+          %x = memref.load %a[%item] : memref<8xf32>
+          memref.store %x, %out[%item] : memref<8xf32>
+        }""", "scf.for", "scf.for with a step of 0 never terminates"),
+    ("""        %three = arith.constant 3 : index
+        %first = arith.cmpi ult, %item, %three : index
+        scf.if %first {
+          "gpu.barrier"() : () -> ()
+        }""", '"gpu.barrier"', "divergent gpu.barrier: only 3 of the 64 lanes"),
+])
+def test_run_time_errors_point_at_their_op(tmp_path, body, op, message):
+    """An error the interpreter finds while it runs a kernel file is located
+    at the op that raised it, as vyre-opt's diagnostics are."""
+    path = tmp_path / "kernel.mlir"
+    text = LOWERED.format(body=body)
+    path.write_text(text)
+    line = next(i for i, row in enumerate(text.split("\n"), 1) if op in row)
+    column = text.split("\n")[line - 1].index(op) + 1
+    result = cli(str(path), "--random")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"{path}:{line}:{column}: error: {message}"), result.stderr
+
+
+def test_check_names_a_missing_output(tmp_path, capsys):
+    """--check on a decoder whose `out` is not written (declared temp) says
+    so (it was an internal KeyError)."""
+    text = str(vx.flash_attention_2(seq_len=20, head_dim=4, tile_size=8))
+    path = tmp_path / "temp_out.mlir"
+    path.write_text(text.replace('"out" binding 3 write', '"out" binding 3 temp'))
+    assert main([str(path), "--random", "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "--check compares output 'out' with its oracle, but" in err
+    assert "writes no buffer 'out' (its outputs: none)" in err and "internal" not in err
+
+
 @pytest.mark.parametrize(
     "extra,code,message",
     [

@@ -252,6 +252,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.check:
         expected = _oracle(info, inputs)
         for name, want in expected.items():
+            if name not in outputs:
+                raise VyreError(
+                    f"--check compares output {name!r} with its oracle, but {info.label} "
+                    f"writes no buffer {name!r} (its outputs: "
+                    f"{', '.join(outputs) or 'none'}); a `write` buffer {name!r} of the "
+                    f"decoder's shape is what the oracle computes"
+                )
             got = outputs[name].reshape(want.shape)
             with np.errstate(all="ignore"):
                 diff = np.abs(got.astype(np.float64) - want.astype(np.float64))

@@ -5,6 +5,14 @@ class VyreError(ValueError):
     """A user-facing error: names what is wrong and how to fix it."""
 
 
+def op_error(op, message: str) -> VyreError:
+    """A VyreError that carries `op`, so vyre-opt and vyre-run can print
+    its location."""
+    error = VyreError(message)
+    error.op = op  # type: ignore[attr-defined]
+    return error
+
+
 def pass_error(op, message: str):
     """A DiagnosticException carrying the offending op, for vyre-opt to locate."""
     from xdsl.utils.exceptions import DiagnosticException

@@ -22,7 +22,7 @@ from vyre_xdsl.dialects.constants import I32_MIN, U32_MAX, WORKGROUP_MEMORY_SPAC
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.dialects.launch import LAUNCH_ATTR, LaunchAttr, launch_of
 from vyre_xdsl.dtypes import itemsize, numpy_dtype
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, op_error
 from vyre_xdsl.loop_bounds import constant_index, loop_iterations
 from vyre_xdsl.mma_layout import AccumulatorLayout
 
@@ -188,13 +188,6 @@ def as_program(info: KernelInfo | ProgramInfo) -> ProgramInfo:
     )
 
 
-def _at(op, message: str) -> VyreError:
-    """A VyreError that carries `op`, so vyre-opt can print its location."""
-    error = VyreError(message)
-    error.op = op  # type: ignore[attr-defined]
-    return error
-
-
 def check_device_ir(func: gpu.FuncOp) -> None:
     """Structural facts every executor relies on but xDSL's verifiers do not
     check (found by fuzzing): integer constants fit the device's 32 bits, and
@@ -215,7 +208,7 @@ def check_device_ir(func: gpu.FuncOp) -> None:
             shape = op.vector.type.get_shape()
             for axis, position in enumerate(op.static_position.get_values()):
                 if axis < len(shape) and not 0 <= position < shape[axis]:
-                    raise _at(
+                    raise op_error(
                         op,
                         f"kernel @{func.sym_name.data}: 'vector.extract' of lane "
                         f"{position} of a vector of {shape[axis]}; use a position in "
@@ -226,7 +219,7 @@ def check_device_ir(func: gpu.FuncOp) -> None:
             for extent in op.memref.type.get_shape():
                 count *= max(extent, 0)
             if count > U32_MAX:
-                raise _at(
+                raise op_error(
                     op,
                     f"kernel @{func.sym_name.data}: '{op.name}' of {count} elements; "
                     f"an array holds at most {U32_MAX} (its index is a 32-bit "
@@ -240,7 +233,7 @@ def check_device_ir(func: gpu.FuncOp) -> None:
                 width = 32 if isinstance(value.type, IndexType) else value.type.width.data
                 v = value.value.data
                 if width > 1 and not I32_MIN <= v <= U32_MAX:
-                    raise _at(
+                    raise op_error(
                         op,
                         f"kernel @{func.sym_name.data}: constant {v} : {value.type} "
                         f"does not fit in 32 bits (index is a 32-bit unsigned "
@@ -256,7 +249,7 @@ def check_device_ir(func: gpu.FuncOp) -> None:
                     got = [v.type for v in last.operands]
                     want = [r.type for r in op.results]
                     if got != want:
-                        raise _at(
+                        raise op_error(
                             op,
                             f"kernel @{func.sym_name.data}: a region of '{op.name}' "
                             f"yields ({', '.join(map(str, got))}) but the op returns "
@@ -308,7 +301,7 @@ def find_kernel(module: ModuleOp) -> gpu.FuncOp:
         raise _no_kernel_error("exactly one")
     if len(kernels) > 1:
         names = ", ".join(f"@{k.sym_name.data}" for k in kernels)
-        raise _at(
+        raise op_error(
             kernels[1],
             f"the module holds {len(kernels)} lowered kernels ({names}), a "
             f"program that runs them in order; read it with program_info(module) "
@@ -333,7 +326,7 @@ def _check_unique_names(kernels: tuple[KernelInfo, ...]) -> None:
     seen: set[str] = set()
     for kernel in kernels:
         if kernel.name in seen:
-            raise _at(
+            raise op_error(
                 kernel.func,
                 f"two kernels of the module are named @{kernel.name}; a program "
                 f"launches its kernels by name, so give each its own",
@@ -366,13 +359,13 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
     kernel = f"@{func.sym_name.data}"
     launch = func.attributes.get(LAUNCH_ATTR)
     if not isinstance(launch, LaunchAttr):
-        raise _at(func,
+        raise op_error(func,
             f"'{LAUNCH_ATTR}' of {kernel} must be a #vyre.launch<...> "
             f"(docs/lowered-ir.md), got {launch}"
         )
     arg_types = func.function_type.inputs.data
     if len(launch.buffers) != len(arg_types):
-        raise _at(func,
+        raise op_error(func,
             f"'{LAUNCH_ATTR}' describes {len(launch.buffers)} buffers but "
             f"{kernel} takes {len(arg_types)} arguments"
         )
@@ -381,12 +374,12 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         if not isinstance(arg_type, MemRefType) or any(
             d < 0 for d in arg_type.get_shape()
         ):
-            raise _at(func,
+            raise op_error(func,
                 f"argument {index} of {kernel} must be a static memref, got {arg_type}"
             )
         where = f"buffer {buffer.buffer_name.data!r} of {kernel}"
         if arg_type.element_type != buffer.dtype_attr:
-            raise _at(func,
+            raise op_error(func,
                 f"argument {index} of {kernel} is {arg_type} but {where} holds "
                 f"{buffer.dtype}; make the memref's element type {buffer.dtype}"
             )
@@ -394,7 +387,7 @@ def read_kernel(func: gpu.FuncOp) -> KernelInfo:
         for dim in arg_type.get_shape():
             count *= dim
         if buffer.count != count:
-            raise _at(func,
+            raise op_error(func,
                 f"{where}: shape {list(buffer.shape)} does not hold the {count} elements of "
                 f"its memref; make the product of the shape equal {count}"
             )
@@ -447,7 +440,7 @@ def check_kernel_layout(
     kernel = f"kernel @{func.sym_name.data}"
     lanes = workgroup_size[0] * grid_size[0]
     if lanes < item_count:
-        raise _at(
+        raise op_error(
             func,
             f"{kernel}: the grid runs {grid_size[0]} workgroups of {workgroup_size[0]} "
             f"lanes = {lanes} invocations along x, fewer than its {item_count} items "
@@ -470,7 +463,7 @@ def _structural(func: gpu.FuncOp, check, prefix: bool = True) -> None:
     except VerifyException as error:
         op = getattr(error, "op", func)
         message = f"kernel @{func.sym_name.data}: '{op.name}' {error}" if prefix else str(error)
-        raise _at(op, message) from None
+        raise op_error(op, message) from None
 
 
 def _check_lane_slices(func: gpu.FuncOp, lanes: int, item_count: int) -> None:
@@ -501,7 +494,7 @@ def _check_lane_slices(func: gpu.FuncOp, lanes: int, item_count: int) -> None:
             continue
         lowest = (lanes - 1) * lane_coefficient + form.constant
         if lowest >= size:
-            raise _at(
+            raise op_error(
                 op,
                 f"kernel @{func.sym_name.data}: lane {lanes - 1} (the workgroup has "
                 f"{lanes} lanes, 'workgroup' of '{LAUNCH_ATTR}') indexes this array of {size} "

@@ -18,7 +18,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import InterpretationError
 
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, op_error
 from vyre_xdsl.interp.arith import ArithFunctions
 from vyre_xdsl.interp.gpu import GpuFunctions
 from vyre_xdsl.interp.lanes import SUBGROUP_SIZE, LaneState
@@ -178,7 +178,9 @@ def execute(
                 _run_kernel(module, kernel, buffers, listeners)
     except VyreError as error:
         # xDSL attaches the printed module to errors raised inside ops;
-        # the message alone is what a user needs
+        # the message alone is what a user needs, and the op where it has one
+        if (op := getattr(error, "op", None)) is not None:
+            raise op_error(op, str(error)) from None
         raise VyreError(str(error)) from None
     except InterpretationError as error:
         raise VyreError(f"interpreter error: {error}") from None

@@ -13,7 +13,7 @@ from xdsl.dialects import gpu
 from xdsl.interpreter import ReturnedValues, impl, impl_terminator, register_impls
 
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, op_error
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import INDEX_DTYPE, is_uniform
 
@@ -100,7 +100,8 @@ class GpuFunctions(LaneFunctions):
         mask = state.mask
         if mask is not None and not mask.all():
             arrived = int(mask.sum())
-            raise VyreError(
+            raise op_error(
+                op,
                 f"divergent gpu.barrier: only {arrived} of the {state.lane_count} "
                 f"lanes of workgroup {state.describe_block()} reach it (the others "
                 f"took another path through scf.if/scf.for); every lane of a "

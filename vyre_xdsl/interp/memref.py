@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.interpreter import impl, register_impls
 
 from vyre_xdsl.dialects.constants import WORKGROUP_MEMORY_SPACE
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, op_error
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import LaneState, dtype_of, is_uniform
 
@@ -85,7 +85,8 @@ def out_of_bounds(state: LaneState, op, buf: Buffer, index, mask) -> VyreError:
     if mask is not None and index.ndim:
         index = index[mask]
     bad = index[index >= buf.size] if index.ndim else index
-    return VyreError(
+    return op_error(
+        op,
         f"{op.name}: index {int(np.max(bad))} is out of bounds for "
         f"{buf.name} of {buf.size} elements "
         f"(workgroup {state.describe_block()})"

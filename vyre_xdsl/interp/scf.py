@@ -19,7 +19,7 @@ from xdsl.interpreter import (
     register_impls,
 )
 
-from vyre_xdsl.errors import VyreError
+from vyre_xdsl.errors import VyreError, op_error
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import dtype_of, is_uniform
 from vyre_xdsl.interp.mma import SubgroupMatrices, merge_by_subgroup
@@ -79,7 +79,7 @@ class ScfFunctions(LaneFunctions):
             if lb >= ub:
                 return tuple(loop_args)
             if step == 0:
-                raise VyreError("scf.for with a step of 0 never terminates")
+                raise op_error(op, "scf.for with a step of 0 never terminates")
             make = lb.dtype.type
             values = tuple(loop_args)
             run = interpreter.run_ssacfg_region
@@ -109,7 +109,7 @@ class ScfFunctions(LaneFunctions):
         step = np.broadcast_to(step, (n,))
         active = state.active() & (iv < ub)
         if np.any(active & (step == 0)):
-            raise VyreError("scf.for with a step of 0 never terminates")
+            raise op_error(op, "scf.for with a step of 0 never terminates")
         values = tuple(loop_args)
         try:
             while active.any():
