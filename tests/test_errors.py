@@ -657,6 +657,33 @@ def test_a_users_own_bug_in_a_fragment_is_not_hidden():
         _skeleton(scores=scores)
 
 
+@pytest.mark.parametrize("kept", ["fragment", "loop body", "branch"])
+def test_a_builder_used_after_its_callback_returned_is_refused(kept):
+    """It appended ops after the region's terminator, and the kernel failed
+    to verify much later with nothing that pointed at the cause."""
+    saved = {}
+
+    def scores(f):
+        saved["fragment"] = f
+
+        def body(b, j, _):
+            saved["loop body"] = b
+            b.if_then(b.cmpi(j, j, "eq"), lambda inner: saved.setdefault("branch", inner))
+            return []
+
+        f.loop(0, f.tile_len, body)
+
+    module = _skeleton(scores=scores)
+    before = str(module)
+    builder = saved[kept]
+    with pytest.raises(VyreError, match=r"a builder was used after the (scores fragment|loop "
+                                        r"body|branch of if_then) it was given to had "
+                                        r"returned .*; build arith.constant inside that "
+                                        r"callback"):
+        builder.f32(1.0)
+    assert str(module) == before
+
+
 def test_fragment_attribute_errors_still_work_with_hasattr():
     seen = {}
 

@@ -151,6 +151,36 @@ def test_split_keys_are_the_kernels_keys_or_an_error(split_keys, match):
         ref.tiled_online_softmax(1, 1, 4, 2, scores, update, kv_splits=2, split_keys=split_keys)
 
 
+def _zero_scores(tile_start, tile_len):
+    return np.zeros((tile_len, 3), np.float32)
+
+
+def _same_o_acc(o_acc, weight, rescale, tile_start, tile_len):
+    return o_acc
+
+
+@pytest.mark.parametrize("args, match", [
+    ((3, 2, 4, 0, _zero_scores, _same_o_acc), "tile_size must be > 0, got 0"),
+    ((3, 2, -1, 2, _zero_scores, _same_o_acc), "seq_len must be > 0, got -1"),
+    ((3, 2, False, 2, _zero_scores, _same_o_acc), "seq_len must be an int, got False"),
+    ((0, 2, 4, 2, _zero_scores, _same_o_acc), "item_count must be > 0"),
+    ((3, 2, 4, 2, lambda start, n: np.zeros((3, n), np.float32), _same_o_acc),
+     r"compute_tile_scores\(tile_start, tile_len\) must return f32\[tile_len, item_count\], "
+     r"here of shape \(2, 3\); got shape \(3, 2\)"),
+    ((3, 2, 4, 2, _zero_scores, lambda *args: None),
+     r"update_o_acc\(.*\) must return o_acc, f32\[item_count, head_dim\], here of shape "
+     r"\(3, 2\); got NoneType"),
+    ((3, 2, 4, 2, _zero_scores, "update"), "update_o_acc must be a function, got str"),
+])
+def test_the_numpy_skeleton_checks_its_arguments_and_fragments(args, match):
+    """Each was a ZeroDivisionError, a numpy broadcast error or a TypeError."""
+    with pytest.raises(VyreError, match=match):
+        ref.tiled_online_softmax(*args)
+    # no keys at all (a run-time length of 0): rows of zeros
+    out = ref.tiled_online_softmax(3, 2, 0, 2, _zero_scores, _same_o_acc)
+    assert out.shape == (3, 2) and not out.any()
+
+
 def test_split_keys_lay_the_splits_over_the_kernels_tiles():
     # 4 keys of a kernel of 16 in tiles of 2, split 2 ways: split 0 takes
     # tiles 0-3 of the kernel's 8, so all 4 keys run in one split

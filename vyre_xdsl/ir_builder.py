@@ -112,6 +112,13 @@ class IRBuilder:
 
     def __init__(self, where: InsertPoint | Builder) -> None:
         self.builder = where if isinstance(where, Builder) else Builder(where)
+        # what this builder was given to, once that has returned (close)
+        self.returned: str | None = None
+
+    def close(self, given_to: str) -> None:
+        """Refuse ops from now on: the callback it was given to (`given_to`)
+        has returned, and its block ends with a terminator."""
+        self.returned = given_to
 
     def at(self, insertion_point: InsertPoint) -> Self:
         """This builder (with whatever context a subclass carries) emitting
@@ -123,6 +130,12 @@ class IRBuilder:
         return nested
 
     def emit(self, op: Operation) -> Operation:
+        if self.returned is not None:
+            raise VyreError(
+                f"a builder was used after {self.returned} it was given to had returned "
+                f"(kept in a variable?); build {op.name} inside that callback, with "
+                f"the builder it receives"
+            )
         self.builder.insert(op)
         return op
 
@@ -331,6 +344,7 @@ class IRBuilder:
             next_values = body(inner, block.args[0], block.args[1:])
         next_values = _carried(next_values, inits, "the loop body")
         inner.emit(scf.YieldOp(*next_values))
+        inner.close("the loop body")
         op = scf.ForOp(lower_v, upper_v, step, inits, Region(block))
         op.attributes.update(attributes or {})
         self.emit(op)
@@ -359,6 +373,7 @@ class IRBuilder:
         inner = self.at(InsertPoint.at_end(block))
         with trace.building(inner):
             then(inner)
+        inner.close("the branch of if_then")
         block.add_op(scf.YieldOp())
         self.emit(scf.IfOp(_v(cond), [], Region(block)))
 
@@ -376,6 +391,7 @@ class IRBuilder:
             inner = self.at(InsertPoint.at_end(block))
             with trace.building(inner):
                 returned = branch(inner)
+            inner.close("the branch of if_else")
             if yielded_types is None:
                 values = _carried(returned, None, "the then-branch of if_else")
             else:

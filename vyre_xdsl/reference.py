@@ -175,6 +175,25 @@ def tiled_online_softmax(
     skip it, provided `update_o_acc` adds nothing for a zero weight: guard
     `weight * value` (0 * inf and 0 * NaN are NaN), as flash_attention_2
     does."""
+    item_count, head_dim = _positive("item_count", item_count), _positive("head_dim", head_dim)
+    # no keys (a sequence whose run-time length is 0) is a row of zeros
+    if isinstance(seq_len, bool) or not (isinstance(seq_len, int | np.integer) and seq_len == 0):
+        seq_len = _positive("seq_len", seq_len)
+    tile_size = _positive("tile_size", tile_size)
+    for name, fn in (("compute_tile_scores", compute_tile_scores),
+                     ("update_o_acc", update_o_acc)):
+        if not callable(fn):
+            raise VyreError(f"{name} must be a function, got {type(fn).__name__}")
+    compute_tile_scores = _returning(
+        compute_tile_scores, "compute_tile_scores(tile_start, tile_len)",
+        lambda tile_len: (tile_len, item_count), "f32[tile_len, item_count]")
+    update_o_acc = _returning(
+        update_o_acc, "update_o_acc(o_acc, weight, rescale, tile_start, tile_len)",
+        lambda _: (item_count, head_dim), "o_acc, f32[item_count, head_dim]")
+    if mask_of is not None:
+        mask_of = _returning(mask_of, "mask_of(tile_start, tile_len)",
+                             lambda tile_len: (tile_len, item_count),
+                             "bool[tile_len, item_count]")
     kv_splits = _positive("kv_splits", kv_splits)
     merge_teams = _positive("merge_teams", merge_teams)
     if kv_splits % merge_teams or merge_teams & (merge_teams - 1):
@@ -286,6 +305,22 @@ def _matrix(name: str, value, what: str) -> np.ndarray:
             f"dimension must be > 0"
         )
     return np.ascontiguousarray(value)
+
+
+def _returning(fn, call: str, shape_of, what: str):
+    """`fn`, checked to return an array of shape_of(its last argument) (a
+    fragment of the numpy skeleton: a wrong shape would broadcast)."""
+
+    def checked(*args):
+        value = fn(*args)
+        shape = shape_of(args[-1])
+        if np.shape(value) != shape or not isinstance(value, np.ndarray):
+            got = (f"shape {np.shape(value)}" if isinstance(value, np.ndarray)
+                   else type(value).__name__)
+            raise VyreError(f"{call} must return {what}, here of shape {shape}; got {got}")
+        return value
+
+    return checked
 
 
 def _positive(name: str, value) -> int:

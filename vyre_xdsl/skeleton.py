@@ -489,11 +489,11 @@ def tiled_online_softmax(
     body.emit(skeleton)
     captures = Captures(skeleton, values)  # tables the modifiers index
     shape = {**skeleton.shape(), "v_head_dim": skeleton.v_dim}
-    for region, arg_names, fill in (
-        (skeleton.scores, vyre.SCORES_ARGS, scores),
-        (skeleton.update, vyre.UPDATE_ARGS, update),
-        (skeleton.prologue, vyre.PROLOGUE_ARGS, prologue),
-        (skeleton.epilogue, vyre.EPILOGUE_ARGS, epilogue),
+    for region_name, region, arg_names, fill in (
+        ("scores", skeleton.scores, vyre.SCORES_ARGS, scores),
+        ("update", skeleton.update, vyre.UPDATE_ARGS, update),
+        ("prologue", skeleton.prologue, vyre.PROLOGUE_ARGS, prologue),
+        ("epilogue", skeleton.epilogue, vyre.EPILOGUE_ARGS, epilogue),
     ):
         if fill is None:
             continue  # the hook keeps its plain vyre.yield
@@ -504,6 +504,7 @@ def tiled_online_softmax(
                             captures)
         with trace.building(fragment):
             checked_call(fill, fragment)
+        fragment.close(f"the {region_name} fragment")
         if terminator is None:
             block.add_op(vyre.YieldOp())
     if mask is not None:
@@ -520,6 +521,7 @@ def tiled_online_softmax(
             keep = check_result(keep, "bool", mask, "mask")
             if not isinstance(keep, Traced):
                 keep = Traced("bool", trace.IR.const("bool", keep), trace.IR)
+        fragment.close("the mask fragment")
         block.add_op(vyre.YieldOp(keep.ssa))
 
     module = ModuleOp([kernel])
