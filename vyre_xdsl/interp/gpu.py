@@ -13,7 +13,7 @@ from xdsl.dialects import gpu
 from xdsl.interpreter import ReturnedValues, impl, impl_terminator, register_impls
 
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
-from vyre_xdsl.errors import VyreError, op_error
+from vyre_xdsl.errors import op_error
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import INDEX_DTYPE, is_uniform
 

@@ -19,7 +19,7 @@ from xdsl.interpreter import (
     register_impls,
 )
 
-from vyre_xdsl.errors import VyreError, op_error
+from vyre_xdsl.errors import op_error
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import dtype_of, is_uniform
 from vyre_xdsl.interp.mma import SubgroupMatrices, merge_by_subgroup
