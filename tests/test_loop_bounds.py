@@ -71,3 +71,76 @@ def test_unroll_jam_of_fragments_takes_at_most_a_tile_of_keys():
     seed = vx.lower_to_gpu(module, optimize="none")
     got = vx.run(unrolled, inputs)["out"]
     np.testing.assert_array_equal(got, vx.run(seed, inputs)["out"])
+
+
+# hand-written kernels: a loop of `trips(item)` iterations adding 1.0 ----------
+
+_LOOPING = """builtin.module attributes {{gpu.container_module}} {{
+  "gpu.module"() <{{sym_name = "k"}}> ({{
+    "gpu.func"() <{{function_type = (memref<8xf32>) -> (), kernel}}> ({{
+    ^bb0(%out: memref<8xf32>):
+      %item = "gpu.global_id"() <{{dimension = #gpu<dim x>}}> : () -> index
+      %n = arith.constant 8 : index
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %f0 = arith.constant 0.0 : f32
+      %in = arith.cmpi ult, %item, %n : index
+      scf.if %in {{
+{trips}
+        %r = scf.for %j = %c0 to %ub step %c1 iter_args(%acc = %f0) -> (f32) {{
+          %one = arith.constant 1.0 : f32
+          %y = arith.addf %acc, %one : f32
+          scf.yield %y : f32
+        }}{promise}
+        memref.store %r, %out[%item] : memref<8xf32>
+      }}
+      "gpu.return"() : () -> ()
+    }}) {{sym_name = "k", gpu.kernel, vyre.launch = #vyre.launch<items = 8, workgroup = [64, 1, 1], grid = [1, 1, 1], buffers = [#vyre.buffer<name = "out", binding = 0, access = write, shape = [8], dtype = f32>]>}} : () -> ()
+  }}) : () -> ()
+}}
+"""
+_PER_ITEM = """        %k = arith.constant 20000 : index
+        %ub = arith.muli %item, %k : index"""
+# 3 - 4 wraps to 2^64 - 1, so min(3 - 4, 20000) is 20000: it was bounded by 3
+_WRAPPED = """        %three = arith.constant 3 : index
+        %four = arith.constant 4 : index
+        %wrapped = arith.subi %three, %four : index
+        %cap = arith.constant 20000 : index
+        %ub = arith.minui %wrapped, %cap : index"""
+
+
+def _looping(trips: str, promise: str = "") -> object:
+    return vx.parse_module(_LOOPING.format(trips=trips, promise=promise))
+
+
+@pytest.mark.parametrize("trips, bound", [(_PER_ITEM, None), (_WRAPPED, 20000)])
+def test_a_bound_is_never_below_the_trips(trips, bound):
+    assert kernel_info(_looping(trips)).loop_iterations == bound
+    out = vx.run(_looping(trips), {})["out"]
+    assert out.max() == (140000 if trips == _PER_ITEM else 20000)
+
+
+def test_lavapipe_refuses_a_loop_it_cannot_bound():
+    """It returned 65535 where the loop runs 80000 trips and more."""
+    vulkan = pytest.importorskip("vyre_xdsl.vulkan")
+    if "llvmpipe" not in vulkan.device_report().split("selected")[-1]:
+        pytest.skip("the selected Vulkan device is not lavapipe")
+    with pytest.raises(vx.VyreError, match="has a loop whose trip count cannot be bounded"):
+        vx.run(_looping(_PER_ITEM), {}, backend="vulkan")
+
+
+def test_the_interpreter_holds_a_loop_to_its_promised_trips():
+    """vyre.max_trips bounds the loop for lavapipe's guard: a loop that runs
+    more trips than it promises is an error where it runs."""
+    promised = _looping(_PER_ITEM, " {vyre.max_trips = 8 : i64}")
+    assert kernel_info(promised).loop_iterations == 8
+    with pytest.raises(vx.VyreError, match="scf.for runs 140000 trips where its "
+                                           "vyre.max_trips promises at most 8"):
+        vx.run(promised, {})
+
+
+def test_a_constant_step_of_0_is_refused_before_it_runs():
+    step0 = _LOOPING.format(trips="        %ub = arith.constant 4 : index", promise="")
+    step0 = step0.replace("to %ub step %c1", "to %ub step %c0")
+    with pytest.raises(vx.VyreError, match="an scf.for with a step of 0 never ends"):
+        vx.compile_spirv(vx.parse_module(step0))

@@ -192,7 +192,7 @@ LOWERED = """builtin.module attributes {{gpu.container_module}} {{
     ("""        scf.for %j = %c0 to %n step %c0 {
           %x = memref.load %a[%item] : memref<8xf32>
           memref.store %x, %out[%item] : memref<8xf32>
-        }""", "scf.for", "scf.for with a step of 0 never terminates"),
+        }""", "scf.for", "kernel @k: an scf.for with a step of 0 never ends"),
     ("""        %three = arith.constant 3 : index
         %first = arith.cmpi ult, %item, %three : index
         scf.if %first {

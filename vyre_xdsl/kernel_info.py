@@ -190,8 +190,9 @@ def as_program(info: KernelInfo | ProgramInfo) -> ProgramInfo:
 
 def check_device_ir(func: gpu.FuncOp) -> None:
     """Structural facts every executor relies on but xDSL's verifiers do not
-    check (found by fuzzing): integer constants fit the device's 32 bits, and
-    every scf.for / scf.if region yields one value per result."""
+    check (found by fuzzing): integer constants fit the device's 32 bits,
+    every scf.for / scf.if region yields one value per result, and no loop
+    has a constant step of 0."""
     from xdsl.dialects import arith, scf
     from xdsl.dialects.builtin import IndexType, IntegerType
 
@@ -241,6 +242,12 @@ def check_device_ir(func: gpu.FuncOp) -> None:
                         f"[{I32_MIN}, {U32_MAX}]",
                     )
         elif isinstance(op, scf.ForOp | scf.IfOp):
+            if isinstance(op, scf.ForOp) and constant_index(op.step) == 0:
+                raise op_error(
+                    op,
+                    f"kernel @{func.sym_name.data}: an scf.for with a step of 0 never "
+                    f"ends (a GPU would hang); give it a positive step",
+                )
             for region in op.regions:
                 for block in region.blocks:
                     last = block.last_op

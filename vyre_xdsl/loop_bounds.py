@@ -96,7 +96,36 @@ def _clipped_length(op: arith.SubiOp) -> int | None:
                 size = grown.rhs if grown.lhs == op.rhs else grown.lhs
                 if (bound := upper_bound(size)) is not None:
                     return bound
-    return upper_bound(op.lhs)
+    return _difference_bound(op)
+
+
+def _difference_bound(op: arith.SubiOp) -> int | None:
+    """ub(a) for `a - b` where b cannot pass a (index arithmetic wraps: 3 - 4
+    is 2^64 - 1), else None: b a constant no larger than any a, or a's
+    own induction variable's lower bound or below."""
+    top = upper_bound(op.lhs)
+    if top is None:
+        return None
+    below = constant_index(op.rhs)
+    if below is not None and below <= _lower_bound(op.lhs):
+        return top - below
+    return None
+
+
+def _lower_bound(value: SSAValue) -> int:
+    """The smallest value `value` (an index) can take: a constant's, a loop
+    variable's lower bound's, a sum's, else 0."""
+    if (constant := constant_index(value)) is not None:
+        return constant
+    if (loop := loop_of(value)) is not None:
+        return _lower_bound(loop.lb)
+    op = value.owner
+    if isinstance(op, arith.AddiOp | arith.MuliOp):
+        lhs, rhs = _lower_bound(op.lhs), _lower_bound(op.rhs)
+        return lhs + rhs if isinstance(op, arith.AddiOp) else lhs * rhs
+    if isinstance(op, arith.MinUIOp):
+        return min(_lower_bound(op.lhs), _lower_bound(op.rhs))
+    return 0
 
 
 def products_plus(value: SSAValue) -> Iterator[tuple[arith.MuliOp, SSAValue]]:

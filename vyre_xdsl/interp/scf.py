@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import scf
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.interpreter import (
     ReturnedValues,
     impl,
@@ -23,6 +24,7 @@ from vyre_xdsl.errors import op_error
 from vyre_xdsl.interp.base import LaneFunctions
 from vyre_xdsl.interp.lanes import dtype_of, is_uniform
 from vyre_xdsl.interp.mma import SubgroupMatrices, merge_by_subgroup
+from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 
 
 @register_impls
@@ -83,7 +85,9 @@ class ScfFunctions(LaneFunctions):
             make = lb.dtype.type
             values = tuple(loop_args)
             run = interpreter.run_ssacfg_region
-            for i in range(int(lb), int(ub), int(step)):
+            trips = range(int(lb), int(ub), int(step))
+            _check_promised_trips(op, len(trips))
+            for i in trips:
                 values = run(body, (make(i), *values), "scf.for")
             return values
         return self._run_varying_for(interpreter, op, lb, ub, step, loop_args)
@@ -110,6 +114,9 @@ class ScfFunctions(LaneFunctions):
         active = state.active() & (iv < ub)
         if np.any(active & (step == 0)):
             raise op_error(op, "scf.for with a step of 0 never terminates")
+        if active.any():
+            spans = (ub[active].astype(np.int64) - iv[active] + step[active] - 1)
+            _check_promised_trips(op, int((spans // step[active]).max()))
         values = tuple(loop_args)
         try:
             while active.any():
@@ -125,3 +132,12 @@ class ScfFunctions(LaneFunctions):
     @impl_terminator(scf.YieldOp)
     def run_yield(self, interpreter, op, args):
         return ReturnedValues(args), ()
+
+
+def _check_promised_trips(op: scf.ForOp, trips: int) -> None:
+    """A loop whose `vyre.max_trips` promises fewer trips than it runs: the
+    Vulkan runtime bounds the loop by the promise (loop_bounds.py)."""
+    most = op.attributes.get(MAX_TRIPS_ATTR)
+    if isinstance(most, IntegerAttr) and trips > most.value.data:
+        raise op_error(op, f"scf.for runs {trips} trips where its {MAX_TRIPS_ATTR} "
+                           f"promises at most {most.value.data}; raise the attribute")

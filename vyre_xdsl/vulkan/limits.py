@@ -12,6 +12,7 @@ import numpy as np
 
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import KernelInfo, ProgramInfo, as_program
+from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.spirv.module import EntryPoint, SpirvModule
 from vyre_xdsl.spirv.spec import Capability
 from vyre_xdsl.vulkan.device import (
@@ -158,11 +159,19 @@ def _check_shuffle_lanes(ctx: _Context, kernel: KernelInfo) -> None:
 
 
 def _check_loop_limit(ctx: _Context, kernel: KernelInfo) -> None:
-    if (
-        "llvmpipe" in ctx.name.lower()
-        and kernel.loop_iterations is not None
-        and kernel.loop_iterations > LLVMPIPE_LOOP_LIMIT
-    ):
+    if "llvmpipe" not in ctx.name.lower():
+        return
+    if kernel.loop_iterations is None:
+        raise VyreError(
+            f"kernel @{kernel.name} has a loop whose trip count cannot be bounded (a "
+            f"bound read at run time, a step that is not a positive constant, or index "
+            f"arithmetic that may wrap), but lavapipe ({ctx.name}) stops every "
+            f"invocation after {LLVMPIPE_LOOP_LIMIT} loop iterations and would return "
+            f"a wrong result without a word; give such a loop a "
+            f"{MAX_TRIPS_ATTR} = N attribute (at most N trips), or run it on a GPU "
+            f"({DEVICE_ENV}) or with backend='interpreter'"
+        )
+    if kernel.loop_iterations > LLVMPIPE_LOOP_LIMIT:
         raise VyreError(
             f"kernel @{kernel.name} runs up to {kernel.loop_iterations} loop "
             f"iterations per invocation, but lavapipe ({ctx.name}) stops every "
