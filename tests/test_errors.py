@@ -228,7 +228,9 @@ def test_parse_module_errors(text, message):
 
 @pytest.mark.parametrize("pipeline, message", [
     ("no-such-pass", "Unrecognized passes"),
-    ("vyre-to-gpu{x=1}", "not found in expected arguments"),
+    ("vyre-to-gpu{x=1}", "pass 'vyre-to-gpu' has no option x; its options are optimize, "
+                         "device, matrix_units, f32_parts"),
+    ("cse{x=1}", "pass 'cse' has no option x; its options are none"),
     ("convert-vyre-to-gpu", "run vyre-inline-fragments"),
     # an option's value of the wrong type names the pass and the option
     ("vyre-unroll-jam{factor=abc}", r"pass 'vyre-unroll-jam': option factor takes an "

@@ -133,7 +133,18 @@ class VyreOptMain(xDSLOptMain):
 
             binary = compile_spirv(module)
             return binary if target == "spirv" else disassemble(binary)
-        return self.output_resulting_program(module)
+        if target == "mlir":
+            return self.output_resulting_program(module)
+        try:  # xDSL's other targets (wgsl, riscv-asm, ...) know few of our ops
+            return self.output_resulting_program(module)
+        except Exception as error:
+            if os.environ.get("VYRE_DEBUG"):
+                raise
+            reason = (str(error).strip().split("\n")[0][:160] or "no message").rstrip("(")
+            raise VyreError(
+                f"xDSL's target '{target}' cannot print this module ({type(error).__name__}: "
+                f"{reason}); vyre-opt's own targets are mlir, spirv and spirv-asm"
+            ) from None
 
     def run(self) -> int:
         """Parse, transform and emit each chunk; report errors as located

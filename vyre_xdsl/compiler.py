@@ -107,10 +107,11 @@ _OPTION_KINDS = {
 
 def check_pass_options(available: dict, pipeline: str) -> None:
     """A VyreError naming the pass and the option of `pipeline` whose value
-    does not have the option's type (`factor=abc`, `factor=true`,
-    `device=3`) or, for an integer option of ours (a count or a size, 0
-    where the pass chooses), is negative; options of other types, unknown
-    passes and bad syntax are left to xDSL's parser."""
+    does not exist (`fctor=4`) or does not have the option's type
+    (`factor=abc`, `factor=true`, `device=3`) or, for an integer option of
+    ours (a count or a size, 0 where the pass chooses), is negative; options
+    of other types, unknown passes and bad syntax are left to xDSL's
+    parser."""
     try:
         specs = list(parse_pipeline(pipeline))  # a generator: it raises as it goes
     except ArgSpecParseError:
@@ -124,6 +125,11 @@ def check_pass_options(available: dict, pipeline: str) -> None:
         hints = typing.get_type_hints(pass_type)
         ours = pass_type.__module__.startswith("vyre_xdsl.")
         defaults = {f.name: f.default for f in dataclasses.fields(pass_type)}
+        unknown = [option for option in spec.parameters if option not in defaults]
+        if unknown:
+            raise VyreError(
+                f"pass '{spec.name}' has no option {unknown[0]}; its options are "
+                f"{', '.join(defaults) or 'none'}")
         for option, values in spec.parameters.items():
             kind = _OPTION_KINDS.get(hints.get(option))
             if kind is None:
