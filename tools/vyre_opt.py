@@ -106,6 +106,14 @@ class VyreOptMain(xDSLOptMain):
     _argv: Sequence[str] | None = None
     _chunk_offset = 0
 
+    def get_input_stream(self):
+        """xDSL's, but `-` is standard input and a file whose extension names
+        no frontend is MLIR, as mlir-opt reads it (`vyre-opt /dev/null`)."""
+        if self.args.input_file == "-":
+            return sys.stdin.buffer, "mlir"
+        stream, extension = super().get_input_stream()
+        return stream, extension if extension in self.available_frontends else "mlir"
+
     def parse_chunk(self, chunk, file_extension, start_offset=0):
         self._chunk_offset = start_offset
         return super().parse_chunk(chunk, file_extension, start_offset)

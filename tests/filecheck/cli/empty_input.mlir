@@ -3,6 +3,8 @@
 // RUN: printf '' | vyre-opt | filecheck %s
 // RUN: printf '  \n\t\n' | vyre-opt | filecheck %s
 // RUN: printf '// a comment\n' | vyre-opt | filecheck %s
+// RUN: vyre-opt /dev/null | filecheck %s
+// RUN: printf '' | vyre-opt - | filecheck %s
 // RUN: printf '' | not vyre-run - 2>&1 | filecheck %s --check-prefix=NOTHING
 // CHECK: builtin.module {
 // CHECK-NEXT: }
