@@ -207,6 +207,10 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
     # Items of one invocation, which share every load that does not depend
     # on the item (set by vyre-block-rows).
     rows_per_lane = opt_prop_def(IntegerAttr[I64])
+    # Elements of score_tile per lane where they are more than tile_size:
+    # the fragments' stride, which vyre-retile keeps when it shrinks the
+    # tiles (lane l's scores start at l * score_stride).
+    score_stride = opt_prop_def(IntegerAttr[I64])
 
     scores = region_def("single_block")
     update = region_def("single_block")
@@ -301,10 +305,13 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
         kernel = self.parent_op()
         return kernel.lanes if isinstance(kernel, KernelOp) else DEFAULT_LANES
 
-    def score_stride(self) -> int:
-        """Elements of score_tile per lane: tile_size, or more after
-        vyre-retile shrank the tiles (lane l's scores start at l * stride)."""
-        return _element_count(self.score_tile.type) // self.lanes
+    @property
+    def scores_per_lane(self) -> int:
+        """Elements of score_tile per lane: `score_stride` where vyre-retile
+        shrank the tiles, else tile_size (lane l's scores start at l times
+        it)."""
+        stride = self.score_stride if self.score_stride is not None else self.tile_size
+        return _int(stride)
 
     def named_regions(self) -> list[tuple[str, Region]]:
         """(name, region) of each region the op has: scores, update,
@@ -771,7 +778,8 @@ class TiledOnlineSoftmaxOp(IRDLOperation):
 
 # The optional integer fields, in the order they are printed and parsed.
 OPTIONAL_FIELDS = (
-    "kv_splits", "dim_parts", "dim_chunk", "v_head_dim", "items_per_seq", "rows_per_lane"
+    "kv_splits", "dim_parts", "dim_chunk", "v_head_dim", "items_per_seq", "rows_per_lane",
+    "score_stride",
 )
 
 

@@ -78,9 +78,18 @@ def verify_sizes(op: TiledOnlineSoftmaxOp, shape: dict[str, int], lanes: int) ->
         "head_dim / dim_parts", shape["head_dim"] // parts)
     o_dims = (v_name, op.v_dim) if parts == 1 else (
         f"{v_name} / dim_parts", op.v_dim // parts)
+    score_dims = ("tile_size", shape["tile_size"])
+    if op.score_stride is not None:
+        score_dims = ("score_stride", op.scores_per_lane)
+        if op.scores_per_lane < shape["tile_size"]:
+            raise VerifyException(
+                f"'score_stride' is {op.scores_per_lane} but a lane's slice of "
+                f"score_tile holds a tile's {shape['tile_size']} scores; give it at least "
+                f"tile_size"
+            )
     for role, value, stride in (
         ("q_scratch", op.q_scratch, q_dims),
-        ("score_tile", op.score_tile, ("tile_size", shape["tile_size"])),
+        ("score_tile", op.score_tile, score_dims),
         ("o_acc", op.o_acc, o_dims),
     ):
         if not isinstance(value.owner, ScratchOp):
@@ -91,8 +100,6 @@ def verify_sizes(op: TiledOnlineSoftmaxOp, shape: dict[str, int], lanes: int) ->
             f"reduce {stride[0].split()[0]}",
         )
         count = _element_count(_check_f32_vector(value, f"operand '{role}'"))
-        if role == "score_tile" and count > wanted and count % lanes == 0:
-            continue  # a wider lane slice (vyre-retile keeps the fragments' stride)
         if count != wanted:
             raise VerifyException(
                 f"scratch '{role}' holds {count} f32 but workgroup_size * "

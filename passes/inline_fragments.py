@@ -141,7 +141,7 @@ def expand_tile_weights(
     the stored weight (`stored`) or the weight formula, over that region's
     own block arguments."""
     args = dict(zip(vyre.UPDATE_ARGS, update.block.args, strict=True))
-    stride = op.score_stride()
+    stride = op.scores_per_lane
     drop_minus_inf = scores_may_be_minus_inf(op)
     for weight_op in [w for w in update.walk() if isinstance(w, vyre.TileWeightOp)]:
         b = IRBuilder(InsertPoint.before(weight_op))
@@ -546,7 +546,7 @@ class SkeletonExpansion:
         self.lane_v_dims = op.v_dim // self.parts  # ... and of o_acc
         self.store_weights = not update_reads_scores(op)
         self.drop_minus_inf = scores_may_be_minus_inf(op)
-        self.score_stride = op.score_stride()
+        self.score_stride = op.scores_per_lane
         # With kv_lens: this item's key count L (clamped to [0, seq_len]) and
         # tile count ceil(L / tile_size), read at run time; where seq_len is
         # not a multiple of tile_size, the same as constants (`static_cut`).

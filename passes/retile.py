@@ -9,7 +9,7 @@ tuned for a device without being rebuilt:
 
 - the op's `tile_size` and `tile_count` change; the fragments do not (they
   address the tile through tile_start and tile_len, and the lane's score
-  slice keeps its built stride, `score_stride()`);
+  slice keeps its built stride, recorded as `score_stride`);
 - a mask's `tile_classes` are refined: each new tile takes the class of the
   built tile it lies in (an empty or full tile's parts are empty or full; a
   partial tile's parts are evaluated key by key, which is always exact).
@@ -48,6 +48,8 @@ def retile(op: vyre.TiledOnlineSoftmaxOp, tile_size: int) -> None:
                                shape["seq_len"])
         assert rows is not None  # tile_size divides the built size
         set_classes(op, rows)
+    if tile_size != op.scores_per_lane:  # the fragments keep their stride
+        op.properties["score_stride"] = IntegerAttr(op.scores_per_lane, i64)
     op.properties["tile_size"] = IntegerAttr(tile_size, i64)
     op.properties["tile_count"] = IntegerAttr(tile_count, i64)
 

@@ -26,7 +26,8 @@ def test_skeleton_lanes_follow_the_kernel():
     (skeleton,) = _ops(module, vyre.TiledOnlineSoftmaxOp)
     assert skeleton.lanes == 64
     kernel.properties["workgroup_size"] = vyre.KernelOp("k", 1, 32).workgroup_size
-    assert skeleton.lanes == 32 and skeleton.score_stride() == 2 * skeleton.shape()["tile_size"]
+    # the stride of a lane's scores is the op's own, not the array over the lanes
+    assert skeleton.lanes == 32 and skeleton.scores_per_lane == skeleton.shape()["tile_size"]
     skeleton.detach()
     assert skeleton.lanes == DEFAULT_LANES
 

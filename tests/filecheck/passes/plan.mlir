@@ -111,7 +111,7 @@ builtin.module {
 
 // The passes given 0 read their choice from the plan.
 // FOLLOWED:  vyre.kernel @flash_attention_2 items 16384 workgroup_size 64
-// FOLLOWED:  tile_size 16 tile_count 256 dim_parts 2 attributes {vyre.plan = #vyre.plan<device = "h200"
+// FOLLOWED:  tile_size 16 tile_count 256 dim_parts 2 score_stride 64 attributes {vyre.plan = #vyre.plan<device = "h200"
 // FOLLOWED:  gpu.shuffle xor
 
 // BAD-DEVICE: error: unknown device 'tpu'; choose one of generic, h200, lavapipe, vulkan
@@ -140,7 +140,7 @@ builtin.module {
   }
 }
 // RECORDED:      vyre.kernel @k items 256 workgroup_size 32
-// RECORDED:      item_count 128 seq_len 128 head_dim 1 tile_size 8 tile_count 16 kv_splits 2 attributes {vyre.plan = #vyre.plan<device = "mine", lanes = 32, tile_size = 8, kv_splits = 2, merge = workgroup
+// RECORDED:      item_count 128 seq_len 128 head_dim 1 tile_size 8 tile_count 16 kv_splits 2 score_stride 64 attributes {vyre.plan = #vyre.plan<device = "mine", lanes = 32, tile_size = 8, kv_splits = 2, merge = workgroup
 
 // -----
 

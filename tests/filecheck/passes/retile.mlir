@@ -27,11 +27,12 @@ builtin.module {
 }
 
 // Tiles of 8: each built tile becomes 8 tiles of its class; the score
-// slice keeps its width (the fragments address it with the built stride).
+// slice keeps its width (the fragments address it with the built stride,
+// which the op records as score_stride).
 // CHECK:      %score_tile = vyre.scratch "score_tile" : memref<4096xf32>
-// CHECK:      item_count 128 seq_len 128 head_dim 1 tile_size 8 tile_count 16 tile_classes [2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]
+// CHECK:      item_count 128 seq_len 128 head_dim 1 tile_size 8 tile_count 16 tile_classes [2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2] score_stride 64{{$}}
 
 // Chosen for rows of at most 64 dims: 16.
-// AUTO:       tile_size 16 tile_count 8 tile_classes [2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+// AUTO:       tile_size 16 tile_count 8 tile_classes [2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2] score_stride 64
 
 // BAD: retile.mlir:15:5: error: vyre-retile: tile_size 12 must be a positive divisor of the built tile size 64

@@ -650,3 +650,51 @@ builtin.module {
   }
 }
 // CHECK: {{.*}}verify_errors.mlir:641:5: error: 'vyre.tiled_online_softmax' op 'seq_len' = 4294967296 does not fit in u32 (max 4294967295); use a smaller value
+
+// -----
+
+// A wider slice of scores a lane than the tile needs is the op's own
+// score_stride (vyre-retile records it), not what the array happens to
+// hold: the fragments and the recurrence would address it differently.
+builtin.module {
+  vyre.kernel @k items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<256xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 4 seq_len 4 head_dim 2 tile_size 2 tile_count 2
+        : (memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<256xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:{{[0-9]+}}:5: error: 'vyre.tiled_online_softmax' op scratch 'score_tile' holds 256 f32 but workgroup_size * tile_size = 128; size it memref<128xf32>
+
+// -----
+
+// A score_stride below the tile size leaves no room for a tile's scores.
+builtin.module {
+  vyre.kernel @k items 4 workgroup_size 64 {
+    %q = vyre.buffer "q" binding 0 read [4, 2] : memref<8xf32>
+    %out = vyre.buffer "out" binding 1 write [4, 2] : memref<8xf32>
+    %qs = vyre.scratch "q_scratch" : memref<128xf32>
+    %st = vyre.scratch "score_tile" : memref<64xf32>
+    %oa = vyre.scratch "o_acc" : memref<128xf32>
+    vyre.tiled_online_softmax q(%q) out(%out) scratch(%qs, %st, %oa)
+        item_count 4 seq_len 4 head_dim 2 tile_size 2 tile_count 2 score_stride 1
+        : (memref<8xf32>, memref<8xf32>, memref<128xf32>, memref<64xf32>, memref<128xf32>)
+    scores(%item, %lane, %ts, %tl, %a, %b) {
+      vyre.yield
+    }
+    update(%item2, %lane2, %ts2, %tl2, %m, %r, %c, %d) {
+      vyre.yield
+    }
+  }
+}
+// CHECK: {{.*}}verify_errors.mlir:{{[0-9]+}}:5: error: 'vyre.tiled_online_softmax' op 'score_stride' is 1 but a lane's slice of score_tile holds a tile's 2 scores; give it at least tile_size
