@@ -42,7 +42,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from vyre_xdsl.dialects.constants import DEFAULT_LANES, U32_MAX
 from vyre_xdsl.dialects.structure import check_fragment_barriers
-from vyre_xdsl.dialects.vyre_checks import _element_count, _int, parse_int_in_range
+from vyre_xdsl.dialects.vyre_checks import _int, parse_int_in_range
 from vyre_xdsl.dialects.vyre_kernel import KernelOp, Skeleton
 from vyre_xdsl.dialects.vyre_regions import (
     DIM_CHUNK,
