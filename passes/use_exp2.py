@@ -16,7 +16,9 @@ On every `vyre.tiled_online_softmax` without the `exp2` property:
   scores (a fragment that weighs keys itself; `vyre.tile_weight` follows
   the property) becomes `math.exp2`, and a `vyre.bounded_exp_arg` or
   `vyre.bounded_score` on the way gets `log2`;
-- the op gets `exp2`, so vyre-inline-fragments uses exp2 in the recurrence.
+- the op gets `exp2`, so vyre-inline-fragments uses exp2 in the recurrence,
+  and so does the `vyre.merge_splits` of a kernel of its own that merges
+  its partial maxima (vyre-split-kv{merge=kernel} ran first).
 
 A value derived from the scores (a load of `score_tile` in `update`,
 `m_new`) may only reach an exp through ops that a positive factor commutes
