@@ -144,3 +144,63 @@ def test_a_constant_step_of_0_is_refused_before_it_runs():
     step0 = step0.replace("to %ub step %c1", "to %ub step %c0")
     with pytest.raises(vx.VyreError, match="an scf.for with a step of 0 never ends"):
         vx.compile_spirv(vx.parse_module(step0))
+
+
+def _counting_decoder(seq_len: int, max_trips: int | None):
+    """Each key's score counts up to the item's index in a loop whose bound
+    is only known at run time: every key of a row scores alike, so each row
+    is the mean of v."""
+
+    def scores(f):
+        def one_key(b, j, _):
+            (count,) = b.loop(0, f.item, lambda b, i, acc: [vx.wrap(acc[0]) + 1.0], [0.0],
+                              max_trips=max_trips)
+            b.store(b.bounded_score(count), f.score_tile, b.score_index(j))
+            return []
+
+        f.loop(0, f.tile_len, one_key)
+
+    def update(f):
+        def one_dim(b, d, _):
+            def add_key(b, j, acc):
+                v_d = b.load(f.buffer("v"), b.flat_index(b.addi(f.tile_start, j), 1, d))
+                return [vx.wrap(acc[0]) + vx.wrap(b.weight(j)) * vx.wrap(v_d)]
+
+            (wv,) = b.loop(0, f.tile_len, add_key, [0.0])
+            o = b.o_index(d)
+            b.store(vx.wrap(f.rescale) * vx.wrap(b.load(f.o_acc, o)) + vx.wrap(wv), f.o_acc, o)
+            return []
+
+        f.loop(0, 1, one_dim)
+
+    rows = (seq_len, 1)
+    return vx.tiled_online_softmax(
+        "counting", [vx.Buffer("q", rows), vx.Buffer("v", rows), vx.Buffer("out", rows, "write")],
+        item_count=seq_len, seq_len=seq_len, head_dim=1, tile_size=4, scores=scores,
+        update=update)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "vulkan"])
+def test_a_fragment_promises_its_loops_trips(backend):
+    """f.loop(..., max_trips=N) bounds a loop whose end is read at run time:
+    lavapipe refuses the kernel without it and runs it with it."""
+    if backend == "vulkan":
+        vulkan = pytest.importorskip("vyre_xdsl.vulkan")
+        if "llvmpipe" not in vulkan.device_report().split("selected")[-1]:
+            pytest.skip("the selected Vulkan device is not lavapipe")
+    rng = np.random.default_rng(3)
+    inputs = {"q": np.zeros((12, 1), np.float32),
+              "v": rng.standard_normal((12, 1)).astype(np.float32)}
+    out = vx.run(_counting_decoder(12, 12), inputs, backend=backend)["out"]
+    np.testing.assert_allclose(out, np.full((12, 1), inputs["v"].mean()), rtol=1e-5)
+    unbounded = _counting_decoder(12, None)
+    if backend == "vulkan":
+        with pytest.raises(vx.VyreError, match=r"f.loop\(\.\.\., max_trips=N\) in a fragment"):
+            vx.run(unbounded, inputs, backend=backend)
+    else:
+        np.testing.assert_array_equal(vx.run(unbounded, inputs)["out"], out)
+        with pytest.raises(vx.VyreError, match="runs 11 trips where its vyre.max_trips "
+                                               "promises at most 4"):
+            vx.run(_counting_decoder(12, 4), inputs)
+    with pytest.raises(vx.VyreError, match="max_trips must be an integer"):
+        _counting_decoder(12, -1)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, gpu, math, memref, scf, vector
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, f32, i32
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, f32, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -27,6 +27,7 @@ from vyre_xdsl.dialects import vyre
 from vyre_xdsl.dialects.gpu_shuffle import ShuffleMode, ShuffleOp
 from vyre_xdsl.dialects.vector_from_elements import FromElementsOp
 from vyre_xdsl.errors import VyreError
+from vyre_xdsl.loop_bounds import MAX_TRIPS_ATTR
 from vyre_xdsl.dtypes import is_half
 
 if TYPE_CHECKING:
@@ -327,10 +328,20 @@ class IRBuilder:
         iter_args: Sequence[Value] = (),
         hint: str | None = None,
         attributes: dict[str, Attribute] | None = None,
+        max_trips: int | None = None,
     ) -> list[SSAValue]:
         """`scf.for %i = lower to upper step 1` carrying `iter_args`; `body`
         gets (builder, %i, iteration values) and returns the next values;
-        `attributes` go on the loop."""
+        `attributes` go on the loop.  `max_trips`: a promise that it runs at
+        most that many trips, where `upper` is only known at run time
+        (`vyre.max_trips`: what bounds it for lavapipe's loop limit; the
+        interpreter holds the loop to it)."""
+        if max_trips is not None:
+            if not is_integer(max_trips) or not 0 <= max_trips <= U32_MAX:
+                raise VyreError(f"max_trips must be an integer in [0, {U32_MAX}], "
+                                f"got {max_trips!r}")
+            attributes = {**(attributes or {}),
+                          MAX_TRIPS_ATTR: IntegerAttr(int(max_trips), i64)}
         lower_v, upper_v = _index(lower, self), _index(upper, self)
         step = self.index(1)
         inits = [self.f32(v) if isinstance(v, float) else _v(v) for v in iter_args]

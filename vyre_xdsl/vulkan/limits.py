@@ -168,7 +168,8 @@ def _check_loop_limit(ctx: _Context, kernel: KernelInfo) -> None:
             f"arithmetic that may wrap), but lavapipe ({ctx.name}) stops every "
             f"invocation after {LLVMPIPE_LOOP_LIMIT} loop iterations and would return "
             f"a wrong result without a word; give such a loop a "
-            f"{MAX_TRIPS_ATTR} = N attribute (at most N trips), or run it on a GPU "
+            f"{MAX_TRIPS_ATTR} = N attribute (at most N trips; f.loop(..., "
+            f"max_trips=N) in a fragment), or run it on a GPU "
             f"({DEVICE_ENV}) or with backend='interpreter'"
         )
     if kernel.loop_iterations > LLVMPIPE_LOOP_LIMIT:
