@@ -18,6 +18,7 @@ from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
+from vyre_xdsl.dialects.constants import U32_MAX
 from vyre_xdsl.dialects.vyre_regions import REGION_ARGS
 from vyre_xdsl.dialects.vyre_skeleton import TiledOnlineSoftmaxOp
 
@@ -100,9 +101,8 @@ def _clipped_length(op: arith.SubiOp) -> int | None:
 
 
 def _difference_bound(op: arith.SubiOp) -> int | None:
-    """ub(a) for `a - b` where b cannot pass a (index arithmetic wraps: 3 - 4
-    is 2^64 - 1), else None: b a constant no larger than any a, or a's
-    own induction variable's lower bound or below."""
+    """ub(a) - b for `a - b` where b is a constant that no value of a is
+    below, else None (index arithmetic wraps: 3 - 4 is no small number)."""
     top = upper_bound(op.lhs)
     if top is None:
         return None
@@ -114,13 +114,17 @@ def _difference_bound(op: arith.SubiOp) -> int | None:
 
 def _lower_bound(value: SSAValue) -> int:
     """The smallest value `value` (an index) can take: a constant's, a loop
-    variable's lower bound's, a sum's, else 0."""
+    variable's lower bound's, a sum's or product's that cannot wrap (its
+    upper bound fits 32 bits, the device's index), else 0."""
     if (constant := constant_index(value)) is not None:
         return constant
     if (loop := loop_of(value)) is not None:
         return _lower_bound(loop.lb)
     op = value.owner
     if isinstance(op, arith.AddiOp | arith.MuliOp):
+        top = upper_bound(op.result)
+        if top is None or top > U32_MAX:
+            return 0
         lhs, rhs = _lower_bound(op.lhs), _lower_bound(op.rhs)
         return lhs + rhs if isinstance(op, arith.AddiOp) else lhs * rhs
     if isinstance(op, arith.MinUIOp):
