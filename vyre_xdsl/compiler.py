@@ -187,7 +187,6 @@ def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     A pipeline that fails (a VyreError) leaves `module` as it was: a pass
     that stopped half way would leave IR that no one asked for."""
     check_module(module, "apply_pipeline")
-    check_pipeline(pipeline)
     before = module.clone()
     try:
         return _run_pipeline(module, pipeline)
@@ -209,10 +208,10 @@ def _restore(module: ModuleOp, before: ModuleOp) -> None:
 
 
 def _run_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
-    """apply_pipeline's work, without keeping a copy to restore."""
+    """apply_pipeline's work on a checked module, without keeping a copy to
+    restore."""
     from xdsl.transforms import get_all_passes
 
-    check_module(module, "apply_pipeline")
     check_pipeline(pipeline)
     available = {**get_all_passes(), **ALL_PASSES}
     check_pass_options(available, pipeline)
