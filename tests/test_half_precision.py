@@ -36,7 +36,7 @@ from requirements import (
     needs_val,
     needs_vulkan,
 )
-from vyre_xdsl.dtypes import numpy_dtype, ulp
+from vyre_xdsl.dtypes import distance, numpy_dtype, ulp
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.kernel_info import program_info
 from vyre_xdsl.skeleton import Buffer, per_item_kernel
@@ -80,21 +80,16 @@ def _widened(arrays):
 def ulps_off(out: np.ndarray, oracle_f32: np.ndarray, dtype: str) -> float:
     """The largest |out - oracle| in ulps of `dtype` at the f32 oracle
     (NaN where both are NaN counts as 0)."""
-    out32 = out.astype(np.float32)
-    both_nan = np.isnan(out32) & np.isnan(oracle_f32)
     with np.errstate(all="ignore"):
-        error = np.abs(out32 - oracle_f32) / ulp(oracle_f32, dtype)
-    error = np.where(both_nan | (out32 == oracle_f32), 0.0, error)
+        error = distance(out, oracle_f32, dtype) / ulp(oracle_f32, dtype)
     return float(np.max(error))
 
 
 def excess(out: np.ndarray, oracle_f32: np.ndarray, dtype: str) -> float:
     """The largest error beyond ULP_TOLERANCE ulps, relative to max|oracle|
     (<= 0 when every element is within the ulps)."""
-    out32 = out.astype(np.float32)
     with np.errstate(all="ignore"):
-        beyond = np.abs(out32 - oracle_f32) - ULP_TOLERANCE * ulp(oracle_f32, dtype)
-    beyond = np.where(np.isnan(out32) & np.isnan(oracle_f32), 0.0, beyond)
+        beyond = distance(out, oracle_f32, dtype) - ULP_TOLERANCE * ulp(oracle_f32, dtype)
     return float(np.max(beyond) / np.nanmax(np.abs(oracle_f32)))
 
 
@@ -265,7 +260,7 @@ def _check_conversions(dtype: str, backend: str) -> None:
     nan = np.isnan(expected.astype(np.float32))
     assert np.array_equal(np.isnan(narrow.astype(np.float32)), nan)
     got_bits, want_bits = narrow.view(np.uint16), expected.view(np.uint16)
-    bad = np.flatnonzero((got_bits != want_bits) & ~nan)
+    bad = np.flatnonzero(got_bits != want_bits)  # NaN's bits too
     assert bad.size == 0, [(float(x[i]), hex(got_bits[i]), hex(want_bits[i])) for i in bad[:5]]
     wide = outs["wide"]
     want = every_half.astype(np.float32)
@@ -322,6 +317,23 @@ def _mla(dtype: str):
     oracle_f32 = vx.reference.mla_decode(*_widened(inputs).values(), tile_size=16)
     rounded = vx.reference.mla_decode(*inputs.values(), tile_size=16, dtype=dtype)
     return module, inputs, oracle_f32, rounded
+
+
+@pytest.mark.parametrize("dtype,top,gap,one", [("f16", 65504.0, 32.0, 2.0**-10),
+                                               ("bf16", 2.0**128 - 2.0**120, 2.0**120, 2.0**-7)])
+def test_ulp_and_distance_at_the_top_of_the_range(dtype, top, gap, one):
+    """At the largest finite half an ulp is the gap below it (it was inf
+    above it, so any output passed there); an output that overflows to inf
+    where the oracle rounds to inf is at distance 0 (it was NaN or inf)."""
+    half = numpy_dtype(dtype)
+    oracle = np.array([top, np.inf, -np.inf, top + gap / 2, 1.0], np.float32)  # the tie: inf
+    assert np.array_equal(ulp(oracle, dtype), [gap, gap, gap, gap, one])
+    with np.errstate(over="ignore"):
+        out = oracle.astype(half)
+    assert np.array_equal(distance(out, oracle, dtype), np.zeros(5))
+    wrong = np.array([0, top, np.inf, 0, 1], half)
+    assert np.array_equal(distance(wrong, oracle, dtype) <= ulp(oracle, dtype),
+                          [False, False, False, False, True])
 
 
 def test_oracle_rounds_the_f32_result_once():
@@ -532,7 +544,7 @@ def test_fa2_vulkan_longer_rows(dtype):
     out = vx.run(module, inputs, backend="vulkan")["out"]
     oracle_f32 = vx.reference.flash_attention_2(*_widened(inputs).values())
     assert_within_tolerance(out, oracle_f32, dtype)
-    within = np.abs(out.astype(np.float32) - oracle_f32) <= ulp(oracle_f32, dtype)
+    within = distance(out, oracle_f32, dtype) <= ulp(oracle_f32, dtype)
     assert within.mean() >= 0.999
 
 

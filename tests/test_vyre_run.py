@@ -244,3 +244,52 @@ def test_wrong_dtype_input(fa2_file, tmp_path, capsys):
     np.save(tmp_path / "q.npy", np.zeros((70, 3)))  # float64
     assert main([str(fa2_file), "--random", "--input", f"q={tmp_path / 'q.npy'}"]) == 1
     assert "float32" in capsys.readouterr().err
+
+
+def _mla_f16(tmp_path, w_uv_row):
+    """An f16 MLA decode whose outputs are 4 * w_uv_row in f32 (every key
+    weighs 1/4, its latent row all ones)."""
+    cfg = dict(seq_len=4, num_heads=1, head_dim=4, kv_lora_rank=4, qk_rope_head_dim=4)
+    path = tmp_path / "mla_f16.mlir"
+    path.write_text(str(vx.mla_decode(dtype="f16", **cfg)))
+    arrays = dict(q=np.zeros((1, 4), np.float16), kv_cache=np.ones((4, 4), np.float16),
+                  kr_cache=np.zeros((4, 4), np.float16), w_uk=np.zeros((4, 4), np.float16),
+                  w_uv=np.array([w_uv_row] * 4, np.float16))
+    args = [str(path)]
+    for name, value in arrays.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    return args
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "vulkan"])
+def test_check_takes_an_overflow_to_inf_as_the_oracle_rounded(tmp_path, capsys, backend):
+    """An f16 output that overflows to inf where the f32 oracle rounds to
+    inf is right (it was a MISMATCH: an infinite error against 1 ulp).
+    Outputs 65520, 65504, 80000 and 65488 in f32: rounded once to f16,
+    inf, 65504, inf and 65472 (a tie, to even)."""
+    args = _mla_f16(tmp_path, [16380, 16376, 20000, 16372])
+    out_path = tmp_path / "out.npy"
+    assert main([*args, "--backend", backend, "--check", "--output", f"out={out_path}"]) == 0
+    assert "MISMATCH" not in capsys.readouterr().out
+    assert np.array_equal(np.load(out_path)[0], np.array([np.inf, 65504, np.inf, 65472],
+                                                         np.float16))
+
+
+def test_check_is_not_unlimited_at_the_largest_half(tmp_path, monkeypatch, capsys):
+    """At f16's largest finite value an ulp is the gap below it (32), not
+    the infinite gap above: an output of 0 there is a MISMATCH (it passed)."""
+    import importlib
+
+    runner = importlib.import_module("vyre_xdsl.run")  # vx.run is the function
+    args = _mla_f16(tmp_path, [16376, 16376, 0.25, 0.25])  # 65504, 65504, 1, 1
+    run = runner.run
+
+    def first_zeroed(*args, **kwargs):
+        outputs = run(*args, **kwargs)
+        outputs["out"][..., 0] = 0
+        return outputs
+
+    monkeypatch.setattr(runner, "run", first_zeroed)
+    assert main([*args, "--check"]) == 1
+    assert "MISMATCH" in capsys.readouterr().out

@@ -199,7 +199,7 @@ def _oracle(info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def _run(args: argparse.Namespace) -> int:
     from vyre_xdsl.compiler import apply_pipeline, compile_module, parse_module
-    from vyre_xdsl.dtypes import ulp
+    from vyre_xdsl.dtypes import distance, ulp
     from vyre_xdsl.run import run
 
     input_paths = _pairs(args.input, "--input")
@@ -270,8 +270,9 @@ def _run(args: argparse.Namespace) -> int:
                 got, want, rtol=RTOL, atol=ATOL, equal_nan=True
             )
             if got.dtype != want.dtype:  # f16/bf16: within 1 ulp of the f32 oracle
-                within = diff <= ulp(want, info.buffer(name).dtype)
-                close = same_nan and bool(np.all(~finite | within))
+                dtype = info.buffer(name).dtype
+                close = same_nan and bool(np.all(distance(got, want, dtype)
+                                                 <= ulp(want, dtype)))
             verdict = "bit-exact" if exact else ("ok" if close else "MISMATCH")
             print(f"{name}: max abs error {max_err:.3e} vs oracle ({verdict})")
             if not close:

@@ -16,6 +16,7 @@ the element type of q, k, v and out), only of a `Buffer(..., dtype="i32")`.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from xdsl.ir import Attribute
 
@@ -120,11 +121,30 @@ def round_to(values, dtype: str) -> np.ndarray:
 
 def ulp(values, dtype: str) -> np.ndarray:
     """The spacing of `dtype` at each of the (f32) `values`: the gap from
-    |v| rounded to `dtype` to the next representable number of `dtype`
-    (inf where that is inf; the spacing of the smallest subnormals at 0)."""
+    |v| rounded to `dtype` to the next representable number of `dtype`; at
+    the largest finite one, and where |v| rounds to inf, the gap below it
+    (the spacing at the top of the range; the spacing of the smallest
+    subnormals at 0, NaN at NaN)."""
     target = numpy_dtype(dtype)
+    uint = np.uint16 if target.itemsize == 2 else np.uint32
+    top = np.float32(ml_dtypes.finfo(target).max)
     with np.errstate(all="ignore"):
-        magnitude = np.abs(np.asarray(values, np.float32)).astype(target)
-        bits = magnitude.view(np.uint16 if target.itemsize == 2 else np.uint32)
-        above = (bits + 1).view(target)
-        return (above.astype(np.float32) - magnitude.astype(np.float32))
+        magnitude = np.minimum(np.abs(np.asarray(values, np.float32)).astype(target)
+                               .astype(np.float32), top).astype(target)
+        bits = magnitude.view(uint)
+        wide = magnitude.astype(np.float32)
+        above = (bits + uint(1)).view(target).astype(np.float32) - wide
+        below = wide - (bits - uint(1)).view(target).astype(np.float32)
+        return np.where(wide == top, below, above)
+
+
+def distance(out: np.ndarray, oracle_f32, dtype: str) -> np.ndarray:
+    """|out - oracle| in f32 for `out` of `dtype`, 0 where `out` is the
+    oracle rounded to `dtype` (infinities and NaN included: an overflow to
+    inf is the right answer, not an infinite error)."""
+    oracle_f32 = np.asarray(oracle_f32, np.float32)
+    wide = np.asarray(out).astype(np.float32)
+    with np.errstate(all="ignore"):
+        rounded = oracle_f32.astype(numpy_dtype(dtype)).astype(np.float32)
+        same = (wide == rounded) | (np.isnan(wide) & np.isnan(rounded))
+        return np.where(same, np.float32(0), np.abs(wide - oracle_f32))

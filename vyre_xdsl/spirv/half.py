@@ -23,8 +23,10 @@ Conversions (x the f32 bits, h the 16 bits):
     bf16 -> f32   h << 16
     f16  -> f32   exponent 0: the subnormal h * 2^-24 (an exact f32 product),
                   exponent 31: inf/NaN (payload kept), else rebias by 112
-    f32 -> bf16   NaN: quiet, sign kept; else (x + 0x7FFF + bit 16 of x) >> 16
-    f32 -> f16    NaN: quiet; |x| >= 65520: inf; |x| >= 2^-14: rebias and
+    f32 -> bf16   NaN: the quiet NaN of its sign (as ml_dtypes); else
+                  (x + 0x7FFF + bit 16 of x) >> 16
+    f32 -> f16    NaN: its top 10 payload bits, at least 1 (as numpy);
+                  |x| >= 65520: inf; |x| >= 2^-14: rebias and
                   round the 13 dropped bits to even; smaller: the f16
                   subnormal, the 24-bit significand shifted right with the
                   shifted-out bits rounding to even
@@ -127,7 +129,10 @@ def _f32_to_f16_bits(e, x: int) -> int:
     bits = e.fn.op(Op.Bitcast, e.uint, x)
     sign = i.and_(i.shr(bits, 16), 0x8000)
     a = i.and_(bits, 0x7FFFFFFF)
-    nan = i.or_(i.c(0x7E00), i.and_(i.shr(a, 13), 0x3FF))
+    # the interpreter converts as numpy: a signalling NaN stays one
+    payload = i.and_(i.shr(a, 13), 0x3FF)
+    payload = i.select(i.cmp(Op.IEqual, payload, i.c(0)), i.c(1), payload)
+    nan = i.or_(i.c(0x7C00), payload)
     # normal f16: rebias, round the 13 bits that do not fit to even
     rebiased = i.sub(a, i.c(F32_EXPONENT_BIAS_GAP))
     odd = i.and_(i.shr(rebiased, 13), 1)
@@ -148,7 +153,7 @@ def _f32_to_bf16_bits(e, x: int) -> int:
     i = _Ints(e)
     bits = e.fn.op(Op.Bitcast, e.uint, x)
     high = i.shr(bits, 16)
-    nan = i.or_(high, i.c(0x40))
+    nan = i.or_(i.and_(high, 0x8000), i.c(0x7FC0))
     rounded = i.shr(i.add(i.add(bits, i.c(0x7FFF)), i.and_(high, 1)), 16)
     is_nan = i.cmp(Op.UGreaterThan, i.and_(bits, 0x7FFFFFFF), i.c(0x7F800000))
     return i.select(is_nan, nan, rounded)
