@@ -494,6 +494,13 @@ def test_compile_argument_errors(fa2):
     lowered = vx.lower_to_gpu(fa2)
     with pytest.raises(VyreError, match="optimize='exact' applies to vyre IR"):
         vx.compile(lowered, optimize="exact")
+    with pytest.raises(VyreError, match="device='h200' applies to vyre IR"):
+        vx.compile(lowered, device="h200")  # was ignored
+    with pytest.raises(VyreError, match="device='generic' applies to vyre IR"):
+        vx.compile(vx.compile(fa2).compiled, device="generic")
+    for empty in ("", "  "):  # was the plain lowering, silently
+        with pytest.raises(VyreError, match="optimize is empty"):
+            vx.compile(fa2, optimize=empty)
     kernel = vx.compile(lowered)  # a lowered module runs as it is
     assert kernel.inputs == ("q", "k", "v") and kernel.outputs == ("out",)
     assert kernel.spirv is None and "interpreter" in repr(kernel)
@@ -513,6 +520,50 @@ def test_a_closed_kernel_refuses_calls(fa2, backend):
     for call in (lambda: kernel(**inputs), lambda: kernel.upload("k", inputs["k"])):
         with pytest.raises(VyreError, match=r"was closed \(kernel.close\(\)\).*vx.compile"):
             call()
+    # the array went with its kernel: say so, not "upload it again" to it
+    for call in (k.read, lambda: k.write(inputs["k"])):
+        with pytest.raises(VyreError, match=r"was on a kernel that is closed.*vx.compile, "
+                                            r"and upload the array to the new kernel"):
+            call()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kernels_and_device_arrays_refuse_copies_and_pickles(fa2, backend, kernels):
+    """A copy of a DeviceArray shared its device buffer: freeing the copy
+    destroyed the original's, whose read() then returned garbage and whose
+    write() wrote to freed memory (a crash under validation); pickling
+    recursed without end."""
+    import copy
+    import pickle
+
+    kernel = kernels(fa2, backend)
+    inputs = _inputs(fa2, 12)
+    k = kernel.upload("k", inputs["k"])
+    for thing, hint in ((k, r"\.read\(\)"), (kernel, "vx.compile")):
+        for make in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(VyreError, match=f"cannot be copied or pickled; .*{hint}"):
+                make(thing)
+    assert np.array_equal(k.read(), inputs["k"])
+    for call in (lambda: kernel.upload("k", k), lambda: k.write(k), lambda: k.write(k, 4)):
+        with pytest.raises(VyreError, match=r"on the device already: pass it to a call as "
+                                            r"input 'k', or read it back"):
+            call()
+    k.free()
+
+
+@pytest.mark.parametrize("staging", _vulkan_params())
+def test_the_vulkan_executor_refuses_a_destroyed_buffer(fa2, staging):
+    """Below the DeviceArray: a buffer freed on the dispatcher is not read
+    or written (its memory may be another's)."""
+    kernel = vx.compile(fa2, backend="vulkan", staging=staging)
+    inputs = _inputs(fa2, 13)
+    k = kernel.upload("k", inputs["k"])
+    dispatcher, buffer = kernel._impl.dispatcher, k._data
+    dispatcher.free(buffer)
+    for call in (lambda: dispatcher.read(buffer), lambda: dispatcher.write(buffer, inputs["k"])):
+        with pytest.raises(VyreError, match="not resident on this kernel"):
+            call()
+    kernel.close()
 
 
 def _users():

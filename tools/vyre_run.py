@@ -198,7 +198,7 @@ def _oracle(info, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vyre_xdsl.compiler import apply_pipeline, compile_module, parse_module
+    from vyre_xdsl.compiler import apply_pipeline, compile_module, is_vyre_module, parse_module
     from vyre_xdsl.dtypes import distance, ulp
     from vyre_xdsl.run import run
 
@@ -220,7 +220,9 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.pipeline:
         module = apply_pipeline(module, args.pipeline)
-    device = args.device or (LIVE if args.backend == "vulkan" else None)
+    # lowered IR (a file of it, or a --pipeline that lowers) has its device
+    device = args.device or (LIVE if args.backend == "vulkan" and is_vyre_module(module)
+                             else None)
     # lowered and read once: one kernel, or a program of several
     compiled = compile_module(module, device, spirv=args.backend == "vulkan")
     info = compiled.info

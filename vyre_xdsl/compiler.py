@@ -280,6 +280,11 @@ def lower_to_gpu(
             f"optimize must be a level ({', '.join(OPTIMISATION_LEVELS)}) or a pass "
             f"pipeline string, got {type(optimize).__name__}"
         )
+    if not optimize.strip():  # not the plain lowering silently: say which
+        raise VyreError(
+            f"optimize is empty; give a level ({', '.join(OPTIMISATION_LEVELS)}: 'none' "
+            f"is the plain lowering) or a pass pipeline"
+        )
     if device is not None:
         if not isinstance(device, str) or device not in DEVICE_NAMES:
             device_profile(device)  # words the error

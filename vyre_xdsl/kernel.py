@@ -27,7 +27,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from vyre_xdsl.errors import VyreError
-from vyre_xdsl.compiler import Compiled, compile_module
+from vyre_xdsl.compiler import Compiled, compile_module, is_vyre_module
 from vyre_xdsl.kernel_info import BufferInfo, ProgramInfo
 from vyre_xdsl.run import BACKENDS, check_inputs
 
@@ -63,8 +63,10 @@ def compile(
                         f"got {staging!r}")
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
-    # a pass pipeline names its device in its own options (vyre-to-gpu{device=})
-    if device is None and backend == "vulkan" and optimize in OPTIMISATION_LEVELS:
+    # a pass pipeline names its device in its own options (vyre-to-gpu{device=});
+    # lowered IR was lowered for one already
+    if (device is None and backend == "vulkan" and optimize in OPTIMISATION_LEVELS
+            and isinstance(module, ModuleOp) and is_vyre_module(module)):
         from vyre_xdsl.device import LIVE
 
         device = LIVE
@@ -111,6 +113,19 @@ class _Released:
         except Exception:
             pass  # at interpreter exit the device may be gone already
 
+    # a copy would share what it owns, and free it under the original
+    _OWNS, _COPY_HINT = "", ""
+
+    def __copy__(self):
+        raise VyreError(f"a {type(self).__name__} owns {self._OWNS} and cannot be copied "
+                        f"or pickled; {self._COPY_HINT}")
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol):
+        return self.__copy__()
+
 
 class Kernel(_Released):
     """A compiled kernel (or program of kernels): `kernel(**arrays) -> dict`.
@@ -129,6 +144,9 @@ class Kernel(_Released):
     it returns), and kernels on one Vulkan device take turns at its queue.
     `close()` (or leaving a `with` block, or garbage collection, or the end
     of the program) frees its device objects and its DeviceArrays."""
+
+    _OWNS = "its pipelines and buffers"
+    _COPY_HINT = "compile the module again with vx.compile where another is needed"
 
     def __init__(self, backend: str, compiled: Compiled, impl):
         self.backend = backend
@@ -285,6 +303,7 @@ class Kernel(_Released):
         checks an input. Free it with `.free()` (the kernel's close() frees
         every one)."""
         impl = self._open()
+        _not_on_device(array)
         flat = self._checked(name, array)
         buffer = self.info.buffer(name)
         handle = DeviceArray(self, buffer, flat.dtype, impl.upload(buffer, flat))
@@ -367,6 +386,9 @@ class DeviceArray(_Released):
     `read()` copies it back; `free()` (or the kernel's close(), or garbage
     collection) releases the device memory."""
 
+    _OWNS = "memory of the kernel that uploaded it"
+    _COPY_HINT = "read it into a numpy array (.read()) and upload that"
+
     def __init__(self, kernel: Kernel, buffer: BufferInfo, dtype: np.dtype, data):
         self._kernel = kernel
         self._lock = kernel._lock
@@ -401,10 +423,15 @@ class DeviceArray(_Released):
                 f"{state})")
 
     def _live(self):
+        try:
+            impl = self._kernel._open()
+        except VyreError as error:  # the array went with it
+            raise VyreError(f"{self!r} was on a kernel that is closed: {error}, and "
+                            f"upload the array to the new kernel") from None
         if self._data is None:
             raise VyreError(f"{self!r} was freed; upload the array again with "
                             f"kernel.upload({self.name!r}, array)")
-        return self._kernel._open()
+        return impl
 
     @_one_call_at_a_time
     def write(self, values: np.ndarray, offset: int = 0) -> None:
@@ -412,6 +439,7 @@ class DeviceArray(_Released):
         flattened array with `values` (any shape, the array's dtype); with
         offset 0 and as many values as the array has, all of it."""
         impl = self._live()
+        _not_on_device(values)
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
             raise VyreError(f"offset must be an element index (int), got {offset!r}")
         offset = int(offset)
@@ -470,6 +498,15 @@ class DeviceArray(_Released):
             self.free()
         finally:
             self._lock.release()
+
+
+def _not_on_device(values: object) -> None:
+    """A DeviceArray where host values are wanted (an upload, a write)."""
+    if isinstance(values, DeviceArray):
+        raise VyreError(
+            f"{values!r} is on the device already: pass it to a call as input "
+            f"{values.name!r}, or read it back (.read()) to upload or write its values"
+        )
 
 
 def _merge(inputs: object, arrays: dict[str, object]) -> Mapping[str, object]:

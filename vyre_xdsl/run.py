@@ -33,6 +33,11 @@ def ensure_lowered(
         )
     if is_vyre_module(module):
         return lower_to_gpu(module, optimize=optimize, device=device, f32_parts=f32_parts)
+    if device is not None:
+        raise VyreError(
+            f"device={device!r} applies to vyre IR; this module is already lowered "
+            f"(lower the vyre module with vx.lower_to_gpu(m, device=...))"
+        )
     if f32_parts:
         raise VyreError(
             f"f32_parts={f32_parts} applies to vyre IR; this module is already lowered "

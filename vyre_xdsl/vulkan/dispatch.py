@@ -580,6 +580,7 @@ class Dispatcher:
         """Write `array` (flat, of the buffer's dtype) into `buffer` from
         element `offset` on."""
         self._check_open()
+        self._check_resident(buffer)
         if buffer.view is not None:
             buffer.view[offset:offset + array.size] = array
             return
@@ -589,9 +590,15 @@ class Dispatcher:
     def read(self, buffer: DeviceBuffer) -> np.ndarray:
         """A new flat array with what `buffer` holds."""
         self._check_open()
+        self._check_resident(buffer)
         if buffer.view is not None:
             return buffer.view.copy()
         return self._transfer(buffer, None, 0)
+
+    def _check_resident(self, buffer: DeviceBuffer) -> None:
+        if buffer not in self.resident:  # destroyed: its memory may be another's now
+            raise VyreError(f"buffer {buffer.info.name!r} is not resident on this kernel "
+                            f"(it was freed); upload the array again")
 
     def _transfer(self, buffer: DeviceBuffer, array: np.ndarray | None,
                   offset: int) -> np.ndarray | None:
