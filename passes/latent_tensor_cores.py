@@ -800,8 +800,9 @@ class LatentExpansion(MatrixElements):
         tile_sum, weights = [b.f32(0.0)] * rows, []
         for s, slot, kept in zip(scores, self.layout.slots, keep, strict=True):
             weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop, keep=kept)
-            tile_sum[slot] = b.addf(tile_sum[slot], weight)
-            weights.append(self.narrow(b, self.at_least_smallest(b, weight, may_be_zero)))
+            summed, weight = self.weight_operand(b, weight, may_be_zero)
+            tile_sum[slot] = b.addf(tile_sum[slot], summed)
+            weights.append(weight)
         l_new = [recurrence.next_denominator(b, x, old, t)
                  for x, old, t in zip(rescale, l, tile_sum, strict=True)]
         return [*m_new, *l_new], rescale, weights

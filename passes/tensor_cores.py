@@ -667,9 +667,10 @@ class TensorCoreExpansion(MatrixElements):
             weights = []
             for s, slot in zip(block, layout.slots, strict=True):
                 weight = recurrence.score_weight(b, s, m_new[slot], self.exp2, may_drop)
-                tile_sum[slot] = b.addf(tile_sum[slot], weight)
+                summed = weight
                 if self.tiling.pieces == 1:
-                    weight = self.narrow(b, self.at_least_smallest(b, weight, may_drop))
+                    summed, weight = self.weight_operand(b, weight, may_drop)
+                tile_sum[slot] = b.addf(tile_sum[slot], summed)
                 weights.append(weight)
             if self.tiling.pieces > 1:
                 operands.append(self.split_operands(b, weights, a16))

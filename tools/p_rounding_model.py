@@ -3,8 +3,10 @@ the matrix kernel's arithmetic, not a GPU run.
 
 bf16 inputs, f32 scores and weights, P rounded to bf16 toward zero (what
 NVIDIA's driver makes of OpFConvert) or to nearest even (spirv/half.py's
-conversion, the interpreter's), the denominator summed from the f32
-weights, the output rounded to bf16; each against float64 attention.
+conversion), the denominator summed from the f32 weights, or P cut toward
+zero with the denominator summed from the cut weights (what the matrix
+kernels compute: MatrixElements.weight_operand); the output rounded to
+bf16; each against float64 attention.
 
     python3 tools/p_rounding_model.py [--seq 512] [--dim 64] [--heads 2]
 """
@@ -27,7 +29,9 @@ def to_nearest_even(x: np.ndarray) -> np.ndarray:
     return x.astype(BF16).astype(np.float32)
 
 
-ROUNDINGS = {"toward zero": toward_zero, "to nearest even": to_nearest_even}
+# name -> (P's rounding, whether the denominator sums the rounded weights)
+ROUNDINGS = {"toward zero": (toward_zero, False), "to nearest even": (to_nearest_even, False),
+             "cut, sum cut": (toward_zero, True)}
 
 
 def errors(seq: int, dim: int, heads: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -42,8 +46,10 @@ def errors(seq: int, dim: int, heads: int, seed: int = 0) -> dict[str, np.ndarra
         p = np.exp(s - m).astype(np.float32)
         exact_p = np.exp(s.astype(np.float64) - m)
         exact = (exact_p @ v.astype(np.float64)) / exact_p.sum(axis=1, keepdims=True)
-        for name, rounding in ROUNDINGS.items():
-            out = ((rounding(p) @ v) / p.sum(axis=1, keepdims=True)).astype(BF16)
+        for name, (rounding, sum_rounded) in ROUNDINGS.items():
+            weights = rounding(p)
+            summed = weights if sum_rounded else p
+            out = ((weights @ v) / summed.sum(axis=1, keepdims=True)).astype(BF16)
             found[name].append(((out.astype(np.float64) - exact) * np.sign(exact)).ravel())
     return {name: np.concatenate(parts) for name, parts in found.items()}
 

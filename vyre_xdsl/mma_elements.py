@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, vector
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, VectorType
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, VectorType, f32, i32
 from xdsl.ir import Attribute, SSAValue
 
 from vyre_xdsl import recurrence
@@ -34,6 +34,7 @@ from vyre_xdsl.value_range import bounds, is_zero_constant
 SUBGROUP = 32  # lanes of a subgroup: the H200's, and its matrices' layout
 SUBGROUPS = 4  # subgroups of a workgroup
 HALF_BYTES = 2  # an f16 or bf16 element
+BF16_BITS = -(1 << 16)  # 0xFFFF0000 as an i32: the bits of an f32 a bf16 keeps
 F32_BYTES = 4  # an accumulator's element
 LANES = SUBGROUP * SUBGROUPS
 HALF_TYPES = (Float16Type, BFloat16Type)  # what the matrices multiply
@@ -141,6 +142,23 @@ class MatrixElements:
     def narrow(self, b: IRBuilder, value: SSAValue) -> SSAValue:
         """`value` rounded to the inputs' 16-bit type (nearest even)."""
         return b.emit(arith.TruncFOp(value, self.half)).results[0]
+
+    def weight_operand(self, b: IRBuilder, weight: SSAValue,
+                       may_be_zero: bool) -> tuple[SSAValue, SSAValue]:
+        """A tile's f32 `weight` as P V reads it (at_least_smallest, then in
+        the 16-bit type) and as the row's denominator sums it.  bf16 keeps
+        the f32's top 16 bits, which every device converts exactly in one
+        step (rounding them to nearest took ten integer instructions a
+        weight, docs/performance.md), and the denominator sums the weight
+        so cut, so that both weigh each key alike: the cut alone moved
+        every output toward 0.  f16 rounds to nearest (the devices'
+        conversion), the denominator summing the f32 weight."""
+        raised = self.at_least_smallest(b, weight, may_be_zero)
+        if not isinstance(self.half, BFloat16Type):
+            return weight, self.narrow(b, raised)
+        bits = b.emit(arith.BitcastOp(raised, i32)).results[0]
+        cut = b.emit(arith.BitcastOp(b.andi(bits, b.i32(BF16_BITS)), f32)).results[0]
+        return cut, self.narrow(b, cut)
 
     def at_least_smallest(self, b: IRBuilder, weight: SSAValue, may_be_zero: bool) -> SSAValue:
         """`weight`, raised to the smallest value of the 16-bit type where

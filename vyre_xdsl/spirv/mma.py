@@ -52,6 +52,7 @@ from vyre_xdsl.dialects.gpu_mma import (
 )
 from vyre_xdsl.errors import VyreError
 from vyre_xdsl.loop_bounds import constant_index
+from vyre_xdsl.mma_elements import BF16_BITS
 from vyre_xdsl.spirv.memref import WIDE_HALVES, _memory, _pointer, flat_index, wide_pointer
 from vyre_xdsl.spirv.spec import (
     Capability,
@@ -200,16 +201,28 @@ def _extract_thread_local(e, op: SubgroupMmaExtractThreadLocalOp) -> None:
     e.bind(op.res, value)
 
 
+def _is_bf16_exactly(value) -> bool:
+    """Whether f32 `value` is a bf16 exactly: an f32 with its low 16 bits
+    cleared (mma_elements.MatrixElements.weight_operand)."""
+    cast = value.owner
+    if not isinstance(cast, arith.BitcastOp):
+        return False
+    cut = cast.input.owner
+    return isinstance(cut, arith.AndIOp) and any(
+        constant_index(operand) == BF16_BITS for operand in cut.operands)
+
+
 def _insert_thread_local(e, op: SubgroupMmaInsertThreadLocalOp) -> None:
     narrowed = op.value.owner
-    if (isinstance(narrowed, arith.TruncFOp) and isinstance(op.value.type, Float16Type)
-            and isinstance(narrowed.input.type, Float32Type)
+    if (isinstance(narrowed, arith.TruncFOp) and isinstance(narrowed.input.type, Float32Type)
+            and (isinstance(op.value.type, Float16Type) or _is_bf16_exactly(narrowed.input))
             and all(isinstance(use.operation, SubgroupMmaInsertThreadLocalOp)
                     for use in op.value.uses)):
-        # an f32 rounded into f16 matrices only: the device's own conversion
-        # (one instruction; Vulkan leaves its rounding to the device).  Not
-        # bf16, which half.py rounds to nearest even: NVIDIA's driver
-        # truncates there (docs/performance.md), biasing P toward zero
+        # an f32 rounded into matrices only: the device's own conversion
+        # (one instruction; Vulkan leaves its rounding to the device: f16
+        # rounds to nearest on NVIDIA).  bf16 only where no rounding is
+        # left to do: NVIDIA's driver truncates, and half.py's rounding to
+        # nearest costs ten integer instructions (docs/performance.md)
         value = e.fn.op(Op.FConvert, _component_type(e, op.value.type),
                         e.value(narrowed.input))
     else:
