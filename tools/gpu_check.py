@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import vyre_xdsl as vx
-from vyre_xdsl.compiler import compile_module
+from vyre_xdsl.compiler import compile_module, is_vyre_module
 from vyre_xdsl.dtypes import numpy_dtype
 from vyre_xdsl.mma_elements import MATRIX_TOLERANCE, SPLIT_TOLERANCE
 from vyre_xdsl.run import prepare_buffers
@@ -506,12 +506,19 @@ def bias_toward_zero(out: np.ndarray, want: np.ndarray, scale: float) -> str:
     return f"{float(toward.mean()) / scale:+.1e} (z {z:+.1f})"
 
 
+def compile_case(case: Case):
+    """The case's kernel lowered for the Vulkan device in use (vyre IR at
+    a level), or as it is (lowered IR: the mma kernels), with its SPIR-V."""
+    module = case.build()
+    level = case.optimize in ("none", "exact", "default") and is_vyre_module(module)
+    return compile_module(module, device="vulkan" if level else None,
+                          optimize=case.optimize, spirv=True)
+
+
 def check(case: Case, rng: np.random.Generator) -> bool:
     started = time.perf_counter()
     try:
-        level = case.optimize in ("none", "exact", "default")
-        compiled = compile_module(case.build(), device="vulkan" if level else None,
-                                  optimize=case.optimize, spirv=True)
+        compiled = compile_case(case)
         info = compiled.info
         ins = case.inputs(rng)
         arrays = prepare_buffers(info, ins)
