@@ -19,7 +19,9 @@ vyre_xdsl.mma_layout):
   (vyre_xdsl.recurrence) for each of its rows, a row's tile max combined
   over the lanes that hold it (`gpu.shuffle xor`, the layout's masks) in
   each tile, its denominator once after the last (each lane sums its own
-  elements' weights); the weights, rounded to the inputs' 16-bit type, are
+  elements' weights); the weights, in the inputs' 16-bit type
+  (MatrixElements.weight_operand: bf16 cut, the denominator summing the
+  cut), are
   inserted into a matrix of it and stored to `tc_weights`, from where P V
   reads them as its
   A operand (a KHR matrix cannot change use); with `registers=true`, on a

@@ -91,12 +91,19 @@ builtin.module {
 // CHECK:        gpu.subgroup_mma_load_matrix %tc_key_tile[%{{.*}}] {leadDimension = 24 : index, transpose} : memref<3072xbf16> -> !gpu.mma_matrix<16x16xbf16, "BOp">
 // CHECK:        gpu.subgroup_mma_compute %{{.*}}, %{{.*}}, %{{.*}} : !gpu.mma_matrix<16x16xbf16, "AOp">, !gpu.mma_matrix<16x16xbf16, "BOp"> -> !gpu.mma_matrix<16x16xf32, "COp">
 // The weights, at least exp(-80) and so above bf16's smallest normal (not
-// raised to it), rounded to bf16, in P V's A operand.
+// raised to it), cut to bf16 (an f32's top 16 bits), in P V's A operand;
+// the row's denominator sums the cut weight.
 // CHECK:        %rescale_1 = math.exp
+// CHECK:        %[[SUM:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK:        vyre.bounded_exp_arg
 // CHECK-NEXT:   %[[W:.*]] = math.exp
 // CHECK-NOT:    arith.constant 1.17549435e-38 : f32
-// CHECK:        arith.truncf %[[W]] : f32 to bf16
+// CHECK-NEXT:   %[[BITS:.*]] = arith.bitcast %[[W]] : f32 to i32
+// CHECK-NEXT:   %[[MASK:.*]] = arith.constant -65536 : i32
+// CHECK-NEXT:   %[[KEPT:.*]] = arith.andi %[[BITS]], %[[MASK]] : i32
+// CHECK-NEXT:   %[[CUT:.*]] = arith.bitcast %[[KEPT]] : i32 to f32
+// CHECK-NEXT:   arith.truncf %[[CUT]] : f32 to bf16
+// CHECK-NEXT:   arith.addf %[[SUM]], %[[CUT]] : f32
 // CHECK:        gpu.subgroup_mma_insert_thread_local %{{.*}} : bf16, !gpu.mma_matrix<16x16xbf16, "AOp">
 // CHECK:      gpu.subgroup_mma_store_matrix %{{.*}}, %out[%{{.*}}] {leadDimension = 16 : index} : !gpu.mma_matrix<16x16xbf16, "COp">, memref<1024xbf16>
 
