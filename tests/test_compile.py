@@ -498,6 +498,8 @@ def test_compile_argument_errors(fa2):
         vx.compile(lowered, device="h200")  # was ignored
     with pytest.raises(VyreError, match="device='generic' applies to vyre IR"):
         vx.compile(vx.compile(fa2).compiled, device="generic")
+    with pytest.raises(VyreError, match="staging= applies to backend='vulkan'"):
+        vx.compile(fa2, staging=True)  # was ignored on the interpreter
     for empty in ("", "  "):  # was the plain lowering, silently
         with pytest.raises(VyreError, match="optimize is empty"):
             vx.compile(fa2, optimize=empty)

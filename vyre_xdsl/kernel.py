@@ -61,6 +61,9 @@ def compile(
     if staging is not None and not isinstance(staging, bool | np.bool_):
         raise VyreError(f"staging must be True, False or None (the device decides), "
                         f"got {staging!r}")
+    if staging is not None and backend != "vulkan":  # was ignored
+        raise VyreError(f"staging= applies to backend='vulkan' (device memory); the "
+                        f"{backend} keeps arrays on the host, so leave it out")
     from vyre_xdsl.passes.vyre_to_gpu import OPTIMISATION_LEVELS
 
     # a pass pipeline names its device in its own options (vyre-to-gpu{device=});
